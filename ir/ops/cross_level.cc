@@ -1,0 +1,87 @@
+// Cross-level calls: from the graph into tensor programs, libraries and
+// runtime builtins. The callee's result cannot be deduced from its
+// arguments, so each call states it (`out=SINFO`, the call's one sinfo_arg).
+#include "ir/module.h"
+#include "ir/ops/common.h"
+
+namespace relax {
+namespace {
+
+using namespace ops;
+
+const StructInfo& declared_out(const CallNode& call) {
+  const std::string& op = op_name(call);
+  if (call.sinfo_args.empty()) fail(op, " needs out=...");
+  if (call.sinfo_args.size() > 1) fail(op, " takes one out=..., got ", call.sinfo_args.size());
+  if (!call.sinfo_args[0]) fail(op, ": out=... is empty");
+  return call.sinfo_args[0];
+}
+
+StructInfo infer_call_tir(const CallNode& call, const InferContext& ctx) {
+  attrs_of(call);
+  const std::string& op = op_name(call);
+  const StructInfo& out = declared_out(call);
+  size_t num_outputs = 1;
+  if (const auto* t = as<TupleSI>(out)) {
+    for (const StructInfo& f : t->fields)
+      if (!as<TensorSI>(f))
+        fail(op, ": out must be a tensor or a tuple of tensors, got a tuple holding ", kind_name(f));
+    num_outputs = t->fields.size();
+  } else if (!as<TensorSI>(out)) {
+    fail(op, ": out must be a tensor or a tuple of tensors, got ", kind_name(out));
+  }
+  const auto* callee = as<GlobalVarNode>(call.args[0]);
+  if (!callee) fail(op, ": the callee must be a tensor program @name, got a ", expr_kind_name(call.args[0]->kind));
+  size_t num_inputs = tuple_arg(call, 1).size();
+  int num_syms = call.args.size() == 3 ? shape_arg(call, 2).ndim : 0;
+  if (!ctx.mod) return out;
+
+  const std::string& name = callee->name;
+  tir::Program prog = ctx.mod->program(name);
+  if (!prog) fail(op, ": @", name, " is not a tensor program in the module");
+  if (prog->inputs.size() != num_inputs)
+    fail(op, ": @", name, " takes ", prog->inputs.size(), " inputs, got ", num_inputs);
+  if (prog->outputs.size() != num_outputs)
+    fail(op, ": @", name, " writes ", prog->outputs.size(), " outputs, but out=... describes ", num_outputs);
+  if (num_syms >= 0 && size_t(num_syms) != prog->sym_params.size())
+    fail(op, ": @", name, " takes ", prog->sym_params.size(), " symbolic arguments, got ", num_syms);
+  return out;
+}
+
+StructInfo infer_named_call(const CallNode& call, const InferContext&) {
+  attrs_of(call);
+  const std::string& op = op_name(call);
+  const StructInfo& out = declared_out(call);
+  if (!as<StringImmNode>(call.args[0]))
+    fail(op, ": the callee must be a name string, got a ", expr_kind_name(call.args[0]->kind));
+  tuple_arg(call, 1);
+  return out;
+}
+
+}  // namespace
+
+void register_cross_level_ops(OpRegistry& reg) {
+  reg.add("call_tir")
+      .doc(
+          "call_tir(@prog, (inputs...)[, shape(syms...)], out=S): calls tensor program @prog in "
+          "destination-passing style: allocates the outputs described by S (a tensor or a tuple of tensors), "
+          "runs @prog on the inputs, the extra symbolic arguments and the outputs, and returns the outputs.")
+      .args(2, 3)
+      .infer(infer_call_tir);
+  reg.add("call_library")
+      .doc(
+          "call_library(\"name\", (args...), out=S): calls the external library kernel `name` "
+          "(destination-passing: the outputs described by S are allocated and passed after the arguments) and "
+          "returns them. Pure: the kernel writes only its outputs.")
+      .args(2)
+      .infer(infer_named_call);
+  reg.add("call_builtin")
+      .doc(
+          "call_builtin(\"name\", (args...), out=S): calls the runtime builtin `name` with the arguments and "
+          "returns its result, described by S. Impure: builtins may allocate, print or keep state.")
+      .args(2)
+      .impure()
+      .infer(infer_named_call);
+}
+
+}  // namespace relax

@@ -1,0 +1,16 @@
+// The op families, listed once. The registry (ir/op.cc) calls this the
+// first time an op is looked up.
+#include "ir/ops/common.h"
+
+namespace relax {
+
+void register_all_ops(OpRegistry& reg) {
+  register_elementwise_ops(reg);
+  register_matmul_ops(reg);
+  register_manipulate_ops(reg);
+  register_reduce_ops(reg);
+  register_nn_ops(reg);
+  register_cross_level_ops(reg);
+}
+
+}  // namespace relax

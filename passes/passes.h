@@ -1,0 +1,24 @@
+// The passes, one per file; file, function and registered name agree
+// (passes/dead_code_elimination.cc, dead_code_elimination(mod),
+// "dead-code-elimination"). The list is written once, in registry.cc.
+#pragma once
+
+#include "ir/module.h"
+
+namespace relax {
+
+// Turns nested expressions into bindings (A-normal form) and gives every
+// binding and expression its deduced struct info.
+IRModule normalize(const IRModule& mod);
+// Removes bindings whose values are pure and unused, and module items that
+// no public function reaches.
+IRModule dead_code_elimination(const IRModule& mod);
+// Replaces variables bound to other variables (y = x) by what they alias,
+// removes match_casts that provably hold already, and folds tuple
+// indexing of literal tuples.
+IRModule canonicalize_bindings(const IRModule& mod);
+// Simplifies every symbolic expression in struct info and shapes with the
+// Analyzer, under the bounds a function declares.
+IRModule simplify_shapes(const IRModule& mod);
+
+}  // namespace relax

@@ -1,0 +1,236 @@
+// Tests of ir/analyzer.h: bounds, bound-based simplification and proofs.
+#include <doctest/doctest.h>
+
+#include <limits>
+#include <random>
+
+#include "ir/analyzer.h"
+#include "ir/error.h"
+
+using namespace relax;
+
+namespace {
+
+constexpr int64_t kNegInf = Interval::kNegInf;
+constexpr int64_t kPosInf = Interval::kPosInf;
+
+Interval iv(int64_t lo, int64_t hi) { return Interval{lo, hi}; }
+
+// A random expression over `vars` built through the canonical constructors;
+// divisors are nonzero constants or variables.
+SymExpr random_expr(std::mt19937& rng, const std::vector<SymExpr>& vars, int depth) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int op = depth <= 0 ? pick(0, 1) : pick(0, 9);
+  if (op == 0) return SymExpr(pick(-5, 9));
+  if (op == 1) return vars[size_t(pick(0, int(vars.size()) - 1))];
+  SymExpr a = random_expr(rng, vars, depth - 1);
+  auto divisor = [&]() -> SymExpr {
+    if (pick(0, 3) == 0) return vars[size_t(pick(0, int(vars.size()) - 1))];
+    int c = pick(-3, 9);
+    return SymExpr(c == 0 ? 8 : c);
+  };
+  switch (op) {
+    case 2:
+      return a + random_expr(rng, vars, depth - 1);
+    case 3:
+      return a - random_expr(rng, vars, depth - 1);
+    case 4:
+      return a * random_expr(rng, vars, depth - 1);
+    case 5:
+      return floordiv(a, divisor());
+    case 6:
+      return floormod(a, divisor());
+    case 7:
+      return min(a, random_expr(rng, vars, depth - 1));
+    case 8:
+      return max(a, random_expr(rng, vars, depth - 1));
+    default:
+      return a * SymExpr(pick(-4, 8)) + SymExpr(pick(-9, 9));
+  }
+}
+
+bool contains(Interval r, int64_t v) { return r.lo <= v && v <= r.hi; }
+
+}  // namespace
+
+TEST_CASE("analyzer: variable bounds") {
+  SymExpr n = SymExpr::var("n"), m = SymExpr::var("m");
+  Analyzer an;
+  CHECK(an.var_bound(n) == iv(0, kPosInf));  // sizes are non-negative by default
+  Analyzer un(Analyzer::Assume::Unbounded);
+  CHECK(un.var_bound(n) == iv(kNegInf, kPosInf));
+  an.bind(n, 0, 100);
+  an.bind(n, 50, 200);
+  CHECK(an.var_bound(n) == iv(50, 100));  // intersected
+  an.bind(m, iv(-5, 10));
+  CHECK(an.var_bound(m) == iv(0, 10));  // still non-negative under the default
+  un.bind(m, -5, 10);
+  CHECK(un.var_bound(m) == iv(-5, 10));
+}
+
+TEST_CASE("analyzer: interval arithmetic") {
+  SymExpr n = SymExpr::var("n"), m = SymExpr::var("m"), k = SymExpr::var("k");
+  Analyzer an(Analyzer::Assume::Unbounded);
+  an.bind(n, 1, 10);
+  an.bind(m, 0, 10);
+  CHECK(an.bound(n * 2 + 3) == iv(5, 23));
+  CHECK(an.bound(n - m) == iv(-9, 10));
+  CHECK(an.bound(floordiv(n, 4)) == iv(0, 2));
+  CHECK(an.bound(floormod(n, 4)) == iv(0, 3));
+  CHECK(an.bound(floormod(n + 4, 8)) == iv(0, 7));
+  CHECK(an.bound(floormod(m + 16, 32)) == iv(16, 26));  // one period: exact
+  CHECK(an.bound(floordiv(m, n)) == iv(0, 10));
+  CHECK(an.bound(floordiv(-m, n)) == iv(-10, 0));
+  CHECK(an.bound(floordiv(m, -3)) == iv(-4, 0));
+  CHECK(an.bound(floormod(m, -3)) == iv(-2, 0));
+  CHECK(an.bound(min(n, 4)) == iv(1, 4));
+  CHECK(an.bound(max(n, m + 5)) == iv(5, 15));
+  Analyzer mixed(Analyzer::Assume::Unbounded);
+  mixed.bind(n, -2, 3);
+  mixed.bind(m, -5, 4);
+  CHECK(mixed.bound(n * m) == iv(-15, 12));
+  CHECK(mixed.bound(n * n) == iv(0, 9));   // even power
+  CHECK(mixed.bound(n * n * n).lo <= -8);  // sound, not necessarily tight
+  CHECK(mixed.bound(n * n * n).hi == 27);
+  CHECK(mixed.bound(floordiv(SymExpr(12), m)) == iv(-12, 12));  // divisor straddles 0
+  // Infinities saturate.
+  CHECK(an.bound(k) == iv(kNegInf, kPosInf));
+  CHECK(an.bound(k * 0 + 4) == iv(4, 4));
+  Analyzer nn;
+  CHECK(nn.bound(k + 5) == iv(5, kPosInf));
+  CHECK(nn.bound(-k) == iv(kNegInf, 0));
+  CHECK(nn.bound(k * m) == iv(0, kPosInf));
+  CHECK(nn.bound(k - m) == iv(kNegInf, kPosInf));
+  CHECK(nn.bound(floordiv(k, 4)) == iv(0, kPosInf));
+  CHECK(nn.bound(floormod(k, 4)) == iv(0, 3));
+  nn.bind(n, 0, kPosInf - 1);
+  CHECK(nn.bound(n * 4).hi == kPosInf);  // overflow saturates to +inf
+  CHECK(nn.bound(n * -4).lo == kNegInf);
+}
+
+TEST_CASE("analyzer: simplify with bounds") {
+  SymExpr n = SymExpr::var("n"), i = SymExpr::var("i"), j = SymExpr::var("j"), m = SymExpr::var("m");
+  Analyzer an;
+  an.bind(n, 1, 4096);
+  an.bind(i, 0, 7);
+  an.bind(j, 0, 1);
+  CHECK(an.simplify(min(n, 4096)) == n);
+  CHECK(an.simplify(max(n, 4096)) == SymExpr(4096));
+  CHECK(an.simplify(min(n, 1)) == SymExpr(1));
+  CHECK(an.simplify(min(n, 100)) == min(n, 100));  // not decidable
+  CHECK(an.simplify(floordiv(i, 8)) == SymExpr(0));
+  CHECK(an.simplify(floormod(i, 8)) == i);
+  CHECK(an.simplify(floormod(i + 8, 8)) == i);
+  CHECK(an.simplify(floormod(i, 4)) == floormod(i, 4));
+  CHECK(an.simplify(floordiv(i + 16, 8)) == SymExpr(2));
+  CHECK(an.simplify(floordiv(n * 8 + i, 8)) == n);
+  CHECK(an.simplify(floordiv(i * 2 + j, 16)) == SymExpr(0));
+  CHECK(an.simplify(floormod(n * 16 + i * 2 + j, 16)) == i * 2 + j);
+  CHECK(an.simplify(floormod(7 - i, 8)) == 7 - i);  // via the (-c, 0] remainder
+  CHECK(an.simplify(floordiv(7 - i, 8)) == SymExpr(0));
+  CHECK(an.simplify(min(floordiv(i, 8) + n, n + 1)) == n);  // recursive
+  CHECK(an.simplify(floormod(i, n + 8)) == i);              // bounded divisor
+  CHECK(an.simplify(floordiv(i, n + 8)) == SymExpr(0));
+  CHECK(an.simplify(n - floordiv(n, 4) * 4) == floormod(n, 4));
+  CHECK(an.simplify(floordiv(m, 4) * 4 + floormod(m, 4)) == m);
+  CHECK(an.simplify(m * 2) == m * 2);
+}
+
+TEST_CASE("analyzer: proofs") {
+  SymExpr n = SymExpr::var("n"), m = SymExpr::var("m");
+  Analyzer an;
+  CHECK(an.prove_equal(n, m) == Tri::Unknown);  // never No for free variables
+  CHECK(an.prove_not_equal(n, m) == Tri::Unknown);
+  CHECK(an.prove_equal(n + 1, n) == Tri::No);
+  CHECK(an.prove_not_equal(n + 1, n) == Tri::Yes);
+  CHECK(an.prove_equal(n * 4, 4 * n) == Tri::Yes);
+  CHECK(an.prove_equal((n + 1) * (n - 1), n * n - 1) == Tri::Yes);
+  CHECK(an.prove_equal(floordiv(n * 4 + 3, 4), n) == Tri::Yes);
+  CHECK(an.can_prove_equal(floordiv(n * 768, 12), n * 64));
+  CHECK(an.prove_less_equal(n, n * 2) == Tri::Yes);  // n >= 0
+  CHECK(an.can_prove_less_equal(floordiv(n, 4) * 4, n));
+  CHECK(an.can_prove_less_equal(n, floordiv(n + 3, 4) * 4));
+  CHECK(an.prove_less_equal(n, m) == Tri::Unknown);
+  CHECK(an.prove_less(n, n + 1) == Tri::Yes);
+  CHECK(an.prove_less(n + 1, n) == Tri::No);
+  CHECK(an.prove_less(n, n) == Tri::No);
+  CHECK(an.prove_less_equal(n + 1, n) == Tri::No);
+  CHECK(an.prove_equal(n, SymExpr(-1)) == Tri::No);  // n >= 0
+  Analyzer un(Analyzer::Assume::Unbounded);
+  CHECK(un.prove_less_equal(n, n * 2) == Tri::Unknown);
+  CHECK(un.prove_equal(n, SymExpr(-1)) == Tri::Unknown);
+  CHECK(un.prove_equal(n + 1, n) == Tri::No);
+  Analyzer fixed;
+  fixed.bind(n, 3, 3);
+  CHECK(fixed.prove_equal(n, 3) == Tri::Yes);
+  CHECK(fixed.simplify(n * 2 + 1) == SymExpr(7));
+  fixed.bind(m, 1, 10);
+  CHECK(fixed.prove_equal(m, 0) == Tri::No);
+  CHECK(fixed.prove_less(m, 11) == Tri::Yes);
+  CHECK(fixed.prove_less_equal(m, 5) == Tri::Unknown);
+}
+
+TEST_CASE("analyzer: divisibility") {
+  SymExpr n = SymExpr::var("n"), m = SymExpr::var("m");
+  Analyzer an;
+  CHECK(an.prove_divisible(n * 4, 2) == Tri::Yes);
+  CHECK(an.prove_divisible(n * 4 + 8, -4) == Tri::Yes);
+  CHECK(an.prove_divisible(n * 2 + 1, 2) == Tri::No);
+  CHECK(an.prove_divisible(n, 2) == Tri::Unknown);
+  CHECK(an.prove_divisible(n * 6, 4) == Tri::Unknown);
+  CHECK(an.prove_divisible(SymExpr(12), 4) == Tri::Yes);
+  CHECK(an.prove_divisible(SymExpr(13), 4) == Tri::No);
+  CHECK(an.prove_divisible(n * m * 4, m) == Tri::Yes);
+  CHECK(an.prove_divisible(n * m * 4, m * 2) == Tri::Yes);
+  CHECK(an.prove_divisible(n * m + 1, m) == Tri::Unknown);
+  CHECK(an.prove_divisible(n, SymExpr(1)) == Tri::Yes);
+  CHECK(an.prove_divisible(n, 0) == Tri::Unknown);
+  Analyzer small;
+  small.bind(n, 1, 3);
+  small.bind(m, 4, 10);
+  CHECK(small.prove_divisible(n, m) == Tri::No);  // 0 < n < m
+}
+
+TEST_CASE("analyzer: random expressions: bounds and simplify are sound") {
+  std::mt19937 rng(99);
+  std::vector<SymExpr> vars = {SymExpr::var("a"), SymExpr::var("b"), SymExpr::var("c")};
+  int out_of_bound = 0, changed_value = 0, wrong_proof = 0, checked = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    Analyzer an(iter % 2 ? Analyzer::Assume::Unbounded : Analyzer::Assume::NonNegative);
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const SymExpr& v : vars) {
+      int64_t lo = std::uniform_int_distribution<int64_t>(iter % 2 ? -6 : 0, 4)(rng);
+      int64_t hi = lo + std::uniform_int_distribution<int64_t>(0, 9)(rng);
+      an.bind(v, lo, hi);
+      ranges.push_back({lo, hi});
+    }
+    SymExpr e = random_expr(rng, vars, 3), f = random_expr(rng, vars, 2);
+    SymExpr s = an.simplify(e);
+    Interval be = an.bound(e);
+    Tri le = an.prove_less_equal(e, f), eq = an.prove_equal(e, f);
+    for (int k = 0; k < 8; ++k) {
+      SymMap<int64_t> env;
+      for (size_t i = 0; i < vars.size(); ++i)
+        env[vars[i]] = std::uniform_int_distribution<int64_t>(ranges[i].first, ranges[i].second)(rng);
+      auto ve = evaluate(e, env), vf = evaluate(f, env);
+      if (!ve) continue;
+      ++checked;
+      if (!contains(be, *ve)) {
+        ++out_of_bound;
+        MESSAGE("bound of ", e, " misses ", *ve);
+      }
+      auto vs = evaluate(s, env);
+      if (!vs || *vs != *ve) {
+        ++changed_value;
+        MESSAGE("simplify(", e, ") = ", s, " changes the value");
+      }
+      if (!vf) continue;
+      if ((le == Tri::Yes && !(*ve <= *vf)) || (le == Tri::No && *ve <= *vf)) ++wrong_proof;
+      if ((eq == Tri::Yes && *ve != *vf) || (eq == Tri::No && *ve == *vf)) ++wrong_proof;
+    }
+  }
+  CHECK(checked > 5000);
+  CHECK(out_of_bound == 0);
+  CHECK(changed_value == 0);
+  CHECK(wrong_proof == 0);
+}
