@@ -9,9 +9,9 @@ bool ident_char(char c) { return ident_start(c) || digit(c) || c == '.'; }
 bool suffix_char(char c) { return ident_start(c) || digit(c); }
 
 // Longest first.
-constexpr std::string_view kPuncts[] = {
-    "...", "->", "//", "==", "!=", "<=", ">=", "<<", ">>", "&&", "||", "(", ")", "[", "]", "{", "}",
-    ",",   ":",  "=",  "<",  ">",  "+",  "-",  "*",  "/",  "%",  "&",  "|",  "^", "!", "~"};
+constexpr std::string_view kPuncts[] = {"...", "->", "//", "==", "!=", "<=", ">=", "<<", ">>", "&&", "||",
+                                        "(",   ")",  "[",  "]",  "{",  "}",  ",",  ":",  "=",  "<",  ">",
+                                        "+",   "-",  "*",  "/",  "%",  "&",  "|",  "^",  "!",  "~"};
 
 std::string show_char(unsigned char c) {
   if (c >= 0x20 && c < 0x7f) return std::string(1, char(c));
@@ -48,10 +48,10 @@ bool is_identifier(std::string_view s) {
 
 bool is_reserved_word(std::string_view s) {
   static constexpr std::string_view kWords[] = {
-      "fn",    "prog",   "extern", "module_attrs", "attrs", "dataflow", "return", "if",     "else",  "match_cast",
-      "const", "prim",   "shape",  "op",           "true",  "false",    "for",    "in",     "alloc", "barrier",
-      "cast",  "select", "min",    "max",          "inf",   "nan",      "sym",    "Object", "Prim",  "Shape",
-      "Tensor", "Tuple", "Func",   "Buffer"};
+      "fn",         "prog",    "extern", "module_attrs", "attrs", "dataflow", "return", "if",  "else",
+      "match_cast", "const",   "prim",   "shape",        "op",    "true",     "false",  "for", "in",
+      "alloc",      "barrier", "cast",   "select",       "min",   "max",      "inf",    "nan", "sym",
+      "Object",     "Prim",    "Shape",  "Tensor",       "Tuple", "Func",     "Buffer"};
   for (std::string_view w : kWords)
     if (s == w) return true;
   // Non-finite immediates of tensor programs: f32.inf, bf16.nan, ...
@@ -68,13 +68,27 @@ std::string quote_string(std::string_view s) {
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           static const char* hex = "0123456789abcdef";
@@ -91,17 +105,22 @@ std::string quote_string(std::string_view s) {
 
 std::string Token::describe() const {
   switch (kind) {
-    case TokKind::End: return "end of input";
-    case TokKind::Ident: return "'" + text + "'";
-    case TokKind::Global: return "'@" + (is_identifier(text) ? text : quote_string(text)) + "'";
+    case TokKind::End:
+      return "end of input";
+    case TokKind::Ident:
+      return "'" + text + "'";
+    case TokKind::Global:
+      return "'@" + (is_identifier(text) ? text : quote_string(text)) + "'";
     case TokKind::String: {
       std::string q = quote_string(text);
       if (q.size() > 40) q = q.substr(0, 36) + "...\"";
       return "'" + q + "'";
     }
     case TokKind::Int:
-    case TokKind::Float: return "'" + text + suffix + "'";
-    case TokKind::Punct: return "'" + text + "'";
+    case TokKind::Float:
+      return "'" + text + suffix + "'";
+    case TokKind::Punct:
+      return "'" + text + "'";
   }
   return "?";
 }
@@ -250,14 +269,30 @@ std::string Lexer::lex_string() {
     char e = src_[pos_ + 1];
     pos_ += 2;
     switch (e) {
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
-      case '/': out += '/'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '/':
+        out += '/';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
       case 'u': {
         int cp = hex4(pos_);
         if (cp < 0) error_at(line_, ecol, "invalid \\u escape in string");
@@ -273,7 +308,8 @@ std::string Lexer::lex_string() {
         append_utf8(out, code);
         break;
       }
-      default: error_at(line_, ecol, "invalid escape '\\" + show_char(static_cast<unsigned char>(e)) + "' in string");
+      default:
+        error_at(line_, ecol, "invalid escape '\\" + show_char(static_cast<unsigned char>(e)) + "' in string");
     }
   }
 }

@@ -35,8 +35,8 @@ struct Token {
   std::string text;
   std::string suffix;  // Int/Float: a dtype suffix ("f32"), else empty
   int line = 1, col = 1;
-  size_t offset = 0;             // byte offset of the first character
-  bool newline_before = false;   // a line break separates it from the previous token
+  size_t offset = 0;            // byte offset of the first character
+  bool newline_before = false;  // a line break separates it from the previous token
 
   bool is(std::string_view p) const { return kind == TokKind::Punct && text == p; }
   bool is_ident(std::string_view s) const { return kind == TokKind::Ident && text == s; }

@@ -49,19 +49,25 @@ struct Pending {
 const char* article(AttrType t) {
   switch (t) {
     case AttrType::Int:
-    case AttrType::Ints: return "an ";
-    default: return "a ";
+    case AttrType::Ints:
+      return "an ";
+    default:
+      return "a ";
   }
+}
+
+std::string global_text(const std::string& name) {
+  return "'@" + (is_identifier(name) ? name : quote_string(name)) + "'";
 }
 
 std::optional<tir::BinOp> infix_op(const Token& t) {
   if (t.kind != TokKind::Punct) return std::nullopt;
   using tir::BinOp;
   static const std::pair<std::string_view, BinOp> kOps[] = {
-      {"+", BinOp::Add},   {"-", BinOp::Sub},    {"*", BinOp::Mul},    {"/", BinOp::Div},     {"//", BinOp::FloorDiv},
-      {"%", BinOp::FloorMod}, {"==", BinOp::EQ}, {"!=", BinOp::NE},    {"<", BinOp::LT},      {"<=", BinOp::LE},
-      {">", BinOp::GT},    {">=", BinOp::GE},    {"&&", BinOp::And},   {"||", BinOp::Or},     {"&", BinOp::BitAnd},
-      {"|", BinOp::BitOr}, {"^", BinOp::BitXor}, {"<<", BinOp::Shl},   {">>", BinOp::Shr}};
+      {"+", BinOp::Add},      {"-", BinOp::Sub},    {"*", BinOp::Mul},  {"/", BinOp::Div}, {"//", BinOp::FloorDiv},
+      {"%", BinOp::FloorMod}, {"==", BinOp::EQ},    {"!=", BinOp::NE},  {"<", BinOp::LT},  {"<=", BinOp::LE},
+      {">", BinOp::GT},       {">=", BinOp::GE},    {"&&", BinOp::And}, {"||", BinOp::Or}, {"&", BinOp::BitAnd},
+      {"|", BinOp::BitOr},    {"^", BinOp::BitXor}, {"<<", BinOp::Shl}, {">>", BinOp::Shr}};
   for (const auto& [s, op] : kOps)
     if (t.text == s) return op;
   return std::nullopt;
@@ -71,22 +77,32 @@ std::optional<tir::BinOp> infix_op(const Token& t) {
 int binop_prec(tir::BinOp op) {
   using tir::BinOp;
   switch (op) {
-    case BinOp::Or: return 1;
-    case BinOp::And: return 2;
-    case BinOp::BitOr: return 3;
-    case BinOp::BitXor: return 4;
-    case BinOp::BitAnd: return 5;
+    case BinOp::Or:
+      return 1;
+    case BinOp::And:
+      return 2;
+    case BinOp::BitOr:
+      return 3;
+    case BinOp::BitXor:
+      return 4;
+    case BinOp::BitAnd:
+      return 5;
     case BinOp::EQ:
-    case BinOp::NE: return 6;
+    case BinOp::NE:
+      return 6;
     case BinOp::LT:
     case BinOp::LE:
     case BinOp::GT:
-    case BinOp::GE: return 7;
+    case BinOp::GE:
+      return 7;
     case BinOp::Shl:
-    case BinOp::Shr: return 8;
+    case BinOp::Shr:
+      return 8;
     case BinOp::Add:
-    case BinOp::Sub: return 9;
-    default: return 10;
+    case BinOp::Sub:
+      return 9;
+    default:
+      return 10;
   }
 }
 
@@ -111,7 +127,7 @@ std::optional<tir::LoopKind> loop_kind(std::string_view s) {
 
 class Parser {
  public:
-  Parser(std::string_view text, const std::string& file) : lex_(text, file), file_(file) {}
+  Parser(std::string_view text, const std::string& file) : lex_(text, file) {}
   IRModule module();
   StructInfo sinfo_only();
 
@@ -154,7 +170,9 @@ class Parser {
   }
   [[noreturn]] void error(const Token& t, const std::string& msg) { lex_.error_at(t.line, t.col, msg); }
   [[noreturn]] void error(Loc l, const std::string& msg) { lex_.error_at(l.line, l.col, msg); }
-  [[noreturn]] void expected(const std::string& what) { error(peek(), "expected " + what + " but found " + peek().describe()); }
+  [[noreturn]] void expected(const std::string& what) {
+    error(peek(), "expected " + what + " but found " + peek().describe());
+  }
   static Loc loc(const Token& t) { return {t.line, t.col}; }
   template <typename F>
   auto guarded(const Token& at, F&& f) -> decltype(f());
@@ -236,7 +254,6 @@ class Parser {
   void deduce(const Expr& e, const InferContext& ctx);
 
   Lexer lex_;
-  std::string file_;
   Token last_;
   int depth_ = 0;
   IRModule mod_;
@@ -351,11 +368,16 @@ SymExpr Parser::sym_expr(int min_prec) {
     Token op = next();
     SymExpr rhs = sym_expr(p + 1);
     if ((op.text == "//" || op.text == "%") && rhs.is_const(0)) error(op, "division by zero");
-    if (op.text == "+") lhs = lhs + rhs;
-    else if (op.text == "-") lhs = lhs - rhs;
-    else if (op.text == "*") lhs = lhs * rhs;
-    else if (op.text == "//") lhs = floordiv(lhs, rhs);
-    else lhs = floormod(lhs, rhs);
+    if (op.text == "+")
+      lhs = lhs + rhs;
+    else if (op.text == "-")
+      lhs = lhs - rhs;
+    else if (op.text == "*")
+      lhs = lhs * rhs;
+    else if (op.text == "//")
+      lhs = floordiv(lhs, rhs);
+    else
+      lhs = floormod(lhs, rhs);
   }
   return lhs;
 }
@@ -457,8 +479,10 @@ StructInfo Parser::sinfo() {
     int nd = -1;
     DataType dt;
     if (at_ndim() || at("(")) {
-      if (at("(")) dims = dim_list();
-      else nd = ndim_value();
+      if (at("("))
+        dims = dim_list();
+      else
+        nd = ndim_value();
       if (accept(",")) dt = dtype();
     } else {
       dt = dtype();
@@ -524,7 +548,8 @@ AttrValue Parser::attr_value(AttrType type, const std::string& attr, const std::
   auto float_item = [&]() -> double {
     size_t k = at("-") ? 1 : 0;
     const Token& t = peek(k);
-    bool ok = (t.kind == TokKind::Int || t.kind == TokKind::Float) ? t.suffix.empty() : t.is_ident("inf") || t.is_ident("nan");
+    bool ok = (t.kind == TokKind::Int || t.kind == TokKind::Float) ? t.suffix.empty()
+                                                                   : t.is_ident("inf") || t.is_ident("nan");
     if (!ok) bad();
     return signed_float();
   };
@@ -559,17 +584,25 @@ AttrValue Parser::attr_value(AttrType type, const std::string& attr, const std::
     case AttrType::Bool:
       if (!at_ident("true") && !at_ident("false")) bad();
       return next().text == "true";
-    case AttrType::Int: return int_item();
-    case AttrType::Float: return float_item();
-    case AttrType::String: return string_item();
-    case AttrType::Ints: return list(int_item);
-    case AttrType::Floats: return list(float_item);
-    case AttrType::Strings: return list(string_item);
+    case AttrType::Int:
+      return int_item();
+    case AttrType::Float:
+      return float_item();
+    case AttrType::String:
+      return string_item();
+    case AttrType::Ints:
+      return list(int_item);
+    case AttrType::Floats:
+      return list(float_item);
+    case AttrType::Strings:
+      return list(string_item);
     case AttrType::DType:
       if (peek().kind != TokKind::Ident) bad();
       return dtype();
-    case AttrType::Sym: return sym_item();
-    case AttrType::Syms: return list(sym_item);
+    case AttrType::Sym:
+      return sym_item();
+    case AttrType::Syms:
+      return list(sym_item);
   }
   error(peek(), "attribute '" + attr + "' has an unknown type");
 }
@@ -614,17 +647,20 @@ AttrValue Parser::untyped_value(bool in_list) {
     AttrType kind = AttrType::Int;
     for (size_t i = 0; i < items.size(); ++i) {
       AttrType k = attr_type_of(items[i]);
-      if (i == 0) kind = k;
+      if (i == 0)
+        kind = k;
       else if ((kind == AttrType::Int && k == AttrType::Float) || (kind == AttrType::Float && k == AttrType::Int))
         kind = AttrType::Float;
-      else if (k != kind) error(toks[i], "list elements must all be of one type");
+      else if (k != kind)
+        error(toks[i], "list elements must all be of one type");
       if (k != AttrType::Int && k != AttrType::Float && k != AttrType::String && k != AttrType::Sym)
         error(toks[i], "a list may hold ints, floats, strings or sym(...) values, not " + toks[i].describe());
     }
     switch (kind) {
       case AttrType::Float: {
         std::vector<double> v;
-        for (const auto& x : items) v.push_back(std::holds_alternative<double>(x) ? std::get<double>(x) : double(std::get<int64_t>(x)));
+        for (const auto& x : items)
+          v.push_back(std::holds_alternative<double>(x) ? std::get<double>(x) : double(std::get<int64_t>(x)));
         return v;
       }
       case AttrType::String: {
@@ -906,7 +942,8 @@ Expr Parser::expr() {
       if (it.kind != TokKind::Int || !it.suffix.empty()) expected("a tuple index");
       next();
       int64_t i = int_value(it, neg);
-      if (i > std::numeric_limits<int>::max() || i < std::numeric_limits<int>::min()) error(it, "tuple index out of range");
+      if (i > std::numeric_limits<int>::max() || i < std::numeric_limits<int>::min())
+        error(it, "tuple index out of range");
       expect("]");
       e = make_tuple_get_item(e, int(i));
       continue;
@@ -928,9 +965,14 @@ Expr Parser::expr() {
 Expr Parser::primary() {
   Token t = peek();
   switch (t.kind) {
-    case TokKind::Ident: return ident_primary();
-    case TokKind::Global: next(); return global_ref(t.text);
-    case TokKind::String: next(); return make_string(t.text);
+    case TokKind::Ident:
+      return ident_primary();
+    case TokKind::Global:
+      next();
+      return global_ref(t.text);
+    case TokKind::String:
+      next();
+      return make_string(t.text);
     case TokKind::Int:
     case TokKind::Float:
       error(t, "expected an expression but found " + t.describe() + " (a scalar is written prim(" + t.text + "))");
@@ -944,7 +986,8 @@ Expr Parser::primary() {
         return s;
       }
       break;
-    case TokKind::End: break;
+    case TokKind::End:
+      break;
   }
   expected("an expression");
 }
@@ -1135,8 +1178,10 @@ const ProgName* Parser::prog_lookup(const std::string& name) const {
 void Parser::prog_define(const Token& at, const std::string& name, ProgName v, bool scoped) {
   if (is_reserved_word(name)) error(at, "'" + name + "' is a reserved word");
   if (prog_lookup(name)) error(at, "'" + name + "' is already defined");
-  if (scoped) prog_scopes_.back().emplace_back(name, std::move(v));
-  else prog_names_.emplace(name, std::move(v));
+  if (scoped)
+    prog_scopes_.back().emplace_back(name, std::move(v));
+  else
+    prog_names_.emplace(name, std::move(v));
 }
 
 tir::Buffer Parser::buffer_type(const std::string& name) {
@@ -1149,9 +1194,12 @@ tir::Buffer Parser::buffer_type(const std::string& name) {
   if (accept(",")) {
     Token st = peek();
     std::string s = expect_name("a buffer scope");
-    if (s == "local") scope = tir::Scope::Local;
-    else if (s == "shared") scope = tir::Scope::Shared;
-    else if (s != "global") error(st, "unknown buffer scope '" + s + "' (global, shared or local)");
+    if (s == "local")
+      scope = tir::Scope::Local;
+    else if (s == "shared")
+      scope = tir::Scope::Shared;
+    else if (s != "global")
+      error(st, "unknown buffer scope '" + s + "' (global, shared or local)");
   }
   expect("]");
   return tir::make_buffer(name, dt, std::move(dims), scope);
@@ -1360,7 +1408,8 @@ tir::TExpr Parser::negate(const tir::TExpr& a, const Token& at) {
   if (auto* s = tir::as<tir::SymNodeT>(a)) return tir::sym(-s->value);
   if (auto* i = tir::as<tir::ImmNode>(a)) {
     if (a->dtype.is_float()) return guarded(at, [&] { return tir::imm(a->dtype, -i->float_value); });
-    if (a->dtype.is_int()) return guarded(at, [&] { return tir::imm_int(a->dtype, int64_t(0 - uint64_t(i->int_value))); });
+    if (a->dtype.is_int())
+      return guarded(at, [&] { return tir::imm_int(a->dtype, int64_t(0 - uint64_t(i->int_value))); });
   }
   return guarded(at, [&] { return tir::unary(tir::UnOp::Neg, a); });
 }
@@ -1421,8 +1470,8 @@ tir::TExpr Parser::tprimary() {
     auto dt = DataType::parse(n.substr(0, dot));
     if (!dt || !dt->is_float()) error(t, "unknown float dtype '" + n.substr(0, dot) + "' in " + t.describe());
     next();
-    double v = n.substr(dot + 1) == "inf" ? std::numeric_limits<double>::infinity()
-                                          : std::numeric_limits<double>::quiet_NaN();
+    double v =
+        n.substr(dot + 1) == "inf" ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
     return guarded(t, [&] { return tir::imm(*dt, v); });
   }
   if (is_reserved_word(n)) expected("an expression");
@@ -1492,16 +1541,22 @@ tir::TExpr Parser::build_binary(tir::BinOp op, const tir::TExpr& a, const tir::T
   if (sa && sb) {
     const SymExpr &x = sa->value, &y = sb->value;
     switch (op) {
-      case BinOp::Add: return tir::sym(x + y);
-      case BinOp::Sub: return tir::sym(x - y);
-      case BinOp::Mul: return tir::sym(x * y);
+      case BinOp::Add:
+        return tir::sym(x + y);
+      case BinOp::Sub:
+        return tir::sym(x - y);
+      case BinOp::Mul:
+        return tir::sym(x * y);
       case BinOp::FloorDiv:
       case BinOp::FloorMod:
         if (y.is_const(0)) error(at, "division by zero");
         return tir::sym(op == BinOp::FloorDiv ? floordiv(x, y) : floormod(x, y));
-      case BinOp::Min: return tir::sym(min(x, y));
-      case BinOp::Max: return tir::sym(max(x, y));
-      default: break;
+      case BinOp::Min:
+        return tir::sym(min(x, y));
+      case BinOp::Max:
+        return tir::sym(max(x, y));
+      default:
+        break;
     }
   }
   return guarded(at, [&] { return tir::binary(op, a, b); });
@@ -1513,8 +1568,10 @@ void Parser::deduce(const Expr& e, const InferContext& ctx) {
   if (!e || e->sinfo) return;
   switch (e->kind) {
     case ExprKind::Var:
-    case ExprKind::DataflowVar: return;
-    case ExprKind::GlobalVar:
+    case ExprKind::DataflowVar:
+      return;
+    case ExprKind::GlobalVar:  // finish() has set those of the module's items
+      fail("no global named ", global_text(as<GlobalVarNode>(e)->name), " in the module");
     case ExprKind::OpRef:
     case ExprKind::ExternFunc:
       try {
@@ -1524,14 +1581,19 @@ void Parser::deduce(const Expr& e, const InferContext& ctx) {
       return;
     case ExprKind::Call: {
       auto* c = as<CallNode>(e);
-      if (c->callee->kind != ExprKind::OpRef) deduce(c->callee, ctx);
+      try {
+        deduce(c->callee, ctx);  // infer_call reports a bad callee itself
+      } catch (const std::exception&) {
+      }
       for (const Expr& a : c->args) deduce(a, ctx);
       break;
     }
     case ExprKind::Tuple:
       for (const Expr& f : as<TupleNode>(e)->fields) deduce(f, ctx);
       break;
-    case ExprKind::TupleGetItem: deduce(as<TupleGetItemNode>(e)->tuple, ctx); break;
+    case ExprKind::TupleGetItem:
+      deduce(as<TupleGetItemNode>(e)->tuple, ctx);
+      break;
     case ExprKind::If: {
       auto* i = as<IfNode>(e);
       deduce(i->cond, ctx);
@@ -1539,7 +1601,9 @@ void Parser::deduce(const Expr& e, const InferContext& ctx) {
       deduce(i->else_branch, ctx);
       break;
     }
-    case ExprKind::SeqExpr: deduce(as<SeqExprNode>(e)->body, ctx); break;
+    case ExprKind::SeqExpr:
+      deduce(as<SeqExprNode>(e)->body, ctx);
+      break;
     case ExprKind::Function: {
       auto* f = as<FunctionNode>(e);
       deduce(f->body, ctx);
@@ -1548,7 +1612,8 @@ void Parser::deduce(const Expr& e, const InferContext& ctx) {
       e->sinfo = func_si(std::move(ps), f->ret, f->pure());
       return;
     }
-    default: break;
+    default:
+      break;
   }
   e->sinfo = infer_struct_info(e, ctx);
 }
@@ -1586,9 +1651,7 @@ void Parser::finish() {
 
 }  // namespace
 
-IRModule parse_module(std::string_view text, const std::string& filename) {
-  return Parser(text, filename).module();
-}
+IRModule parse_module(std::string_view text, const std::string& filename) { return Parser(text, filename).module(); }
 
 IRModule parse_module_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

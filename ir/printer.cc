@@ -60,8 +60,9 @@ std::string global_ref(const std::string& name) { return "@" + (is_identifier(na
 
 const char* binop_spelling(tir::BinOp op) {
   switch (op) {
-#define X(k, s) \
-  case tir::BinOp::k: return s;
+#define X(k, s)       \
+  case tir::BinOp::k: \
+    return s;
     RELAX_TBINARY_OPS(X)
 #undef X
   }
@@ -72,22 +73,32 @@ const char* binop_spelling(tir::BinOp op) {
 int binop_prec(tir::BinOp op) {
   using tir::BinOp;
   switch (op) {
-    case BinOp::Or: return 1;
-    case BinOp::And: return 2;
-    case BinOp::BitOr: return 3;
-    case BinOp::BitXor: return 4;
-    case BinOp::BitAnd: return 5;
+    case BinOp::Or:
+      return 1;
+    case BinOp::And:
+      return 2;
+    case BinOp::BitOr:
+      return 3;
+    case BinOp::BitXor:
+      return 4;
+    case BinOp::BitAnd:
+      return 5;
     case BinOp::EQ:
-    case BinOp::NE: return 6;
+    case BinOp::NE:
+      return 6;
     case BinOp::LT:
     case BinOp::LE:
     case BinOp::GT:
-    case BinOp::GE: return 7;
+    case BinOp::GE:
+      return 7;
     case BinOp::Shl:
-    case BinOp::Shr: return 8;
+    case BinOp::Shr:
+      return 8;
     case BinOp::Add:
-    case BinOp::Sub: return 9;
-    default: return 10;
+    case BinOp::Sub:
+      return 9;
+    default:
+      return 10;
   }
 }
 constexpr int kUnaryPrec = 11;
@@ -97,19 +108,24 @@ constexpr int kAtomPrec = 12;
 // additive even when it prints as one term).
 int sym_prec(const SymExpr& e) {
   switch (e.kind()) {
-    case SymKind::Const: return e.const_value() < 0 ? kUnaryPrec : kAtomPrec;
+    case SymKind::Const:
+      return e.const_value() < 0 ? kUnaryPrec : kAtomPrec;
     case SymKind::Var:
     case SymKind::Min:
-    case SymKind::Max: return kAtomPrec;
-    case SymKind::Sum: return 9;
-    default: return 10;
+    case SymKind::Max:
+      return kAtomPrec;
+    case SymKind::Sum:
+      return 9;
+    default:
+      return 10;
   }
 }
 
 const char* intrinsic_spelling(tir::Intrinsic f) {
   switch (f) {
-#define X(name, arity) \
-  case tir::Intrinsic::name: return #name;
+#define X(name, arity)       \
+  case tir::Intrinsic::name: \
+    return #name;
     RELAX_INTRINSICS(X)
 #undef X
   }
@@ -118,8 +134,9 @@ const char* intrinsic_spelling(tir::Intrinsic f) {
 
 const char* loop_spelling(tir::LoopKind k) {
   switch (k) {
-#define X(k, s) \
-  case tir::LoopKind::k: return s;
+#define X(k, s)          \
+  case tir::LoopKind::k: \
+    return s;
     RELAX_LOOP_KINDS(X)
 #undef X
   }
@@ -128,9 +145,12 @@ const char* loop_spelling(tir::LoopKind k) {
 
 const char* scope_spelling(tir::Scope s) {
   switch (s) {
-    case tir::Scope::Global: return "global";
-    case tir::Scope::Shared: return "shared";
-    case tir::Scope::Local: return "local";
+    case tir::Scope::Global:
+      return "global";
+    case tir::Scope::Shared:
+      return "shared";
+    case tir::Scope::Local:
+      return "local";
   }
   return "?";
 }
@@ -253,7 +273,8 @@ std::string Printer::dims(const std::vector<SymExpr>& d) {
 std::string Printer::sinfo(const StructInfo& si) {
   if (!si) return "Object";
   switch (si->kind) {
-    case SIKind::Object: return "Object";
+    case SIKind::Object:
+      return "Object";
     case SIKind::Prim: {
       auto* p = as<PrimSI>(si);
       std::string s = "Prim[" + p->dtype.str();
@@ -269,8 +290,10 @@ std::string Printer::sinfo(const StructInfo& si) {
     case SIKind::Tensor: {
       auto* t = as<TensorSI>(si);
       std::vector<std::string> parts;
-      if (t->shape) parts.push_back(dims(*t->shape));
-      else if (t->ndim >= 0) parts.push_back("ndim=" + std::to_string(t->ndim));
+      if (t->shape)
+        parts.push_back(dims(*t->shape));
+      else if (t->ndim >= 0)
+        parts.push_back("ndim=" + std::to_string(t->ndim));
       if (!t->dtype.is_void()) parts.push_back(t->dtype.str());
       if (parts.empty()) return "Tensor";
       return "Tensor[" + join(parts, [](const std::string& x) { return x; }) + "]";
@@ -282,8 +305,10 @@ std::string Printer::sinfo(const StructInfo& si) {
     case SIKind::Func: {
       auto* f = as<FuncSI>(si);
       std::string s = "Func[";
-      if (f->params) s += "(" + join(*f->params, [this](const StructInfo& p) { return sinfo(p); }) + ")";
-      else s += "...";
+      if (f->params)
+        s += "(" + join(*f->params, [this](const StructInfo& p) { return sinfo(p); }) + ")";
+      else
+        s += "...";
       s += " -> " + sinfo(f->ret);
       if (!f->pure) s += ", impure";
       return s + "]";
@@ -296,24 +321,32 @@ std::string Printer::sinfo(const StructInfo& si) {
 // symbolic values need no `sym(...)` marker.
 std::string Printer::attr_value(const AttrValue& v, bool typed) {
   switch (attr_type_of(v)) {
-    case AttrType::Bool: return std::get<bool>(v) ? "true" : "false";
-    case AttrType::Int: return std::to_string(std::get<int64_t>(v));
-    case AttrType::Float: return float_text(std::get<double>(v));
-    case AttrType::String: return quote_string(std::get<std::string>(v));
+    case AttrType::Bool:
+      return std::get<bool>(v) ? "true" : "false";
+    case AttrType::Int:
+      return std::to_string(std::get<int64_t>(v));
+    case AttrType::Float:
+      return float_text(std::get<double>(v));
+    case AttrType::String:
+      return quote_string(std::get<std::string>(v));
     case AttrType::Ints:
       return "[" + join(std::get<std::vector<int64_t>>(v), [](int64_t x) { return std::to_string(x); }) + "]";
-    case AttrType::Floats: return "[" + join(std::get<std::vector<double>>(v), float_text) + "]";
+    case AttrType::Floats:
+      return "[" + join(std::get<std::vector<double>>(v), float_text) + "]";
     case AttrType::Strings:
-      return "[" + join(std::get<std::vector<std::string>>(v), [](const std::string& x) { return quote_string(x); }) + "]";
-    case AttrType::DType: return std::get<DataType>(v).str();
+      return "[" + join(std::get<std::vector<std::string>>(v), [](const std::string& x) { return quote_string(x); }) +
+             "]";
+    case AttrType::DType:
+      return std::get<DataType>(v).str();
     case AttrType::Sym: {
       std::string s = sym(std::get<SymExpr>(v));
       return typed ? s : "sym(" + s + ")";
     }
     case AttrType::Syms:
-      return "[" + join(std::get<std::vector<SymExpr>>(v), [&](const SymExpr& e) {
-               return typed ? sym(e) : "sym(" + sym(e) + ")";
-             }) + "]";
+      return "[" +
+             join(std::get<std::vector<SymExpr>>(v),
+                  [&](const SymExpr& e) { return typed ? sym(e) : "sym(" + sym(e) + ")"; }) +
+             "]";
   }
   return "?";
 }
@@ -365,14 +398,18 @@ std::string Printer::expr(const Expr& e) {
   if (!e) return "<null>";
   switch (e->kind) {
     case ExprKind::Var:
-    case ExprKind::DataflowVar: return var_ref(static_cast<const VarNode*>(e.get()));
-    case ExprKind::GlobalVar: return global_ref(as<GlobalVarNode>(e)->name);
+    case ExprKind::DataflowVar:
+      return var_ref(static_cast<const VarNode*>(e.get()));
+    case ExprKind::GlobalVar:
+      return global_ref(as<GlobalVarNode>(e)->name);
     case ExprKind::Constant: {
       auto* c = as<ConstantNode>(e);
       return "const(" + quote_string(c->name) + ", " + sinfo(c->sinfo) + ")";
     }
-    case ExprKind::PrimValue: return prim_value(*as<PrimValueNode>(e));
-    case ExprKind::StringImm: return quote_string(as<StringImmNode>(e)->value);
+    case ExprKind::PrimValue:
+      return prim_value(*as<PrimValueNode>(e));
+    case ExprKind::StringImm:
+      return quote_string(as<StringImmNode>(e)->value);
     case ExprKind::ShapeExpr:
       return "shape(" + join(as<ShapeExprNode>(e)->values, [this](const SymExpr& v) { return sym(v); }) + ")";
     case ExprKind::Tuple: {
@@ -384,19 +421,23 @@ std::string Printer::expr(const Expr& e) {
       auto* t = as<TupleGetItemNode>(e);
       return expr(t->tuple) + "[" + std::to_string(t->index) + "]";
     }
-    case ExprKind::Call: return call(*as<CallNode>(e));
+    case ExprKind::Call:
+      return call(*as<CallNode>(e));
     case ExprKind::If: {
       auto* i = as<IfNode>(e);
       std::string s = "if (" + expr(i->cond) + ") " + seq_block(i->then_branch, false);
       return s + " else " + seq_block(i->else_branch, false);
     }
-    case ExprKind::SeqExpr: return seq_block(std::static_pointer_cast<const SeqExprNode>(e), false);
-    case ExprKind::Function: return function(nullptr, std::static_pointer_cast<const FunctionNode>(e));
+    case ExprKind::SeqExpr:
+      return seq_block(std::static_pointer_cast<const SeqExprNode>(e), false);
+    case ExprKind::Function:
+      return function(nullptr, std::static_pointer_cast<const FunctionNode>(e));
     case ExprKind::OpRef: {
       auto* r = as<OpRefNode>(e);
       return "op(" + quote_string(r->op ? r->op->name : "?") + ")";
     }
-    case ExprKind::ExternFunc: return "extern(" + quote_string(as<ExternFuncNode>(e)->symbol) + ")";
+    case ExprKind::ExternFunc:
+      return "extern(" + quote_string(as<ExternFuncNode>(e)->symbol) + ")";
   }
   return "<?>";
 }
@@ -472,8 +513,11 @@ void collect_texpr(const tir::TExpr& e, std::vector<SymExpr>& out) {
   if (!e) return;
   using namespace tir;
   switch (e->kind) {
-    case TKind::Sym: collect_vars(as<SymNodeT>(e)->value, out); break;
-    case TKind::Imm: break;
+    case TKind::Sym:
+      collect_vars(as<SymNodeT>(e)->value, out);
+      break;
+    case TKind::Imm:
+      break;
     case TKind::Load:
       for (const auto& i : as<LoadNode>(e)->indices) collect_texpr(i, out);
       break;
@@ -481,11 +525,15 @@ void collect_texpr(const tir::TExpr& e, std::vector<SymExpr>& out) {
       collect_texpr(as<BinaryNode>(e)->a, out);
       collect_texpr(as<BinaryNode>(e)->b, out);
       break;
-    case TKind::Unary: collect_texpr(as<UnaryNode>(e)->a, out); break;
+    case TKind::Unary:
+      collect_texpr(as<UnaryNode>(e)->a, out);
+      break;
     case TKind::Call:
       for (const auto& a : as<CallNodeT>(e)->args) collect_texpr(a, out);
       break;
-    case TKind::Cast: collect_texpr(as<CastNode>(e)->a, out); break;
+    case TKind::Cast:
+      collect_texpr(as<CastNode>(e)->a, out);
+      break;
     case TKind::Select:
       collect_texpr(as<SelectNode>(e)->cond, out);
       collect_texpr(as<SelectNode>(e)->a, out);
@@ -528,7 +576,8 @@ void collect_stmt(const tir::Stmt& s, std::vector<SymExpr>& out, std::unordered_
       collect_stmt(a->body, out, loop_vars);
       break;
     }
-    case SKind::Barrier: break;
+    case SKind::Barrier:
+      break;
   }
 }
 
@@ -593,7 +642,8 @@ Printer::PText Printer::tx(const tir::TExpr& e) {
       auto* c = as<CallNodeT>(e);
       return {std::string(intrinsic_spelling(c->fn)) + "(" + args(c->args) + ")", kAtomPrec};
     }
-    case TKind::Cast: return {"cast(" + e->dtype.str() + ", " + tx(as<CastNode>(e)->a).text + ")", kAtomPrec};
+    case TKind::Cast:
+      return {"cast(" + e->dtype.str() + ", " + tx(as<CastNode>(e)->a).text + ")", kAtomPrec};
     case TKind::Select: {
       auto* s = as<SelectNode>(e);
       return {"select(" + tx(s->cond).text + ", " + tx(s->a).text + ", " + tx(s->b).text + ")", kAtomPrec};
@@ -665,7 +715,9 @@ void Printer::stmts(const tir::Stmt& s, bool last_in_scope, std::string& out) {
       out += ind() + "}\n";
       return;
     }
-    case SKind::Barrier: out += ind() + "barrier()\n"; return;
+    case SKind::Barrier:
+      out += ind() + "barrier()\n";
+      return;
   }
 }
 
