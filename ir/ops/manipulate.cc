@@ -289,6 +289,23 @@ StructInfo infer_zeros_ones(const CallNode& call, const InferContext& ctx) {
   return constant_tensor(op_name(call), shape_arg(call, 0), dtype, ctx.ana);
 }
 
+
+StructInfo infer_shape_to_tensor(const CallNode& call, const InferContext&) {
+  DataType dtype = attrs_of(call).get_dtype("dtype");
+  ShapeInfo s = shape_arg(call, 0);
+  if (s.ndim < 0) return tensor_si_ndim(dtype, 1);
+  return tensor_si(dtype, {SymExpr(int64_t(s.ndim))});
+}
+
+StructInfo infer_tensor_to_shape(const CallNode& call, const InferContext&) {
+  attrs_of(call);
+  const std::string& op = op_name(call);
+  TensorInfo t = tensor_arg(call, 0);
+  require_integer(op, t.dtype, "the input", false);
+  if (!t.unknown_rank() && t.ndim != 1) fail(op, ": needs a rank-1 tensor, got rank ", t.ndim);
+  if (t.shape && (*t.shape)[0].is_const()) return shape_si_ndim(int((*t.shape)[0].const_value()));
+  return shape_si_ndim(-1);
+}
 }  // namespace
 
 void register_manipulate_ops(OpRegistry& reg) {
@@ -378,6 +395,17 @@ void register_manipulate_ops(OpRegistry& reg) {
       .args(1)
       .attr("dtype", T::DType)
       .infer(infer_zeros_ones);
+  reg.add("shape_to_tensor")
+      .doc("shape_to_tensor(shape, dtype=i64): the shape's values as a rank-1 tensor of the given integer dtype.")
+      .args(1)
+      .attr("dtype", T::DType, DataType::i64())
+      .infer(infer_shape_to_tensor);
+  reg.add("tensor_to_shape")
+      .doc(
+          "tensor_to_shape(t): the elements of a rank-1 integer tensor as a shape value (its rank is t's "
+          "length when known; its values are known only at run time).")
+      .args(1)
+      .infer(infer_tensor_to_shape);
 }
 
 }  // namespace relax

@@ -11,6 +11,12 @@ void register_all_ops(OpRegistry& reg) {
   register_reduce_ops(reg);
   register_nn_ops(reg);
   register_cross_level_ops(reg);
+  register_math_ops(reg);
+  register_index_ops(reg);
+  register_image_ops(reg);
+  register_sequence_ops(reg);
+  register_control_ops(reg);
+  register_quant_ops(reg);
 }
 
 }  // namespace relax

@@ -1,4 +1,8 @@
-// Reductions along axes, arg-reductions, softmax and layer normalisation.
+// Reductions along axes (fixed, or read at run time), arg-reductions, softmax
+// and layer normalisation.
+#include <algorithm>
+#include <iterator>
+
 #include "ir/ops/common.h"
 
 namespace relax {
@@ -92,6 +96,38 @@ StructInfo infer_layer_norm(const CallNode& call, const InferContext& ctx) {
   return si;
 }
 
+// ---- reductions over run-time axes ----------------------------------------------
+
+constexpr const char* kReduceKinds[] = {"sum", "mean", "max", "min", "prod"};
+
+// reduce_dynamic(x, axes): the axes are a 1-D integer tensor read at run
+// time, so only the rank of the result is known, and only when the number
+// of axes is (the axes being distinct and in range).
+StructInfo infer_reduce_dynamic(const CallNode& call, const InferContext&) {
+  Attrs attrs = attrs_of(call);
+  const std::string& op = op_name(call);
+  std::string kind = attrs.get_string("kind");
+  if (std::find(std::begin(kReduceKinds), std::end(kReduceKinds), kind) == std::end(kReduceKinds))
+    fail(op, ": unknown kind '", kind, "' (sum, mean, max, min or prod)");
+  StructInfo xsi = arg_sinfo(call, 0);
+  TensorInfo x = tensor_info(op, xsi, "argument 0", false);
+  TensorInfo axes = tensor_arg(call, 1);
+  require_integer(op, axes.dtype, "the axes", false);
+  if (!axes.unknown_rank() && axes.ndim != 1) fail(op, ": the axes must be a 1-D tensor, got rank ", axes.ndim);
+  bool keepdims = attrs.get_bool("keepdims");
+  std::optional<int64_t> n;
+  if (axes.shape && (*axes.shape)[0].is_const()) n = (*axes.shape)[0].const_value();
+  if (n && *n == 0) {
+    if (attrs.get_bool("noop_with_empty_axes")) return xsi;
+    return reduced(op, x, x.dtype, {}, keepdims);  // every axis
+  }
+  if (x.unknown_rank()) return tensor_si_ndim(x.dtype, -1);
+  if (n && *n > x.ndim) fail(op, ": ", *n, " distinct axes for a rank-", x.ndim, " tensor");
+  if (n && *n == x.ndim) return reduced(op, x, x.dtype, {}, keepdims);  // every axis
+  if (keepdims) return tensor_si_ndim(x.dtype, x.ndim);
+  return tensor_si_ndim(x.dtype, n ? x.ndim - int(*n) : -1);
+}
+
 }  // namespace
 
 void register_reduce_ops(OpRegistry& reg) {
@@ -134,6 +170,18 @@ void register_reduce_ops(OpRegistry& reg) {
       .attr("axes", T::Ints)
       .attr("epsilon", T::Float, 1e-5)
       .infer(infer_layer_norm);
+  reg.add("reduce_dynamic")
+      .doc(
+          "reduce_dynamic(x, axes, kind=k, keepdims=b, noop_with_empty_axes=e): the reduction k (sum, mean, "
+          "max, min or prod, as the op of that name) of x over the axes listed in the 1-D integer tensor "
+          "`axes`, read at run time: distinct, each in [-rank, rank), negative ones counting from the end. "
+          "No axes means every axis, or, with noop_with_empty_axes, no reduction (the result is x). With "
+          "keepdims the reduced dims stay as 1s, else they are dropped.")
+      .args(2)
+      .attr("kind", T::String)
+      .attr("keepdims", T::Bool, false)
+      .attr("noop_with_empty_axes", T::Bool, false)
+      .infer(infer_reduce_dynamic);
 }
 
 }  // namespace relax

@@ -1,0 +1,221 @@
+// ONNX converters: quantization and integer arithmetic.
+//
+//   QuantizeLinear, DequantizeLinear   the graph ops quantize / dequantize
+//   DynamicQuantizeLinear              reductions for the range, then quantize
+//   MatMulInteger, ConvInteger         astype to i32, subtract the zero points,
+//                                      matmul / conv with an i32 result
+//   QLinearMatMul, QLinearConv         the integer product as above, scaled in
+//                                      f32 by x_scale * w_scale / y_scale, plus
+//                                      y_zero_point, then quantize (scale 1),
+//                                      which rounds half to even and saturates
+#include "frontends/onnx/context.h"
+#include "frontends/onnx/onnx_proto.h"
+
+namespace relax::onnx_fe {
+namespace {
+
+const DataType kF32 = DataType::f32();
+const DataType kI32 = DataType::i32();
+
+Expr astype(Context& ctx, Expr x, DataType dtype) { return ctx.emit_op("astype", {std::move(x)}, {{"dtype", dtype}}); }
+Expr binary(Context& ctx, const char* op, Expr a, Expr b) { return ctx.emit_op(op, {std::move(a), std::move(b)}); }
+Expr f32(double v) { return make_prim_float(v, kF32); }
+
+// An ONNX element-type attribute as a dtype (void when absent or 0).
+DataType dtype_attr(Context& ctx, const std::string& name) {
+  int64_t t = ctx.attr_int(name, 0);
+  if (t == 0) return DataType::void_();
+  std::optional<DataType> d = dtype_of(int(t));
+  if (!d) ctx.unsupported(cat(name, " ", onnx_type_name(int(t))));
+  return *d;
+}
+
+std::vector<Expr> present_inputs(Context& ctx, size_t n) {
+  std::vector<Expr> args;
+  for (size_t i = 0; i < n && ctx.has_input(i); ++i) args.push_back(ctx.expr(i));
+  return args;
+}
+
+// ---- QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear --------------------
+
+std::vector<Value> convert_quantize(Context& ctx) {
+  DataType out = dtype_attr(ctx, "output_dtype");
+  if (ctx.has_input(2)) {
+    DataType zp = ctx.dtype(2);
+    if (!out.is_void() && !zp.is_void() && out != zp)
+      ctx.fail("output_dtype ", out, " differs from the zero point's dtype ", zp);
+    if (zp.is_void()) ctx.unsupported("a zero point of unknown dtype");
+    out = zp;
+  }
+  if (out.is_void()) out = DataType::u(8);
+  Attrs attrs{{"axis", ctx.attr_int("axis", 1)},
+              {"block_size", ctx.attr_int("block_size", 0)},
+              {"out_dtype", out},
+              {"saturate", ctx.attr_int("saturate", 1) != 0}};
+  if (DataType p = dtype_attr(ctx, "precision"); !p.is_void()) attrs.set("precision", p);
+  return {expr_value(ctx.emit_op("quantize", present_inputs(ctx, 3), attrs))};
+}
+
+std::vector<Value> convert_dequantize(Context& ctx) {
+  Attrs attrs{{"axis", ctx.attr_int("axis", 1)}, {"block_size", ctx.attr_int("block_size", 0)}};
+  if (DataType out = dtype_attr(ctx, "output_dtype"); !out.is_void()) attrs.set("out_dtype", out);
+  return {expr_value(ctx.emit_op("dequantize", present_inputs(ctx, 3), attrs))};
+}
+
+// uint8 over [min(0, min(x)), max(0, max(x))]: scale = range / 255 (1 / 255
+// for an empty range), zero point = round(clamp(-min / scale, 0, 255)).
+std::vector<Value> convert_dynamic_quantize(Context& ctx) {
+  Expr x = ctx.expr(0);
+  DataType dt = ctx.dtype(0);
+  if (dt != kF32) ctx.unsupported(cat("DynamicQuantizeLinear on ", dt));
+  Expr hi = binary(ctx, "maximum", ctx.emit_op("max", {x}), f32(0));
+  Expr lo = binary(ctx, "minimum", ctx.emit_op("min", {x}), f32(0));
+  Expr range = binary(ctx, "subtract", hi, lo);
+  Expr empty = binary(ctx, "equal", range, f32(0));
+  range = ctx.emit_op("where", {empty, f32(1), range});
+  Expr scale = ctx.emit(make_op_call("divide", {range, f32(255)}), ctx.node().output(1));
+  Expr zp = binary(ctx, "subtract", f32(0), binary(ctx, "divide", lo, scale));
+  zp = ctx.emit_op("round", {ctx.emit_op("clip", {zp, f32(0), f32(255)})});
+  zp = ctx.emit(make_op_call("astype", {zp}, {{"dtype", DataType::u(8)}}), ctx.node().output(2));
+  Expr y = ctx.emit_op("quantize", {x, scale, zp}, {{"out_dtype", DataType::u(8)}});
+  return {expr_value(y), expr_value(scale), expr_value(zp)};
+}
+
+// ---- Integer products ------------------------------------------------------------------
+
+// `v` minus its zero point (input `zp_index`, when present), both as i32;
+// `shape_zp` reshapes the zero point to broadcast against `v` first.
+Expr minus_zero_point(Context& ctx, size_t v_index, size_t zp_index, const std::function<Expr(Expr)>& shape_zp = {}) {
+  Expr v = astype(ctx, ctx.expr(v_index), kI32);
+  if (!ctx.has_input(zp_index)) return v;
+  Expr zp = astype(ctx, ctx.expr(zp_index), kI32);
+  if (shape_zp) zp = shape_zp(zp);
+  return binary(ctx, "subtract", v, zp);
+}
+
+// A per-row vector (one value per row of a matrix of rank `rank`) as a column
+// that broadcasts over the rows; scalars are left alone.
+std::function<Expr(Expr)> per_row(Context& ctx, size_t index, int rank) {
+  return [&ctx, index, rank](Expr e) {
+    if (rank < 2 || ctx.ndim(index) != 1) return e;
+    return ctx.emit_op("expand_dims", {e}, {{"axis", std::vector<int64_t>{-1}}});
+  };
+}
+
+// A per-output-channel vector (length O) shaped to broadcast against a
+// conv weight (O, C, k...) or, with `on_output`, a conv result (N, O, out...).
+std::function<Expr(Expr)> per_channel(Context& ctx, size_t index, int rank, bool on_output) {
+  return [&ctx, index, rank, on_output](Expr e) {
+    if (ctx.ndim(index) != 1 || rank < 3) return e;
+    std::vector<int64_t> axes;
+    if (on_output) axes.push_back(0);
+    for (int a = on_output ? 2 : 1; a < rank; ++a) axes.push_back(a);
+    return ctx.emit_op("expand_dims", {e}, {{"axis", axes}});
+  };
+}
+
+// The attributes of the conv graph op for an ONNX Conv-style node with data
+// input `x` and weight input `w`.
+Attrs conv_attrs(Context& ctx, size_t x, size_t w) {
+  int rank = ctx.ndim(w);
+  if (rank < 3) ctx.unsupported("a convolution weight of unknown rank");
+  size_t k = size_t(rank - 2);
+  std::vector<int64_t> ones(k, 1);
+  std::vector<int64_t> strides = ctx.attr_ints("strides", ones), dilations = ctx.attr_ints("dilations", ones);
+  std::vector<int64_t> pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * k, 0));
+  if (strides.size() != k || dilations.size() != k || pads.size() != 2 * k)
+    ctx.fail("strides, dilations and pads must have ", k, ", ", k, " and ", 2 * k, " entries");
+  std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "VALID") {
+    pads.assign(2 * k, 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    // Output ceil(in / stride); the extra padding goes at the end for SAME_UPPER.
+    auto xs = ctx.shape(x), ws = ctx.shape(w);
+    for (size_t i = 0; i < k; ++i) {
+      if (!xs || !ws || !(*xs)[2 + i].is_const() || !(*ws)[2 + i].is_const())
+        ctx.unsupported("auto_pad SAME with symbolic spatial dims");
+      int64_t in = (*xs)[2 + i].const_value(), kern = (*ws)[2 + i].const_value(), s = strides[i];
+      int64_t out = (in + s - 1) / s;
+      int64_t total = std::max<int64_t>(0, (out - 1) * s + (kern - 1) * dilations[i] + 1 - in);
+      int64_t small = total / 2, big = total - small;
+      pads[i] = auto_pad == "SAME_UPPER" ? small : big;
+      pads[i + k] = auto_pad == "SAME_UPPER" ? big : small;
+    }
+  } else if (auto_pad != "NOTSET") {
+    ctx.fail("unknown auto_pad '", auto_pad, "'");
+  }
+  return Attrs{{"strides", strides}, {"padding", pads}, {"dilation", dilations}, {"groups", ctx.attr_int("group", 1)}};
+}
+
+// (A - a_zero_point) @ (B - b_zero_point) in i32; a_zero_point may be per row of A.
+Expr integer_matmul(Context& ctx, size_t a, size_t a_zp, size_t b, size_t b_zp) {
+  Expr lhs = minus_zero_point(ctx, a, a_zp, per_row(ctx, a_zp, ctx.ndim(a)));
+  Expr rhs = minus_zero_point(ctx, b, b_zp);
+  return ctx.emit_op("matmul", {lhs, rhs}, {{"out_dtype", kI32}});
+}
+
+// conv(X - x_zero_point, W - w_zero_point) in i32; w_zero_point may be per output channel.
+Expr integer_conv(Context& ctx, size_t x, size_t x_zp, size_t w, size_t w_zp) {
+  Expr lhs = minus_zero_point(ctx, x, x_zp);
+  Expr rhs = minus_zero_point(ctx, w, w_zp, per_channel(ctx, w_zp, ctx.ndim(w), false));
+  Attrs attrs = conv_attrs(ctx, x, w);
+  attrs.set("out_dtype", kI32);
+  return ctx.emit_op("conv", {lhs, rhs}, attrs);
+}
+
+std::vector<Value> convert_matmul_integer(Context& ctx) { return {expr_value(integer_matmul(ctx, 0, 2, 1, 3))}; }
+
+std::vector<Value> convert_conv_integer(Context& ctx) { return {expr_value(integer_conv(ctx, 0, 2, 1, 3))}; }
+
+// The output of a QLinear op: the i32 accumulator `acc` times `multiplier`
+// (f32), plus the zero point (input `y_zp`, shaped by `shape_zp`), quantized
+// with scale 1 to the zero point's dtype (or `fallback`).
+Expr requantize(Context& ctx, Expr acc, Expr multiplier, size_t y_zp, const std::function<Expr(Expr)>& shape_zp,
+                DataType fallback) {
+  Expr real = binary(ctx, "multiply", astype(ctx, acc, kF32), multiplier);
+  DataType out = fallback;
+  if (ctx.has_input(y_zp)) {
+    out = ctx.dtype(y_zp);
+    real = binary(ctx, "add", real, shape_zp(astype(ctx, ctx.expr(y_zp), kF32)));
+  }
+  return ctx.emit_op("quantize", {real, f32(1)}, {{"out_dtype", out}});
+}
+
+Expr scale_f32(Context& ctx, size_t i, const std::function<Expr(Expr)>& shape) {
+  Expr s = ctx.expr(i);
+  if (ctx.dtype(i) != kF32) s = astype(ctx, s, kF32);
+  return shape ? shape(s) : s;
+}
+
+// Inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
+std::vector<Value> convert_qlinear_matmul(Context& ctx) {
+  int rank = ctx.ndim(0);
+  Expr acc = integer_matmul(ctx, 0, 2, 3, 5);
+  Expr ab = binary(ctx, "multiply", scale_f32(ctx, 1, per_row(ctx, 1, rank)), scale_f32(ctx, 4, {}));
+  Expr multiplier = binary(ctx, "divide", ab, scale_f32(ctx, 6, per_row(ctx, 6, rank)));
+  return {expr_value(requantize(ctx, acc, multiplier, 7, per_row(ctx, 7, rank), ctx.dtype(0)))};
+}
+
+// Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B (i32).
+std::vector<Value> convert_qlinear_conv(Context& ctx) {
+  int rank = ctx.ndim(3);
+  Expr acc = integer_conv(ctx, 0, 2, 3, 5);
+  if (ctx.has_input(8)) acc = binary(ctx, "add", acc, per_channel(ctx, 8, rank, true)(astype(ctx, ctx.expr(8), kI32)));
+  Expr xw = binary(ctx, "multiply", scale_f32(ctx, 1, {}), scale_f32(ctx, 4, per_channel(ctx, 4, rank, true)));
+  Expr multiplier = binary(ctx, "divide", xw, scale_f32(ctx, 6, {}));
+  return {expr_value(requantize(ctx, acc, multiplier, 7, [](Expr e) { return e; }, ctx.dtype(0)))};
+}
+
+}  // namespace
+
+void register_quant_converters(ConverterRegistry& r) {
+  r.add("QuantizeLinear", 10, convert_quantize);
+  r.add("DequantizeLinear", 10, convert_dequantize);
+  r.add("DynamicQuantizeLinear", 11, convert_dynamic_quantize);
+  r.add("MatMulInteger", 10, convert_matmul_integer);
+  r.add("ConvInteger", 10, convert_conv_integer);
+  r.add("QLinearMatMul", 10, convert_qlinear_matmul);
+  r.add("QLinearConv", 10, convert_qlinear_conv);
+}
+
+}  // namespace relax::onnx_fe

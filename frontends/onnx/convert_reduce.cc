@@ -1,0 +1,354 @@
+// ONNX converters: the reduce family. Reductions (Reduce*), arg-reductions,
+// softmax-like ops, MatMul / Gemm / Einsum, TopK, CumSum / CumProd, Det, the
+// signal-processing ops (DFT, STFT, windows, MelWeightMatrix) and
+// NonMaxSuppression.
+//
+// Integers that fix output dims (k, sizes, lengths) are read at import
+// time, symbolically where the graph computes them from shapes; one known
+// only at run time becomes a fresh variable bound by match_cast, so output
+// shapes stay symbolic. Axes must be known at import time. The rows of
+// NonMaxSuppression's result are a fresh variable too.
+#include <cmath>
+#include <limits>
+
+#include "frontends/onnx/context.h"
+#include "frontends/onnx/onnx_proto.h"
+
+namespace relax::onnx_fe {
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+// ---- Helpers ----------------------------------------------------------------------------
+
+// The dims of input i; unsupported when they are not known (even symbolically).
+std::vector<SymExpr> known_shape(Context& ctx, size_t i, const char* why) {
+  std::optional<std::vector<SymExpr>> s = ctx.shape(i);
+  if (!s) ctx.unsupported(cat("an input of unknown shape (", why, ")"));
+  return *s;
+}
+
+// Input i as one integer known at import time (symbolically or as data).
+std::optional<SymExpr> scalar_sym(Context& ctx, size_t i) {
+  std::optional<std::vector<SymExpr>> v = ctx.sym_values(i);
+  if (!v) return std::nullopt;
+  if (v->size() != 1) ctx.fail("input ", i, " must hold one integer, got ", v->size());
+  return (*v)[0];
+}
+
+// Input i as one integer: known at import time, or else a fresh variable
+// `hint` that a match_cast binds to the value at run time.
+SymExpr scalar_or_fresh(Context& ctx, size_t i, const char* hint) {
+  if (std::optional<SymExpr> v = scalar_sym(ctx, i)) return *v;
+  Expr t = ctx.expr(i);
+  if (ctx.dtype(i) != DataType::i64()) t = ctx.emit_op("astype", {t}, {{"dtype", DataType::i64()}});
+  Expr shape = ctx.emit_op("tensor_to_shape", {ctx.emit_op("reshape", {t, make_shape({1})})});
+  SymExpr v = ctx.fresh_sym(hint);
+  ctx.emit_match_cast(shape, shape_si({v}), hint);
+  return v;
+}
+
+// Input i as integer constants (axes); a value not known as a constant at
+// import time is unsupported.
+Ints static_ints(Context& ctx, size_t i, const char* what) {
+  if (std::optional<Ints> v = ctx.const_ints(i)) return *v;
+  Ints out;
+  std::optional<std::vector<SymExpr>> v = ctx.sym_values(i);
+  for (const SymExpr& e : v ? *v : std::vector<SymExpr>{}) {
+    if (!e.is_const()) ctx.unsupported(cat(what, " computed at run time"));
+    out.push_back(e.const_value());
+  }
+  if (!v) ctx.unsupported(cat(what, " computed at run time"));
+  return out;
+}
+
+// The dtype an `output_datatype`-style attribute names.
+DataType dtype_attr(Context& ctx, const char* name, int def) {
+  int64_t t = ctx.attr_int(name, def);
+  std::optional<DataType> d = dtype_of(int(t));
+  if (!d) ctx.unsupported(cat(name, " = ", onnx_type_name(int(t))));
+  return *d;
+}
+
+// Input i's dtype, which must be known (for scalar constants of that dtype).
+DataType known_dtype(Context& ctx, size_t i) {
+  DataType d = ctx.dtype(i);
+  if (d.is_void()) ctx.unsupported(cat("input ", i, " of unknown dtype"));
+  return d;
+}
+
+Expr binary(Context& ctx, const char* op, Expr a, Expr b) { return ctx.emit_op(op, {std::move(a), std::move(b)}); }
+
+// Applies a float-only elementwise op (sqrt, log, exp) to x; an integer x
+// is computed in f64 and converted back, as ONNX's integer reductions do.
+Expr float_unary(Context& ctx, const char* op, Expr x, DataType dtype) {
+  if (dtype.is_float()) return ctx.emit_op(op, {x});
+  Expr f = ctx.emit_op("astype", {x}, {{"dtype", DataType::f(64)}});
+  return ctx.emit_op("astype", {ctx.emit_op(op, {f})}, {{"dtype", dtype}});
+}
+
+// ---- Reductions -----------------------------------------------------------------------
+
+// A reduction is pre(x), reduced by `op` over the axes, then post(...).
+enum class Pre { None, Abs, Square };
+enum class Post { None, Sqrt, Log };
+
+struct ReduceDef {
+  const char* onnx;
+  int axes_input_opset;  // from this opset on, axes is an input, before an attribute
+  Pre pre;
+  const char* op;  // the graph reduction; nullptr: log-sum-exp
+  Post post;
+};
+
+// clang-format off
+constexpr ReduceDef kReduce[] = {
+    {"ReduceSum",       13, Pre::None,   "sum",   Post::None},
+    {"ReduceMean",      18, Pre::None,   "mean",  Post::None},
+    {"ReduceMax",       18, Pre::None,   "max",   Post::None},
+    {"ReduceMin",       18, Pre::None,   "min",   Post::None},
+    {"ReduceProd",      18, Pre::None,   "prod",  Post::None},
+    {"ReduceL1",        18, Pre::Abs,    "sum",   Post::None},
+    {"ReduceL2",        18, Pre::Square, "sum",   Post::Sqrt},
+    {"ReduceLogSum",    18, Pre::None,   "sum",   Post::Log},
+    {"ReduceSumSquare", 18, Pre::Square, "sum",   Post::None},
+    {"ReduceLogSumExp", 18, Pre::None,   nullptr, Post::None},
+};
+// clang-format on
+
+// The axes to reduce: nullopt for none (noop_with_empty_axes), empty for all.
+std::optional<Ints> reduce_axes(Context& ctx, const ReduceDef& d) {
+  Ints axes;
+  if (ctx.opset() >= d.axes_input_opset) {
+    if (ctx.has_input(1)) axes = static_ints(ctx, 1, "reduction axes");
+  } else {
+    axes = ctx.attr_ints("axes");
+  }
+  if (axes.empty() && ctx.attr_int("noop_with_empty_axes", 0)) return std::nullopt;
+  return axes;
+}
+
+Attrs reduce_attrs(const Ints& axes, bool keepdims) { return {{"axis", axes}, {"keepdims", keepdims}}; }
+
+// log(sum(exp(x))) computed stably: with m the max over the axes (0 where
+// it is infinite), log(sum(exp(x - m))) + m.
+Expr log_sum_exp(Context& ctx, Expr x, DataType dtype, const Ints& axes, bool keepdims) {
+  if (!dtype.is_float()) {
+    Expr f = ctx.emit_op("astype", {x}, {{"dtype", DataType::f(64)}});
+    return ctx.emit_op("astype", {log_sum_exp(ctx, f, DataType::f(64), axes, keepdims)}, {{"dtype", dtype}});
+  }
+  Expr m = ctx.emit_op("max", {x}, reduce_attrs(axes, true));
+  m = ctx.emit_op("where", {ctx.emit_op("isinf", {m}), ctx.scalar(dtype, 0), m});
+  Expr e = ctx.emit_op("exp", {binary(ctx, "subtract", x, m)});
+  Expr s = ctx.emit_op("log", {ctx.emit_op("sum", {e}, reduce_attrs(axes, true))});
+  Expr r = binary(ctx, "add", s, m);
+  if (keepdims) return r;
+  if (axes.empty()) return ctx.emit_op("reshape", {r, make_shape({})});
+  return ctx.emit_op("squeeze", {r}, {{"axis", axes}});
+}
+
+Value convert_reduce(Context& ctx, const ReduceDef& d) {
+  Expr x = ctx.expr(0);
+  bool keepdims = ctx.attr_int("keepdims", 1) != 0;
+  std::optional<Ints> axes = reduce_axes(ctx, d);
+  if (!d.op) return expr_value(axes ? log_sum_exp(ctx, x, known_dtype(ctx, 0), *axes, keepdims) : x);
+  if (d.pre == Pre::Abs) x = ctx.emit_op("abs", {x});
+  if (d.pre == Pre::Square) x = binary(ctx, "multiply", x, x);
+  if (axes) x = ctx.emit_op(d.op, {x}, reduce_attrs(*axes, keepdims));
+  if (d.post == Post::Sqrt) x = float_unary(ctx, "sqrt", x, known_dtype(ctx, 0));
+  if (d.post == Post::Log) x = float_unary(ctx, "log", x, known_dtype(ctx, 0));
+  return expr_value(x);
+}
+
+// ArgMax / ArgMin. select_last_index: the op on x reversed along the axis,
+// whose index i is dim-1-i in x.
+Value convert_arg_reduce(Context& ctx, const char* op) {
+  Expr x = ctx.expr(0);
+  int64_t axis = ctx.attr_int("axis", 0);
+  bool keepdims = ctx.attr_int("keepdims", 1) != 0;
+  Attrs attrs{{"axis", axis}, {"keepdims", keepdims}};
+  if (!ctx.attr_int("select_last_index", 0)) return expr_value(ctx.emit_op(op, {x}, attrs));
+  std::vector<SymExpr> dims = known_shape(ctx, 0, "select_last_index");
+  int r = int(dims.size());
+  if (axis < -r || axis >= r) ctx.fail("axis ", axis, " is out of range for rank ", r);
+  int64_t ax = axis < 0 ? axis + r : axis;
+  SymExpr last = dims[ax] - 1;
+  Expr rev = ctx.emit_op("strided_slice", {x},
+                         {{"axes", Ints{ax}},
+                          {"begin", std::vector<SymExpr>{last}},
+                          {"end", std::vector<SymExpr>{SymExpr(-1)}},
+                          {"strides", Ints{-1}}});
+  Expr idx = ctx.emit_op(op, {rev}, attrs);
+  return expr_value(binary(ctx, "subtract", ctx.expr_of(sym_value({last}, true)), idx));
+}
+
+// ---- Softmax-like ops --------------------------------------------------------------------
+
+// Softmax, LogSoftmax, Hardmax. From opset 13 along `axis` (default -1);
+// before, x is coerced to 2-D [prod(dims[:axis]), prod(dims[axis:])] and
+// the op runs along dim 1 (default axis 1).
+Value convert_softmax(Context& ctx, const char* op) {
+  Expr x = ctx.expr(0);
+  if (ctx.opset() >= 13) return expr_value(ctx.emit_op(op, {x}, {{"axis", ctx.attr_int("axis", -1)}}));
+  int64_t axis = ctx.attr_int("axis", 1);
+  int r = ctx.ndim(0);
+  if (r >= 0 && (axis < -r || axis >= r)) ctx.fail("axis ", axis, " is out of range for rank ", r);
+  // Along the last axis the 2-D form is the op itself.
+  if (axis == -1 || (r > 0 && axis == r - 1)) return expr_value(ctx.emit_op(op, {x}, {{"axis", int64_t(-1)}}));
+  std::vector<SymExpr> dims = known_shape(ctx, 0, "the 2-D coercion of opset < 13");
+  int64_t ax = axis < 0 ? axis + r : axis;
+  SymExpr rows = 1, cols = 1;
+  for (int i = 0; i < r; ++i) (i < ax ? rows : cols) = (i < ax ? rows : cols) * dims[i];
+  Expr x2 = ctx.emit_op("reshape", {x, make_shape({ctx.ana().simplify(rows), ctx.ana().simplify(cols)})});
+  Expr y2 = ctx.emit_op(op, {x2}, {{"axis", int64_t(1)}});
+  return expr_value(ctx.emit_op("reshape", {y2, make_shape(dims)}));
+}
+
+// ---- Matrix products ----------------------------------------------------------------------
+
+// Gemm: alpha * op(A) @ op(B) + beta * C, op transposing when transA/transB.
+Value convert_gemm(Context& ctx) {
+  Expr a = ctx.expr(0), b = ctx.expr(1);
+  Attrs transpose{{"axes", Ints{1, 0}}};
+  if (ctx.attr_int("transA", 0)) a = ctx.emit_op("permute_dims", {a}, transpose);
+  if (ctx.attr_int("transB", 0)) b = ctx.emit_op("permute_dims", {b}, transpose);
+  Expr y = binary(ctx, "matmul", a, b);
+  double alpha = ctx.attr_float("alpha", 1.0), beta = ctx.attr_float("beta", 1.0);
+  if (alpha != 1.0) y = binary(ctx, "multiply", y, ctx.scalar(known_dtype(ctx, 0), alpha));
+  if (!ctx.has_input(2) || beta == 0.0) return expr_value(y);
+  Expr c = ctx.expr(2);
+  if (beta != 1.0) c = binary(ctx, "multiply", c, ctx.scalar(known_dtype(ctx, 2), beta));
+  return expr_value(binary(ctx, "add", y, c));
+}
+
+Value convert_einsum(Context& ctx) {
+  std::vector<Expr> operands;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) operands.push_back(ctx.expr(i));
+  return expr_value(ctx.emit_op("einsum", {make_tuple(operands)}, {{"subscripts", ctx.attr_string("equation")}}));
+}
+
+// ---- TopK, cumulative ops, Det -----------------------------------------------------------
+
+// TopK: k is an attribute before opset 10, then input 1; largest and sorted
+// from opset 11.
+std::vector<Value> convert_topk(Context& ctx) {
+  SymExpr k = ctx.opset() < 10 ? SymExpr(ctx.attr_int("k")) : scalar_or_fresh(ctx, 1, "k");
+  Attrs attrs{{"k", k},
+              {"axis", ctx.attr_int("axis", -1)},
+              {"largest", ctx.attr_int("largest", 1) != 0},
+              {"sorted", ctx.attr_int("sorted", 1) != 0}};
+  Expr t = ctx.emit(make_op_call("topk", {ctx.expr(0)}, attrs), "topk");
+  Expr values = ctx.emit(make_tuple_get_item(t, 0), ctx.node().output(0));
+  Expr indices = ctx.emit(make_tuple_get_item(t, 1), ctx.node().output(1));
+  return {expr_value(values), expr_value(indices)};
+}
+
+// CumSum / CumProd: the axis is input 1.
+Value convert_cumulative(Context& ctx, const char* op) {
+  Ints axis = static_ints(ctx, 1, "the axis");
+  if (axis.size() != 1) ctx.fail("the axis must be one integer, got ", axis.size());
+  Attrs attrs{{"axis", axis[0]},
+              {"exclusive", ctx.attr_int("exclusive", 0) != 0},
+              {"reverse", ctx.attr_int("reverse", 0) != 0}};
+  return expr_value(ctx.emit_op(op, {ctx.expr(0)}, attrs));
+}
+
+// ---- Signal processing ---------------------------------------------------------------------
+
+// DFT: before opset 20 the axis is an attribute (default 1), from 20 input 2
+// (default -2); dft_length is input 1 in both.
+Value convert_dft(Context& ctx) {
+  int64_t axis = ctx.attr_int("axis", 1);
+  if (ctx.opset() >= 20) {
+    axis = -2;
+    if (ctx.has_input(2)) {
+      Ints a = static_ints(ctx, 2, "the axis");
+      if (a.size() != 1) ctx.fail("the axis must be one integer, got ", a.size());
+      axis = a[0];
+    }
+  }
+  Attrs attrs{
+      {"axis", axis}, {"inverse", ctx.attr_int("inverse", 0) != 0}, {"onesided", ctx.attr_int("onesided", 0) != 0}};
+  if (ctx.has_input(1)) attrs.set("length", scalar_or_fresh(ctx, 1, "dft_length"));
+  return expr_value(ctx.emit_op("dft", {ctx.expr(0)}, attrs));
+}
+
+// STFT(signal, frame_step, [window], [frame_length]).
+Value convert_stft(Context& ctx) {
+  Attrs attrs{{"frame_step", scalar_or_fresh(ctx, 1, "frame_step")}, {"onesided", ctx.attr_int("onesided", 1) != 0}};
+  if (ctx.has_input(3)) attrs.set("frame_length", scalar_or_fresh(ctx, 3, "frame_length"));
+  std::vector<Expr> args{ctx.expr(0)};
+  if (ctx.has_input(2)) args.push_back(ctx.expr(2));
+  return expr_value(ctx.emit_op("stft", args, attrs));
+}
+
+// HannWindow, HammingWindow, BlackmanWindow(size).
+Value convert_window(Context& ctx, const char* kind) {
+  Attrs attrs{{"kind", std::string(kind)},
+              {"size", scalar_or_fresh(ctx, 0, "size")},
+              {"periodic", ctx.attr_int("periodic", 1) != 0},
+              {"dtype", dtype_attr(ctx, "output_datatype", kFloat)}};
+  return expr_value(ctx.emit_op("window", {}, attrs));
+}
+
+// MelWeightMatrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz).
+Value convert_mel_weight_matrix(Context& ctx) {
+  Attrs attrs{{"num_mel_bins", scalar_or_fresh(ctx, 0, "num_mel_bins")},
+              {"dft_length", scalar_or_fresh(ctx, 1, "dft_length")},
+              {"dtype", dtype_attr(ctx, "output_datatype", kFloat)}};
+  return expr_value(ctx.emit_op("mel_weight_matrix", {ctx.expr(2), ctx.expr(3), ctx.expr(4)}, attrs));
+}
+
+// NonMaxSuppression(boxes, scores, [max_output_boxes_per_class], [iou_threshold],
+// [score_threshold]): an omitted input before a present one takes its
+// default (0 boxes, IoU threshold 0). The result is (fresh, 3).
+Value convert_nms(Context& ctx) {
+  std::vector<Expr> args{ctx.expr(0), ctx.expr(1)};
+  size_t last = 1;
+  for (size_t i = 2; i < 5; ++i)
+    if (ctx.has_input(i)) last = i;
+  for (size_t i = 2; i <= last; ++i) {
+    if (ctx.has_input(i)) {
+      args.push_back(ctx.expr(i));
+    } else {
+      args.push_back(i == 2 ? ctx.scalar(DataType::i64(), 0) : ctx.scalar(known_dtype(ctx, 0), 0));
+    }
+  }
+  Expr y = ctx.emit_op("non_max_suppression", args, {{"center_point_box", ctx.attr_int("center_point_box", 0)}});
+  return expr_value(ctx.emit_match_cast(y, tensor_si(DataType::i64(), {ctx.fresh_sym("num_selected"), SymExpr(3)})));
+}
+
+}  // namespace
+
+void register_reduce_converters(ConverterRegistry& r) {
+  for (const ReduceDef& d : kReduce)
+    r.add(d.onnx, 1, [&d](Context& ctx) { return std::vector<Value>{convert_reduce(ctx, d)}; });
+  auto one = [](Value (*fn)(Context&, const char*), const char* op) {
+    return [fn, op](Context& ctx) { return std::vector<Value>{fn(ctx, op)}; };
+  };
+  auto plain = [](Value (*fn)(Context&)) { return [fn](Context& ctx) { return std::vector<Value>{fn(ctx)}; }; };
+  r.add("ArgMax", 1, one(convert_arg_reduce, "argmax"));
+  r.add("ArgMin", 1, one(convert_arg_reduce, "argmin"));
+  r.add("Softmax", 1, one(convert_softmax, "softmax"));
+  r.add("LogSoftmax", 1, one(convert_softmax, "log_softmax"));
+  r.add("Hardmax", 1, one(convert_softmax, "hardmax"));
+  r.add("MatMul", 1,
+        [](Context& ctx) { return std::vector<Value>{expr_value(binary(ctx, "matmul", ctx.expr(0), ctx.expr(1)))}; });
+  r.add("Gemm", 1, plain(convert_gemm));
+  r.add("Einsum", 12, plain(convert_einsum));
+  r.add("TopK", 1, convert_topk);
+  r.add("CumSum", 11, one(convert_cumulative, "cumsum"));
+  r.add("CumProd", 26, one(convert_cumulative, "cumprod"));
+  r.add("Det", 11, [](Context& ctx) { return std::vector<Value>{expr_value(ctx.emit_op("det", {ctx.expr(0)}))}; });
+  r.add("DFT", 17, plain(convert_dft));
+  r.add("STFT", 17, plain(convert_stft));
+  r.add("HannWindow", 17, one(convert_window, "hann"));
+  r.add("HammingWindow", 17, one(convert_window, "hamming"));
+  r.add("BlackmanWindow", 17, one(convert_window, "blackman"));
+  r.add("MelWeightMatrix", 17, plain(convert_mel_weight_matrix));
+  r.add("NonMaxSuppression", 10, plain(convert_nms));
+  r.add("TfIdfVectorizer", 9,
+        [](Context& ctx) -> std::vector<Value> { ctx.unsupported("TfIdfVectorizer (string n-gram op)"); });
+}
+
+}  // namespace relax::onnx_fe

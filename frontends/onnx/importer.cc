@@ -1,0 +1,779 @@
+#include "frontends/onnx/importer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <queue>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "frontends/onnx/context.h"
+#include "frontends/onnx/onnx_proto.h"
+#include "ir/normalize.h"
+#include "ir/op.h"
+
+namespace relax::onnx_fe {
+
+namespace {
+
+std::string domain_key(const std::string& d) { return d == "ai.onnx" ? "" : d; }
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "v" + out;
+  return out;
+}
+
+// A small parser for dim_param strings that are expressions
+// ("past_sequence_length + sequence_length", "2*n", "(n+1)//2").
+class DimParser {
+ public:
+  DimParser(const std::string& s, const std::function<SymExpr(const std::string&)>& var) : s_(s), var_(var) {}
+
+  std::optional<SymExpr> parse() {
+    try {
+      SymExpr e = sum();
+      skip();
+      if (pos_ != s_.size()) return std::nullopt;
+      return e;
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  }
+
+ private:
+  void skip() {
+    while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;
+  }
+  bool eat(const char* tok) {
+    skip();
+    size_t n = std::strlen(tok);
+    if (s_.compare(pos_, n, tok) != 0) return false;
+    pos_ += n;
+    return true;
+  }
+  SymExpr sum() {
+    SymExpr e = product();
+    for (;;) {
+      if (eat("+")) e = e + product();
+      else if (eat("-")) e = e - product();
+      else return e;
+    }
+  }
+  SymExpr product() {
+    SymExpr e = atom();
+    for (;;) {
+      if (eat("*")) e = e * atom();
+      else if (eat("//") || eat("/")) e = floordiv(e, atom());
+      else if (eat("%")) e = floormod(e, atom());
+      else return e;
+    }
+  }
+  SymExpr atom() {
+    skip();
+    if (eat("(")) {
+      SymExpr e = sum();
+      if (!eat(")")) fail("expected )");
+      return e;
+    }
+    if (eat("-")) return -atom();
+    size_t start = pos_;
+    if (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
+      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+      return SymExpr(int64_t(std::stoll(s_.substr(start, pos_ - start))));
+    }
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.'))
+      ++pos_;
+    if (pos_ == start) fail("expected a name");
+    return var_(s_.substr(start, pos_ - start));
+  }
+
+  const std::string& s_;
+  const std::function<SymExpr(const std::string&)>& var_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+// ---- The importer ------------------------------------------------------------
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& model, std::string dir) : model_(model), dir_(std::move(dir)) {}
+
+  ImportedModel run();
+
+  // State the Context reaches into.
+  Analyzer ana_;
+  std::vector<Binding>* block_ = nullptr;
+
+  Expr emit(Expr value, const std::string& hint) {
+    ensure_struct_info(value, InferContext{ana_, &mod_});
+    Var v = make_var(sanitize(hint.empty() ? "lv" : hint), value->sinfo);
+    block_->push_back(Binding{v, value, nullptr});
+    return v;
+  }
+
+  Expr emit_match_cast(Expr value, StructInfo si, const std::string& hint) {
+    ensure_struct_info(value, InferContext{ana_, &mod_});
+    Var v = make_var(sanitize(hint.empty() ? "lv" : hint), si);
+    block_->push_back(Binding{v, value, si});
+    return v;
+  }
+
+  Expr add_weight(HostTensor t, const std::string& hint) {
+    std::string name = hint.empty() ? "const" : hint;
+    if (weight_names_.count(name)) {
+      int k = 1;
+      while (weight_names_.count(name + "_" + std::to_string(k))) ++k;
+      name += "_" + std::to_string(k);
+    }
+    weight_names_.insert(name);
+    std::vector<SymExpr> dims(t.shape.begin(), t.shape.end());
+    Expr c = make_constant(name, tensor_si(t.dtype, dims));
+    weights_.emplace_back(name, std::move(t));
+    return c;
+  }
+
+  Expr materialize(const Value& v, const std::string& hint);
+  Expr import_subgraph(const onnx::GraphProto& g, const std::vector<StructInfo>& params);
+  SymExpr fresh_sym(const std::string& hint) { return SymExpr::var(sanitize(hint)); }
+
+ private:
+  using Scope = std::unordered_map<std::string, Value>;
+
+  void read_opsets();
+  void check_supported();
+  void scan_graph(const onnx::GraphProto& g, std::map<std::tuple<std::string, std::string, int>, Unsupported>& out);
+  SymExpr dim_var(const std::string& name);
+  StructInfo sinfo_of_type(const onnx::TypeProto& type, const std::string& value_name);
+  std::vector<const onnx::NodeProto*> topo_sort(const onnx::GraphProto& g);
+  void add_initializers(const onnx::GraphProto& g, Scope& scope);
+  void convert_nodes(const onnx::GraphProto& g);
+  void convert_node(const onnx::NodeProto& node);
+  const Value* lookup(const std::string& name) const;
+  Expr graph_outputs(const onnx::GraphProto& g);
+  std::vector<std::pair<std::string, HostTensor>> referenced_weights(const Function& main);
+
+  const onnx::ModelProto& model_;
+  std::string dir_;
+  IRModule mod_;
+  std::map<std::string, int> opsets_;
+  std::map<std::string, int> op_counts_;
+  std::unordered_map<std::string, SymExpr> dim_vars_;
+  std::vector<Scope> scopes_;
+  std::vector<std::pair<std::string, HostTensor>> weights_;
+  std::unordered_set<std::string> weight_names_;
+  std::vector<Unsupported> late_unsupported_;
+  std::unordered_set<std::string> poisoned_;  // outputs of nodes that could not be converted
+  int fresh_dims_ = 0;
+};
+
+void Importer::read_opsets() {
+  for (const auto& o : model_.opset_import()) opsets_[domain_key(o.domain())] = int(o.version());
+  // IR version 3 introduced opset_import; older models are opset 1.
+  if (!opsets_.count("")) {
+    if (model_.ir_version() >= 3 && model_.opset_import_size() == 0)
+      fail("the model (IR version ", model_.ir_version(), ") declares no opset (opset_import is empty)");
+    opsets_[""] = 1;
+  }
+}
+
+void Importer::scan_graph(const onnx::GraphProto& g,
+                          std::map<std::tuple<std::string, std::string, int>, Unsupported>& out) {
+  for (const auto& node : g.node()) {
+    std::string domain = domain_key(node.domain());
+    int opset = opsets_.count(domain) ? opsets_[domain] : 0;
+    op_counts_[domain.empty() ? node.op_type() : domain + "." + node.op_type()]++;
+    const ConverterInfo* c = converters().find(domain, node.op_type());
+    if (!c || opset < c->min_opset) {
+      Unsupported& u = out[{domain, node.op_type(), opset}];
+      u.domain = domain;
+      u.op_type = node.op_type();
+      u.opset = opset;
+      if (c) u.detail = cat("opset ", opset, " is older than the oldest handled (", c->min_opset, ")");
+      u.nodes.push_back(node.name().empty() ? "(unnamed)" : node.name());
+    }
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) scan_graph(a.g(), out);
+      for (const auto& sub : a.graphs()) scan_graph(sub, out);
+    }
+  }
+}
+
+void Importer::check_supported() {
+  std::map<std::tuple<std::string, std::string, int>, Unsupported> found;
+  scan_graph(model_.graph(), found);
+  // Inputs and outputs of types the IR cannot hold yet.
+  auto check_value = [&](const onnx::ValueInfoProto& v, const char* what) {
+    const onnx::TypeProto& t = v.type();
+    std::string why;
+    if (t.has_sequence_type()) why = "sequence-typed";
+    else if (t.has_optional_type()) why = "optional-typed";
+    else if (t.has_map_type()) why = "map-typed";
+    else if (t.has_tensor_type() && !dtype_of(t.tensor_type().elem_type()))
+      why = onnx_type_name(t.tensor_type().elem_type()) + "-typed";
+    else if (t.has_sparse_tensor_type()) why = "sparse-tensor-typed";
+    if (why.empty()) return;
+    Unsupported& u = found[{"", std::string(what), 0}];
+    u.op_type = what;
+    u.detail = why + " " + what;
+    u.nodes.push_back(v.name());
+  };
+  for (const auto& v : model_.graph().input()) check_value(v, "graph input");
+  for (const auto& v : model_.graph().output()) check_value(v, "graph output");
+  if (found.empty()) return;
+  std::vector<Unsupported> items;
+  std::string msg = "the model uses what is not supported:";
+  for (auto& [k, u] : found) {
+    msg += "\n  " + (u.domain.empty() ? std::string() : u.domain + ".") + u.op_type;
+    if (u.opset) msg += cat(" (opset ", u.opset, ")");
+    if (!u.detail.empty()) msg += ": " + u.detail;
+    msg += " at ";
+    for (size_t i = 0; i < u.nodes.size() && i < 5; ++i) msg += (i ? ", " : "") + ("'" + u.nodes[i] + "'");
+    if (u.nodes.size() > 5) msg += cat(" and ", u.nodes.size() - 5, " more");
+    items.push_back(u);
+  }
+  throw UnsupportedModel(msg, items);
+}
+
+SymExpr Importer::dim_var(const std::string& name) {
+  auto it = dim_vars_.find(name);
+  if (it != dim_vars_.end()) return it->second;
+  return dim_vars_[name] = SymExpr::var(sanitize(name));
+}
+
+StructInfo Importer::sinfo_of_type(const onnx::TypeProto& type, const std::string& value_name) {
+  if (!type.has_tensor_type()) fail("value '", value_name, "' is not a tensor");
+  const auto& tt = type.tensor_type();
+  DataType dtype;
+  if (tt.elem_type() != 0) {
+    auto d = dtype_of(tt.elem_type());
+    if (!d) fail("value '", value_name, "' has unsupported element type ", onnx_type_name(tt.elem_type()));
+    dtype = *d;
+  }
+  if (!tt.has_shape()) return tensor_si_ndim(dtype, -1);
+  std::vector<SymExpr> dims;
+  for (int k = 0; k < tt.shape().dim_size(); ++k) {
+    const auto& d = tt.shape().dim(k);
+    if (d.has_dim_value() && d.dim_value() > 0) {
+      dims.push_back(d.dim_value());
+    } else if (d.has_dim_param() && !d.dim_param().empty() && d.dim_param() != "?") {
+      const std::string& p = d.dim_param();
+      auto it = dim_vars_.find(p);
+      if (it != dim_vars_.end()) {
+        dims.push_back(it->second);
+        continue;
+      }
+      std::function<SymExpr(const std::string&)> var = [&](const std::string& n) { return dim_var(n); };
+      bool simple = std::all_of(p.begin(), p.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; });
+      std::optional<SymExpr> e = simple ? std::nullopt : DimParser(p, var).parse();
+      dims.push_back(e ? *e : dim_var(p));
+    } else {
+      dims.push_back(SymExpr::var(sanitize(value_name) + "_d" + std::to_string(k)));
+      ++fresh_dims_;
+    }
+  }
+  return tensor_si(dtype, dims);
+}
+
+std::vector<const onnx::NodeProto*> Importer::topo_sort(const onnx::GraphProto& g) {
+  // Kahn's algorithm over the graph's own values, keeping the file order
+  // among ready nodes. Names produced outside the graph (inputs,
+  // initializers, enclosing graphs) are ready from the start.
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t i = 0; i < size_t(g.node_size()); ++i)
+    for (const auto& o : g.node(int(i)).output())
+      if (!o.empty()) producer[o] = i;
+  std::vector<int> pending(size_t(g.node_size()), 0);
+  std::vector<std::vector<size_t>> users(size_t(g.node_size()));
+  auto deps = [&](const onnx::NodeProto& n, const std::function<void(const std::string&)>& f) {
+    for (const auto& in : n.input()) f(in);
+    // Values captured by subgraphs are dependencies too.
+    std::function<void(const onnx::GraphProto&)> sub = [&](const onnx::GraphProto& sg) {
+      for (const auto& sn : sg.node()) {
+        for (const auto& in : sn.input()) f(in);
+        for (const auto& a : sn.attribute()) {
+          if (a.has_g()) sub(a.g());
+          for (const auto& gg : a.graphs()) sub(gg);
+        }
+      }
+    };
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) sub(a.g());
+      for (const auto& gg : a.graphs()) sub(gg);
+    }
+  };
+  for (size_t i = 0; i < size_t(g.node_size()); ++i) {
+    std::set<size_t> seen;
+    deps(g.node(int(i)), [&](const std::string& in) {
+      auto it = producer.find(in);
+      if (in.empty() || it == producer.end() || it->second == i || !seen.insert(it->second).second) return;
+      ++pending[i];
+      users[it->second].push_back(i);
+    });
+  }
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
+  for (size_t i = 0; i < pending.size(); ++i)
+    if (pending[i] == 0) ready.push(i);
+  std::vector<const onnx::NodeProto*> order;
+  while (!ready.empty()) {
+    size_t i = ready.top();
+    ready.pop();
+    order.push_back(&g.node(int(i)));
+    for (size_t u : users[i])
+      if (--pending[u] == 0) ready.push(u);
+  }
+  if (order.size() != size_t(g.node_size())) {
+    std::string names;
+    for (size_t i = 0; i < pending.size(); ++i)
+      if (pending[i] > 0 && names.size() < 200) names += (names.empty() ? "'" : ", '") + g.node(int(i)).name() + "'";
+    fail("the graph has a cycle through the nodes ", names);
+  }
+  return order;
+}
+
+void Importer::add_initializers(const onnx::GraphProto& g, Scope& scope) {
+  for (const auto& init : g.initializer()) {
+    if (init.name().empty()) fail("an initializer has no name");
+    HostTensor t = decode_tensor(init, dir_);
+    auto data = std::make_shared<HostTensor>(t);
+    Value v;
+    v.expr = add_weight(std::move(t), init.name());
+    v.data = data;
+    scope[init.name()] = v;
+  }
+  if (g.sparse_initializer_size() > 0) fail("sparse initializers are not supported");
+}
+
+const Value* Importer::lookup(const std::string& name) const {
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+    auto f = it->find(name);
+    if (f != it->end()) return &f->second;
+  }
+  return nullptr;
+}
+
+void Importer::convert_node(const onnx::NodeProto& node) {
+  std::string domain = domain_key(node.domain());
+  std::string where = cat("node '", node.name().empty() ? std::string("(unnamed)") : node.name(), "' (",
+                          domain.empty() ? "" : domain + ".", node.op_type(), ", opset ", opsets_[domain], ")");
+  std::vector<Value> inputs;
+  bool poisoned = false;
+  for (const auto& in : node.input()) {
+    if (in.empty()) {
+      inputs.emplace_back();
+      continue;
+    }
+    if (poisoned_.count(in)) poisoned = true;
+    const Value* v = lookup(in);
+    if (!v && !poisoned) fail(where, ": input '", in, "' is not produced by any node, initializer or graph input");
+    inputs.push_back(v ? *v : Value{});
+  }
+  if (poisoned) {
+    for (const auto& o : node.output()) poisoned_.insert(o);
+    return;
+  }
+  const ConverterInfo* conv = converters().find(domain, node.op_type());
+  RELAX_CHECK(conv, "unsupported ops are found before conversion");
+  Context ctx(*this, node, opsets_[domain], std::move(inputs));
+  std::vector<Value> outs;
+  try {
+    outs = conv->fn(ctx);
+  } catch (const UnsupportedError& e) {
+    late_unsupported_.push_back(Unsupported{domain, node.op_type(), opsets_[domain], e.what(), {node.name()}});
+    for (const auto& o : node.output()) poisoned_.insert(o);
+    return;
+  } catch (const UnsupportedModel&) {
+    throw;
+  } catch (const Error& e) {
+    fail(where, ": ", e.what());
+  }
+  for (int k = 0; k < node.output_size(); ++k) {
+    const std::string& name = node.output(k);
+    if (name.empty()) continue;
+    if (size_t(k) >= outs.size() || outs[size_t(k)].absent()) {
+      // An output the converter does not produce is only an error if used.
+      continue;
+    }
+    scopes_.back()[name] = outs[size_t(k)];
+  }
+}
+
+void Importer::convert_nodes(const onnx::GraphProto& g) {
+  for (const onnx::NodeProto* n : topo_sort(g)) convert_node(*n);
+}
+
+Expr Importer::graph_outputs(const onnx::GraphProto& g) {
+  std::vector<Expr> outs;
+  for (const auto& o : g.output()) {
+    const Value* v = lookup(o.name());
+    if (!v) {
+      if (poisoned_.count(o.name())) return nullptr;
+      fail("graph output '", o.name(), "' is not produced by any node, initializer or graph input");
+    }
+    outs.push_back(materialize(*v, o.name()));
+  }
+  if (outs.size() == 1) return outs[0];
+  Expr t = make_tuple(outs);
+  ensure_struct_info(t, InferContext{ana_, &mod_});
+  return t;
+}
+
+Expr Importer::materialize(const Value& v, const std::string& hint) {
+  if (v.expr) return v.expr;
+  if (v.data) return add_weight(*v.data, hint);
+  if (v.sym) {
+    const std::vector<SymExpr>& s = *v.sym;
+    bool all_const = std::all_of(s.begin(), s.end(), [](const SymExpr& e) { return e.is_const(); });
+    if (all_const) {
+      std::vector<int64_t> vals;
+      for (const SymExpr& e : s) vals.push_back(e.const_value());
+      std::vector<int64_t> shape = v.sym_scalar ? std::vector<int64_t>{} : std::vector<int64_t>{int64_t(s.size())};
+      return add_weight(HostTensor::from_ints(v.sym_dtype, shape, vals), hint);
+    }
+    if (!find_op("shape_to_tensor")) fail("internal: the graph op shape_to_tensor is not registered");
+    Expr t = emit(make_op_call("shape_to_tensor", {make_shape(s)}), hint);
+    if (v.sym_dtype != DataType::i64()) t = emit(make_op_call("astype", {t}, Attrs{{"dtype", v.sym_dtype}}), hint);
+    if (v.sym_scalar) t = emit(make_op_call("reshape", {t, make_shape({})}), hint);
+    return t;
+  }
+  fail("a required input is missing");
+}
+
+Expr Importer::import_subgraph(const onnx::GraphProto& g, const std::vector<StructInfo>& params) {
+  if (!params.empty() && params.size() != size_t(g.input_size()))
+    fail("subgraph '", g.name(), "' has ", g.input_size(), " inputs but ", params.size(), " were given");
+  std::vector<Binding> bindings;
+  std::vector<Binding>* saved = block_;
+  block_ = &bindings;
+  scopes_.emplace_back();
+  std::vector<Var> vars;
+  for (int k = 0; k < g.input_size(); ++k) {
+    const auto& in = g.input(k);
+    StructInfo si = params.empty() || !params[size_t(k)] ? sinfo_of_type(in.type(), in.name()) : params[size_t(k)];
+    Var p = make_var(sanitize(in.name()), si);
+    vars.push_back(p);
+    scopes_.back()[in.name()] = expr_value(p);
+  }
+  add_initializers(g, scopes_.back());
+  convert_nodes(g);
+  Expr body = graph_outputs(g);
+  scopes_.pop_back();
+  block_ = saved;
+  if (!body) throw UnsupportedError("a subgraph uses what is not supported");
+  std::vector<BindingBlock> blocks;
+  if (!bindings.empty()) blocks.push_back(BindingBlock{false, std::move(bindings)});
+  SeqExpr seq = make_seq(std::move(blocks), body);
+  ensure_struct_info(seq, InferContext{ana_, &mod_});
+  Function f = make_function(vars, seq, seq->sinfo);
+  return f;
+}
+
+ImportedModel Importer::run() {
+  if (!model_.has_graph()) fail("the model has no graph");
+  if (model_.graph().output_size() == 0) fail("the graph has no outputs");
+  read_opsets();
+  check_supported();
+  const onnx::GraphProto& g = model_.graph();
+  std::vector<Binding> bindings;
+  block_ = &bindings;
+  scopes_.emplace_back();
+  add_initializers(g, scopes_.back());
+  ImportedModel out;
+  std::vector<Var> params;
+  for (const auto& in : g.input()) {
+    if (scopes_.back().count(in.name())) continue;  // an initializer listed as input (IR < 4)
+    StructInfo si = sinfo_of_type(in.type(), in.name());
+    Var p = make_var(sanitize(in.name()), si);
+    params.push_back(p);
+    scopes_.back()[in.name()] = expr_value(p);
+    out.inputs.push_back({in.name(), si});
+  }
+  convert_nodes(g);
+  Expr body = graph_outputs(g);
+  if (!late_unsupported_.empty()) {
+    std::string msg = "the model uses what is not supported:";
+    for (const Unsupported& u : late_unsupported_)
+      msg += cat("\n  ", u.domain.empty() ? "" : u.domain + ".", u.op_type, " (opset ", u.opset, "): ", u.detail,
+                 " at '", u.nodes[0], "'");
+    throw UnsupportedModel(msg, late_unsupported_);
+  }
+  RELAX_CHECK(body);
+  std::vector<BindingBlock> blocks;
+  if (!bindings.empty()) blocks.push_back(BindingBlock{false, std::move(bindings)});
+  SeqExpr seq = make_seq(std::move(blocks), body);
+  ensure_struct_info(seq, InferContext{ana_, &mod_});
+  mod_.add_function("main", make_function(params, seq, seq->sinfo));
+  // The outputs as the body computes them: dims bound by match_cast inside
+  // the function (data-dependent ones) keep their names here, while the
+  // function's declared return erases them.
+  StructInfo body_si = sinfo_of(body);
+  auto ret = as<TupleSI>(body_si);
+  for (int k = 0; k < g.output_size(); ++k)
+    out.outputs.push_back({g.output(k).name(), g.output_size() == 1 || !ret ? body_si : ret->fields[size_t(k)]});
+  out.mod = mod_;
+  out.weights = referenced_weights(mod_.function("main"));
+  out.opsets = opsets_;
+  out.op_counts = op_counts_;
+  return out;
+}
+
+// The weights the function refers to: a subgraph imported more than once
+// (a Loop body whose carried shapes widen) leaves constants of the discarded
+// attempts behind.
+std::vector<std::pair<std::string, HostTensor>> Importer::referenced_weights(const Function& main) {
+  std::unordered_set<std::string> used;
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (!e) return;
+    if (auto* c = as<ConstantNode>(e)) used.insert(c->name);
+    else if (auto* t = as<TupleNode>(e)) for (const Expr& f : t->fields) walk(f);
+    else if (auto* g = as<TupleGetItemNode>(e)) walk(g->tuple);
+    else if (auto* c = as<CallNode>(e)) {
+      walk(c->callee);
+      for (const Expr& a : c->args) walk(a);
+    } else if (auto* i = as<IfNode>(e)) {
+      walk(i->cond);
+      walk(i->then_branch);
+      walk(i->else_branch);
+    } else if (auto* s = as<SeqExprNode>(e)) {
+      for (const BindingBlock& b : s->blocks)
+        for (const Binding& x : b.bindings) walk(x.value);
+      walk(s->body);
+    } else if (auto* f = as<FunctionNode>(e)) {
+      walk(f->body);
+    }
+  };
+  walk(main);
+  std::vector<std::pair<std::string, HostTensor>> out;
+  for (auto& [name, t] : weights_)
+    if (used.count(name)) out.emplace_back(name, std::move(t));
+  return out;
+}
+
+ImportedModel import_onnx(const std::string& path) {
+  onnx::ModelProto model = load_model(path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  Importer imp(model, dir);
+  try {
+    return imp.run();
+  } catch (const UnsupportedModel&) {
+    throw;
+  } catch (const Error& e) {
+    fail(path, ": ", e.what());
+  }
+}
+
+// ---- Value and Context -----------------------------------------------------------
+
+Value sym_value(std::vector<SymExpr> v, bool scalar, DataType dtype) {
+  Value out;
+  out.sym = std::move(v);
+  out.sym_scalar = scalar;
+  out.sym_dtype = dtype;
+  return out;
+}
+
+Value expr_value(Expr e) {
+  Value out;
+  out.expr = std::move(e);
+  return out;
+}
+
+Context::Context(Importer& imp, const onnx::NodeProto& node, int opset, std::vector<Value> inputs)
+    : imp_(imp), node_(node), opset_(opset), inputs_(std::move(inputs)) {}
+
+bool Context::output_used(size_t i) const { return int(i) < node_.output_size() && !node_.output(int(i)).empty(); }
+
+const Value& Context::input(size_t i) const {
+  static const Value kAbsent;
+  return i < inputs_.size() ? inputs_[i] : kAbsent;
+}
+
+const onnx::AttributeProto* Context::attr(const std::string& name) const {
+  for (const auto& a : node_.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+bool Context::has_attr(const std::string& name) const { return attr(name) != nullptr; }
+
+namespace {
+const onnx::AttributeProto* typed_attr(const Context& c, const std::string& name, onnx::AttributeProto::AttributeType t,
+                                       const char* what) {
+  const onnx::AttributeProto* a = c.attr(name);
+  if (!a) return nullptr;
+  // Old models may leave the type unset; trust the field then.
+  if (a->type() != onnx::AttributeProto::UNDEFINED && a->type() != t)
+    c.fail("attribute '", name, "' should be ", what);
+  return a;
+}
+}  // namespace
+
+int64_t Context::attr_int(const std::string& name, int64_t def) const {
+  auto* a = typed_attr(*this, name, onnx::AttributeProto::INT, "an int");
+  return a ? a->i() : def;
+}
+float Context::attr_float(const std::string& name, float def) const {
+  auto* a = typed_attr(*this, name, onnx::AttributeProto::FLOAT, "a float");
+  return a ? a->f() : def;
+}
+std::string Context::attr_string(const std::string& name, const std::string& def) const {
+  auto* a = typed_attr(*this, name, onnx::AttributeProto::STRING, "a string");
+  return a ? a->s() : def;
+}
+std::vector<int64_t> Context::attr_ints(const std::string& name, std::vector<int64_t> def) const {
+  auto* a = typed_attr(*this, name, onnx::AttributeProto::INTS, "a list of ints");
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : def;
+}
+std::vector<float> Context::attr_floats(const std::string& name, std::vector<float> def) const {
+  auto* a = typed_attr(*this, name, onnx::AttributeProto::FLOATS, "a list of floats");
+  return a ? std::vector<float>(a->floats().begin(), a->floats().end()) : def;
+}
+std::vector<std::string> Context::attr_strings(const std::string& name) const {
+  auto* a = typed_attr(*this, name, onnx::AttributeProto::STRINGS, "a list of strings");
+  return a ? std::vector<std::string>(a->strings().begin(), a->strings().end()) : std::vector<std::string>{};
+}
+std::optional<HostTensor> Context::attr_tensor(const std::string& name) const {
+  auto* a = typed_attr(*this, name, onnx::AttributeProto::TENSOR, "a tensor");
+  if (!a) return std::nullopt;
+  return decode_tensor(a->t(), "");
+}
+const onnx::GraphProto* Context::attr_graph(const std::string& name) const {
+  auto* a = typed_attr(*this, name, onnx::AttributeProto::GRAPH, "a graph");
+  return a ? &a->g() : nullptr;
+}
+
+Expr Context::expr_of(const Value& v) {
+  if (v.absent()) fail("a required input is missing");
+  return imp_.materialize(v, output_used(0) ? node_.output(0) : op_type());
+}
+
+Expr Context::expr(size_t i) {
+  if (!has_input(i)) fail("input ", i, " is required");
+  Expr e = expr_of(inputs_[i]);
+  inputs_[i].expr = e;  // materialize once per node
+  return e;
+}
+
+StructInfo Context::sinfo(size_t i) {
+  const Value& v = input(i);
+  if (v.expr) return sinfo_of(v.expr);
+  if (v.data) return tensor_si(v.data->dtype, std::vector<SymExpr>(v.data->shape.begin(), v.data->shape.end()));
+  if (v.sym) {
+    if (v.sym_scalar) return tensor_si(v.sym_dtype, {});
+    return tensor_si(v.sym_dtype, {int64_t(v.sym->size())});
+  }
+  fail("input ", i, " is required");
+}
+
+DataType Context::dtype(size_t i) {
+  auto* t = as<TensorSI>(sinfo(i));
+  return t ? t->dtype : DataType();
+}
+int Context::ndim(size_t i) {
+  auto* t = as<TensorSI>(sinfo(i));
+  return t ? t->ndim : -1;
+}
+std::optional<std::vector<SymExpr>> Context::shape(size_t i) {
+  StructInfo si = sinfo(i);
+  auto* t = as<TensorSI>(si);
+  if (!t || !t->shape) return std::nullopt;
+  return *t->shape;
+}
+
+std::optional<std::vector<SymExpr>> Context::sym_values(size_t i) const {
+  const Value& v = input(i);
+  if (v.sym) return v.sym;
+  if (v.data && v.data->shape.size() <= 1 && v.data->numel() <= 256) {
+    auto ints = v.data->to_ints();
+    if (!ints) return std::nullopt;
+    return std::vector<SymExpr>(ints->begin(), ints->end());
+  }
+  return std::nullopt;
+}
+
+const HostTensor* Context::data(size_t i) const {
+  const Value& v = input(i);
+  return v.data.get();
+}
+
+std::optional<std::vector<int64_t>> Context::const_ints(size_t i) const {
+  if (const HostTensor* d = data(i)) return d->to_ints();
+  if (auto s = sym_values(i)) {
+    std::vector<int64_t> out;
+    for (const SymExpr& e : *s) {
+      if (!e.is_const()) return std::nullopt;
+      out.push_back(e.const_value());
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<double>> Context::const_floats(size_t i) const {
+  if (const HostTensor* d = data(i)) return d->to_floats();
+  if (auto ints = const_ints(i)) return std::vector<double>(ints->begin(), ints->end());
+  return std::nullopt;
+}
+
+Expr Context::emit(Expr value, const std::string& hint) {
+  return imp_.emit(std::move(value), hint.empty() && output_used(0) ? node_.output(0) : hint);
+}
+
+Expr Context::emit_op(const std::string& op, std::vector<Expr> args, Attrs attrs) {
+  return emit(make_op_call(op, std::move(args), std::move(attrs)));
+}
+
+Expr Context::emit_call(const std::string& op, std::vector<Expr> args, Attrs attrs,
+                        std::vector<StructInfo> sinfo_args) {
+  return emit(make_op_call(op, std::move(args), std::move(attrs), std::move(sinfo_args)));
+}
+
+Expr Context::emit_match_cast(Expr value, StructInfo si, const std::string& hint) {
+  return imp_.emit_match_cast(std::move(value), std::move(si),
+                              hint.empty() && output_used(0) ? node_.output(0) : hint);
+}
+
+Expr Context::constant(HostTensor t, const std::string& hint) {
+  return imp_.add_weight(std::move(t), hint.empty() && output_used(0) ? node_.output(0) : hint);
+}
+
+Expr Context::scalar(DataType dtype, double v) {
+  HostTensor t = dtype.code == TypeCode::Float || dtype.code == TypeCode::BFloat
+                     ? HostTensor::from_floats(dtype, {}, {v})
+                     : HostTensor::from_ints(dtype, {}, {int64_t(v)});
+  return constant(std::move(t), op_type() + "_scalar");
+}
+
+SymExpr Context::fresh_sym(const std::string& hint) { return imp_.fresh_sym(hint); }
+
+Expr Context::import_subgraph(const onnx::GraphProto& g, const std::vector<StructInfo>& params) {
+  return imp_.import_subgraph(g, params);
+}
+
+const Analyzer& Context::ana() const { return imp_.ana_; }
+
+void Context::unsupported(const std::string& what) const { throw UnsupportedError(what); }
+
+// ---- The registry ------------------------------------------------------------------
+
+void ConverterRegistry::add(const std::string& domain, const std::string& op_type, int min_opset, Converter fn) {
+  table_[{domain_key(domain), op_type}] = ConverterInfo{domain_key(domain), op_type, min_opset, std::move(fn)};
+}
+
+const ConverterInfo* ConverterRegistry::find(const std::string& domain, const std::string& op_type) const {
+  auto it = table_.find({domain_key(domain), op_type});
+  return it == table_.end() ? nullptr : &it->second;
+}
+
+std::vector<const ConverterInfo*> ConverterRegistry::all() const {
+  std::vector<const ConverterInfo*> out;
+  for (const auto& [k, v] : table_) out.push_back(&v);
+  return out;
+}
+
+}  // namespace relax::onnx_fe

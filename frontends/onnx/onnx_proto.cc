@@ -1,0 +1,194 @@
+#include "frontends/onnx/onnx_proto.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ir/error.h"
+
+namespace relax::onnx_fe {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every ONNX element type with a dtype, listed once.
+struct TypeRow {
+  int onnx;
+  const char* name;
+  DataType dtype;
+};
+const TypeRow kTypes[] = {
+    {kFloat, "FLOAT", DataType::f32()},
+    {kUint8, "UINT8", DataType::u(8)},
+    {kInt8, "INT8", DataType::i(8)},
+    {kUint16, "UINT16", DataType::u(16)},
+    {kInt16, "INT16", DataType::i(16)},
+    {kInt32, "INT32", DataType::i32()},
+    {kInt64, "INT64", DataType::i64()},
+    {kBool, "BOOL", DataType::boolean()},
+    {kFloat16, "FLOAT16", DataType::f16()},
+    {kDouble, "DOUBLE", DataType::f(64)},
+    {kUint32, "UINT32", DataType::u(32)},
+    {kUint64, "UINT64", DataType::u(64)},
+    {kBFloat16, "BFLOAT16", DataType::bf16()},
+    {kFloat8E4M3FN, "FLOAT8E4M3FN", DataType(TypeCode::Float8E4M3FN, 8)},
+    {kFloat8E4M3FNUZ, "FLOAT8E4M3FNUZ", DataType(TypeCode::Float8E4M3FNUZ, 8)},
+    {kFloat8E5M2, "FLOAT8E5M2", DataType(TypeCode::Float8E5M2, 8)},
+    {kFloat8E5M2FNUZ, "FLOAT8E5M2FNUZ", DataType(TypeCode::Float8E5M2FNUZ, 8)},
+    {kUint4, "UINT4", DataType::u(4)},
+    {kInt4, "INT4", DataType::i(4)},
+    {kFloat4E2M1, "FLOAT4E2M1", DataType(TypeCode::Float4E2M1, 4)},
+    {kFloat8E8M0, "FLOAT8E8M0", DataType(TypeCode::Float8E8M0, 8)},
+    {kUint2, "UINT2", DataType::u(2)},
+    {kInt2, "INT2", DataType::i(2)},
+};
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open ", what);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail(path, ": read error");
+  return ss.str();
+}
+
+template <typename Msg>
+Msg parse_message(const std::string& bytes, const std::string& path, const char* what) {
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), int(bytes.size()));
+  google::protobuf::io::CodedInputStream in(&raw);
+  in.SetTotalBytesLimit(INT32_MAX);
+  in.SetRecursionLimit(512);
+  Msg msg;
+  if (!msg.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    fail(path, ": not a valid ", what, " (protobuf parse failed)");
+  return msg;
+}
+
+// Reads the external bytes of a tensor, refusing locations outside `dir`.
+std::string read_external(const onnx::TensorProto& t, const std::string& dir) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    else if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  if (location.empty()) fail("tensor '", t.name(), "': external data without a location");
+  fs::path rel(location);
+  if (rel.is_absolute()) fail("tensor '", t.name(), "': external data location '", location, "' is absolute");
+  fs::path base = fs::weakly_canonical(fs::path(dir.empty() ? "." : dir));
+  fs::path full = fs::weakly_canonical(base / rel);
+  auto [b, f] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
+  if (b != base.end()) fail("tensor '", t.name(), "': external data location '", location, "' escapes the model's folder");
+  std::ifstream in(full, std::ios::binary);
+  if (!in) fail("tensor '", t.name(), "': cannot open external data file '", full.string(), "'");
+  in.seekg(0, std::ios::end);
+  int64_t size = in.tellg();
+  if (offset < 0 || offset > size) fail("tensor '", t.name(), "': external data offset ", offset, " is past the end");
+  if (length < 0) length = size - offset;
+  if (offset + length > size) fail("tensor '", t.name(), "': external data is truncated");
+  std::string bytes(size_t(length), '\0');
+  in.seekg(offset);
+  in.read(bytes.data(), length);
+  return bytes;
+}
+
+}  // namespace
+
+std::optional<DataType> dtype_of(int onnx_type) {
+  for (const TypeRow& r : kTypes)
+    if (r.onnx == onnx_type) return r.dtype;
+  return std::nullopt;
+}
+
+std::string onnx_type_name(int onnx_type) {
+  for (const TypeRow& r : kTypes)
+    if (r.onnx == onnx_type) return r.name;
+  if (onnx_type == kString) return "STRING";
+  if (onnx_type == kComplex64) return "COMPLEX64";
+  if (onnx_type == kComplex128) return "COMPLEX128";
+  return "type " + std::to_string(onnx_type);
+}
+
+int onnx_type_of(DataType dtype) {
+  for (const TypeRow& r : kTypes)
+    if (r.dtype == dtype) return r.onnx;
+  return kUndefined;
+}
+
+onnx::ModelProto load_model(const std::string& path) {
+  return parse_message<onnx::ModelProto>(read_file(path, "the model"), path, "ONNX model");
+}
+
+onnx::TensorProto load_tensor_file(const std::string& path) {
+  return parse_message<onnx::TensorProto>(read_file(path, "the tensor file"), path, "ONNX TensorProto");
+}
+
+HostTensor decode_tensor(const onnx::TensorProto& t, const std::string& model_dir) {
+  auto dtype = dtype_of(t.data_type());
+  if (!dtype) fail("tensor '", t.name(), "': element type ", onnx_type_name(t.data_type()), " is not supported");
+  HostTensor out;
+  out.dtype = *dtype;
+  for (int64_t d : t.dims()) {
+    if (d < 0) fail("tensor '", t.name(), "': negative dim ", d);
+    out.shape.push_back(d);
+  }
+  int64_t n = out.numel();
+  size_t nbytes = HostTensor::storage_bytes(*dtype, n);
+  std::string raw;
+  bool have_raw = false;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    raw = read_external(t, model_dir);
+    have_raw = true;
+  } else if (t.has_raw_data()) {
+    raw = t.raw_data();
+    have_raw = true;
+  }
+  if (have_raw) {
+    if (raw.size() != nbytes)
+      fail("tensor '", t.name(), "': holds ", raw.size(), " bytes but ", n, " elements of ", dtype->str(), " need ",
+           nbytes);
+    out.bytes.assign(raw.begin(), raw.end());
+    return out;
+  }
+  out.bytes.assign(nbytes, 0);
+  auto need = [&](int64_t have, int64_t want) {
+    if (have != want) fail("tensor '", t.name(), "': holds ", have, " values but its shape needs ", want);
+  };
+  int bits = dtype->bits;
+  if (*dtype == DataType::f32()) {
+    need(t.float_data_size(), n);
+    std::memcpy(out.bytes.data(), t.float_data().data(), nbytes);
+  } else if (*dtype == DataType::f(64)) {
+    need(t.double_data_size(), n);
+    std::memcpy(out.bytes.data(), t.double_data().data(), nbytes);
+  } else if (*dtype == DataType::i64()) {
+    need(t.int64_data_size(), n);
+    std::memcpy(out.bytes.data(), t.int64_data().data(), nbytes);
+  } else if (*dtype == DataType::u(32) || *dtype == DataType::u(64)) {
+    need(t.uint64_data_size(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t v = t.uint64_data(int(i));
+      std::memcpy(out.bytes.data() + i * bits / 8, &v, size_t(bits / 8));
+    }
+  } else if (bits < 8) {
+    // Sub-byte types: int32_data holds the packed bytes, one per value.
+    need(t.int32_data_size(), int64_t(nbytes));
+    for (size_t i = 0; i < nbytes; ++i) out.bytes[i] = uint8_t(t.int32_data(int(i)));
+  } else {
+    // int32, int16, int8, uint16, uint8, bool, float16, bfloat16, float8:
+    // int32_data holds one value (or bit pattern) per element.
+    need(t.int32_data_size(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t v = uint32_t(t.int32_data(int(i)));
+      std::memcpy(out.bytes.data() + i * bits / 8, &v, size_t(bits / 8));
+    }
+  }
+  return out;
+}
+
+}  // namespace relax::onnx_fe

@@ -1,0 +1,233 @@
+// The ONNX importer's core: dims, initializers, topological order, and the
+// errors for broken models (none of them may crash).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "frontends/onnx/importer.h"
+#include "frontends/onnx/onnx_proto.h"
+#include "frontends/onnx/safetensors.h"
+#include "ir/printer.h"
+
+using namespace relax;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir() {
+  fs::path d = fs::temp_directory_path() / ("relax_onnx_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::string write_bytes(const std::string& name, const std::string& bytes) {
+  fs::path p = temp_dir() / name;
+  std::ofstream(p, std::ios::binary) << bytes;
+  return p.string();
+}
+
+std::string write_model(const std::string& name, const onnx::ModelProto& m) {
+  return write_bytes(name, m.SerializeAsString());
+}
+
+void add_input(onnx::GraphProto* g, const std::string& name, int elem, const std::vector<std::string>& dims) {
+  auto* in = g->add_input();
+  in->set_name(name);
+  auto* t = in->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  auto* shape = t->mutable_shape();
+  for (const std::string& d : dims) {
+    auto* dim = shape->add_dim();
+    if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+    else if (d != "?") dim->set_dim_param(d);
+  }
+}
+
+onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> ins,
+                          std::vector<std::string> outs, const std::string& name = "") {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(name.empty() ? op + "_" + outs[0] : name);
+  for (auto& i : ins) n->add_input(i);
+  for (auto& o : outs) n->add_output(o);
+  return n;
+}
+
+onnx::ModelProto model_with(const std::function<void(onnx::GraphProto*)>& build, int opset = 17) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(opset);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  build(g);
+  return m;
+}
+
+std::string error_of(const std::string& path) {
+  try {
+    onnx_fe::import_onnx(path);
+  } catch (const onnx_fe::UnsupportedModel& e) {
+    return std::string("unsupported: ") + e.what();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("dim_params become named symbolic variables shared across inputs; expressions are parsed") {
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "a", onnx_fe::kFloat, {"batch", "seq"});
+    add_input(g, "b", onnx_fe::kFloat, {"batch", "past + seq", "?", "0"});
+    add_node(g, "Identity", {"a"}, {"y"});
+    add_node(g, "Identity", {"b"}, {"z"});
+    g->add_output()->set_name("y");
+    g->add_output()->set_name("z");
+  });
+  auto r = onnx_fe::import_onnx(write_model("dims.onnx", m));
+  REQUIRE(r.inputs.size() == 2);
+  auto* a = as<TensorSI>(r.inputs[0].sinfo);
+  auto* b = as<TensorSI>(r.inputs[1].sinfo);
+  REQUIRE(a->shape);
+  REQUIRE(b->shape);
+  CHECK((*a->shape)[0] == (*b->shape)[0]);  // the same variable "batch"
+  CHECK(to_string((*b->shape)[1]) == "past + seq");
+  CHECK((*b->shape)[1] - (*a->shape)[1] != SymExpr(0));
+  CHECK((*b->shape)[2].is_var());  // "?": a fresh variable
+  CHECK((*b->shape)[3].is_var());  // dim_value 0: a fresh variable
+  CHECK((*b->shape)[2] != (*b->shape)[3]);
+  std::string json = onnx_fe::summary_json("dims.onnx", &r, nullptr, "");
+  CHECK(json.find("\"past + seq\"") != std::string::npos);
+  CHECK(json.find("\"batch\"") != std::string::npos);
+}
+
+TEST_CASE("nodes out of topological order are sorted; cycles are errors naming the nodes") {
+  auto sorted = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"n"});
+    add_node(g, "Identity", {"t"}, {"y"}, "second");
+    add_node(g, "Identity", {"x"}, {"t"}, "first");
+    g->add_output()->set_name("y");
+  });
+  CHECK(error_of(write_model("sorted.onnx", sorted)) == "");
+  auto cyclic = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"n"});
+    add_node(g, "Identity", {"b"}, {"a"}, "loop_a");
+    add_node(g, "Identity", {"a"}, {"b"}, "loop_b");
+    g->add_output()->set_name("a");
+  });
+  std::string e = error_of(write_model("cyclic.onnx", cyclic));
+  CHECK(e.find("cycle") != std::string::npos);
+  CHECK(e.find("'loop_a'") != std::string::npos);
+  CHECK(e.find("cyclic.onnx") != std::string::npos);
+}
+
+TEST_CASE("a missing input or initializer names the node and the value") {
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"n"});
+    add_node(g, "Identity", {"w"}, {"y"}, "uses_w");
+    g->add_output()->set_name("y");
+  });
+  std::string e = error_of(write_model("missing.onnx", m));
+  CHECK(e.find("node 'uses_w'") != std::string::npos);
+  CHECK(e.find("input 'w' is not produced") != std::string::npos);
+}
+
+TEST_CASE("unsupported ops are all listed at once with their nodes") {
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"n"});
+    add_node(g, "NoSuchOp", {"x"}, {"a"}, "n1");
+    add_node(g, "NoSuchOp", {"a"}, {"b"}, "n2");
+    add_node(g, "AlsoMissing", {"b"}, {"y"}, "n3");
+    g->add_output()->set_name("y");
+  });
+  try {
+    onnx_fe::import_onnx(write_model("unsupported.onnx", m));
+    FAIL("expected UnsupportedModel");
+  } catch (const onnx_fe::UnsupportedModel& u) {
+    REQUIRE(u.items.size() == 2);
+    std::string msg = u.what();
+    CHECK(msg.find("NoSuchOp (opset 17) at 'n1', 'n2'") != std::string::npos);
+    CHECK(msg.find("AlsoMissing (opset 17) at 'n3'") != std::string::npos);
+  }
+}
+
+TEST_CASE("random bytes, truncated models and wrong types are errors, never crashes") {
+  std::mt19937 rng(7);
+  for (int i = 0; i < 50; ++i) {
+    std::string bytes(size_t(rng() % 512), '\0');
+    for (char& c : bytes) c = char(rng());
+    std::string e = error_of(write_bytes("random.onnx", bytes));
+    CHECK_MESSAGE(!e.empty(), "random bytes imported without error");
+  }
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"n", "4"});
+    add_node(g, "Identity", {"x"}, {"y"});
+    g->add_output()->set_name("y");
+  });
+  std::string full = m.SerializeAsString();
+  for (size_t cut = 1; cut < full.size(); cut += 3) {
+    std::string e = error_of(write_bytes("truncated.onnx", full.substr(0, cut)));
+    CHECK_MESSAGE(!e.empty(), "a model truncated at " << cut << " bytes imported without error");
+  }
+  CHECK(error_of((temp_dir() / "does_not_exist.onnx").string()).find("cannot open") != std::string::npos);
+  // A string-typed graph input is reported as unsupported, not a crash.
+  auto strings = model_with([](onnx::GraphProto* g) {
+    add_input(g, "s", onnx_fe::kString, {"n"});
+    add_node(g, "Identity", {"s"}, {"y"});
+    g->add_output()->set_name("y");
+  });
+  CHECK(error_of(write_model("strings.onnx", strings)).find("STRING-typed graph input") != std::string::npos);
+}
+
+TEST_CASE("initializers become named constants whose bytes are kept; external data may not escape the folder") {
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"2"});
+    auto* w = g->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx_fe::kFloat);
+    w->add_dims(2);
+    w->add_float_data(1.5f);
+    w->add_float_data(-2.0f);
+    add_node(g, "Identity", {"w"}, {"y"});
+    g->add_output()->set_name("y");
+  });
+  auto r = onnx_fe::import_onnx(write_model("init.onnx", m));
+  REQUIRE(r.weights.size() == 1);
+  CHECK(r.weights[0].first == "w");
+  CHECK(r.weights[0].second.to_floats() == std::vector<double>{1.5, -2.0});
+  CHECK(print_module(r.mod).find("const(\"w\", Tensor[(2,), f32])") != std::string::npos);
+  // Round trip through the safetensors encoding.
+  NamedTensors back = decode_safetensors(encode_safetensors(r.weights), "w.safetensors");
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].second.bytes == r.weights[0].second.bytes);
+
+  auto escaping = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"2"});
+    auto* w = g->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx_fe::kFloat);
+    w->add_dims(2);
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* kv = w->add_external_data();
+    kv->set_key("location");
+    kv->set_value("../../etc/passwd");
+    add_node(g, "Identity", {"w"}, {"y"});
+    g->add_output()->set_name("y");
+  });
+  CHECK(error_of(write_model("escape.onnx", escaping)).find("escapes the model's folder") != std::string::npos);
+}
+
+TEST_CASE("half and bfloat16 conversions round to nearest even") {
+  CHECK(half_to_float(float_to_half(1.0f)) == 1.0f);
+  CHECK(half_to_float(float_to_half(65504.0f)) == 65504.0f);
+  CHECK(std::isinf(half_to_float(float_to_half(1e6f))));
+  CHECK(half_to_float(float_to_half(5.96046448e-08f)) == 5.96046448e-08f);  // smallest subnormal
+  CHECK(float_to_half(1.0f + 1.0f / 2048) == float_to_half(1.0f));            // tie to even
+  CHECK(bfloat_to_float(float_to_bfloat(3.0f)) == 3.0f);
+  CHECK(std::isnan(bfloat_to_float(float_to_bfloat(std::nanf("")))));
+}
