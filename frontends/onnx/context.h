@@ -181,5 +181,6 @@ void register_reduce_converters(ConverterRegistry& r);   // reductions, softmax,
 void register_control_converters(ConverterRegistry& r);  // If, Loop, Scan
 void register_quant_converters(ConverterRegistry& r);    // QuantizeLinear, DequantizeLinear, QLinear*, *Integer
 void register_rnn_converters(ConverterRegistry& r);      // LSTM, GRU, RNN
+void register_extra_converters(ConverterRegistry& r);    // newer/preview ops, ai.onnx.ml, com.microsoft contrib ops
 
 }  // namespace relax::onnx_fe

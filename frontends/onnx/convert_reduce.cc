@@ -6,9 +6,13 @@
 // Integers that fix output dims (k, sizes, lengths) are read at import
 // time, symbolically where the graph computes them from shapes; one known
 // only at run time becomes a fresh variable bound by match_cast, so output
-// shapes stay symbolic. Axes must be known at import time. The rows of
-// NonMaxSuppression's result are a fresh variable too.
+// shapes stay symbolic. Axes known only at run time (graph inputs) become
+// operands of the graph op (reduce_dynamic, cumsum / cumprod, dft), whose
+// result dims that the axes decide are bound to fresh variables by
+// match_cast. The rows of NonMaxSuppression's result are a fresh variable
+// too.
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "frontends/onnx/context.h"
@@ -48,18 +52,53 @@ SymExpr scalar_or_fresh(Context& ctx, size_t i, const char* hint) {
   return v;
 }
 
-// Input i as integer constants (axes); a value not known as a constant at
-// import time is unsupported.
-Ints static_ints(Context& ctx, size_t i, const char* what) {
-  if (std::optional<Ints> v = ctx.const_ints(i)) return *v;
-  Ints out;
-  std::optional<std::vector<SymExpr>> v = ctx.sym_values(i);
-  for (const SymExpr& e : v ? *v : std::vector<SymExpr>{}) {
-    if (!e.is_const()) ctx.unsupported(cat(what, " computed at run time"));
-    out.push_back(e.const_value());
+// Input i as integer constants (axes) when known at import time: constant
+// data, constant symbolic values, or a tensor of no elements. Nullopt when
+// only known at run time.
+std::optional<Ints> known_ints(Context& ctx, size_t i) {
+  if (std::optional<Ints> v = ctx.const_ints(i)) return v;
+  if (std::optional<std::vector<SymExpr>> v = ctx.sym_values(i)) {
+    Ints out;
+    for (const SymExpr& e : *v) {
+      if (!e.is_const()) return std::nullopt;
+      out.push_back(e.const_value());
+    }
+    return out;
   }
-  if (!v) ctx.unsupported(cat(what, " computed at run time"));
-  return out;
+  if (std::optional<std::vector<SymExpr>> dims = ctx.shape(i))
+    for (const SymExpr& d : *dims)
+      if (d.is_const(0)) return Ints{};
+  return std::nullopt;
+}
+
+// Input i as one axis known at import time; nullopt when only known at run time.
+std::optional<int64_t> known_axis(Context& ctx, size_t i) {
+  std::optional<Ints> v = known_ints(ctx, i);
+  if (!v) return std::nullopt;
+  if (v->size() != 1) ctx.fail("the axis must be one integer, got ", v->size());
+  return (*v)[0];
+}
+
+// Rebinds y, whose rank its op's rule knows but not its dims, by match_cast
+// to dims dim(j), a null one becoming a fresh variable, so that later
+// shapes are symbolic. y is returned as is when its dims or its rank are
+// unknown.
+Expr bind_dims(Context& ctx, Expr y, const std::function<SymExpr(int)>& dim, const char* hint) {
+  const auto* t = as<TensorSI>(sinfo_of(y));
+  if (!t || t->shape || t->ndim < 0) return y;
+  std::vector<SymExpr> dims;
+  for (int j = 0; j < t->ndim; ++j) {
+    SymExpr d = dim(j);
+    dims.push_back(d.defined() ? d : ctx.fresh_sym(hint));
+  }
+  return ctx.emit_match_cast(y, tensor_si(t->dtype, std::move(dims)));
+}
+
+// The dims of e's struct info, when known.
+std::optional<std::vector<SymExpr>> dims_of(const Expr& e) {
+  const auto* t = as<TensorSI>(sinfo_of(e));
+  if (!t || !t->shape) return std::nullopt;
+  return *t->shape;
 }
 
 // The dtype an `output_datatype`-style attribute names.
@@ -116,45 +155,83 @@ constexpr ReduceDef kReduce[] = {
 };
 // clang-format on
 
-// The axes to reduce: nullopt for none (noop_with_empty_axes), empty for all.
-std::optional<Ints> reduce_axes(Context& ctx, const ReduceDef& d) {
-  Ints axes;
-  if (ctx.opset() >= d.axes_input_opset) {
-    if (ctx.has_input(1)) axes = static_ints(ctx, 1, "reduction axes");
+// The axes of a reduction: known at import time (`known`, empty for every
+// axis) or a tensor read at run time (`tensor`). noop: no axes reduce
+// nothing (noop_with_empty_axes) rather than everything.
+struct ReduceAxes {
+  std::optional<Ints> known;
+  Expr tensor;
+  bool noop = false;
+  bool is_identity() const { return known && known->empty() && noop; }
+};
+
+ReduceAxes reduce_axes(Context& ctx, const ReduceDef& d) {
+  ReduceAxes r;
+  r.noop = ctx.attr_int("noop_with_empty_axes", 0) != 0;
+  if (ctx.opset() < d.axes_input_opset) {
+    r.known = ctx.attr_ints("axes");
+  } else if (!ctx.has_input(1)) {
+    r.known = Ints{};
   } else {
-    axes = ctx.attr_ints("axes");
+    r.known = known_ints(ctx, 1);
+    if (!r.known) r.tensor = ctx.expr(1);
   }
-  if (axes.empty() && ctx.attr_int("noop_with_empty_axes", 0)) return std::nullopt;
-  return axes;
+  return r;
 }
 
-Attrs reduce_attrs(const Ints& axes, bool keepdims) { return {{"axis", axes}, {"keepdims", keepdims}}; }
+// x reduced by the graph reduction `kind` over the axes. Over run-time axes
+// the result's dims are those of `like` when given (a value known to have
+// the same shape), else fresh variables; with keepdims a dim of 1 stays 1.
+Expr reduce_over(Context& ctx, const ReduceAxes& axes, const char* kind, Expr x, bool keepdims, Expr like = {}) {
+  if (axes.is_identity()) return x;
+  if (axes.known) return ctx.emit_op(kind, {x}, {{"axis", *axes.known}, {"keepdims", keepdims}});
+  Expr y = ctx.emit_op("reduce_dynamic", {x, axes.tensor},
+                       {{"kind", std::string(kind)}, {"keepdims", keepdims}, {"noop_with_empty_axes", axes.noop}});
+  std::optional<std::vector<SymExpr>> same = like ? dims_of(like) : std::nullopt;
+  std::optional<std::vector<SymExpr>> xdims = dims_of(x);
+  return bind_dims(
+      ctx, y,
+      [&](int j) {
+        if (same && j < int(same->size())) return (*same)[j];
+        if (keepdims && xdims && j < int(xdims->size()) && (*xdims)[j].is_const(1)) return SymExpr(1);
+        return SymExpr();
+      },
+      "reduced");
+}
 
 // log(sum(exp(x))) computed stably: with m the max over the axes (0 where
 // it is infinite), log(sum(exp(x - m))) + m.
-Expr log_sum_exp(Context& ctx, Expr x, DataType dtype, const Ints& axes, bool keepdims) {
+Expr log_sum_exp(Context& ctx, Expr x, DataType dtype, const ReduceAxes& axes, bool keepdims) {
+  if (axes.is_identity()) return x;
   if (!dtype.is_float()) {
     Expr f = ctx.emit_op("astype", {x}, {{"dtype", DataType::f(64)}});
     return ctx.emit_op("astype", {log_sum_exp(ctx, f, DataType::f(64), axes, keepdims)}, {{"dtype", dtype}});
   }
-  Expr m = ctx.emit_op("max", {x}, reduce_attrs(axes, true));
+  Expr m = reduce_over(ctx, axes, "max", x, true);
   m = ctx.emit_op("where", {ctx.emit_op("isinf", {m}), ctx.scalar(dtype, 0), m});
   Expr e = ctx.emit_op("exp", {binary(ctx, "subtract", x, m)});
-  Expr s = ctx.emit_op("log", {ctx.emit_op("sum", {e}, reduce_attrs(axes, true))});
-  Expr r = binary(ctx, "add", s, m);
-  if (keepdims) return r;
-  if (axes.empty()) return ctx.emit_op("reshape", {r, make_shape({})});
-  return ctx.emit_op("squeeze", {r}, {{"axis", axes}});
+  Expr s = ctx.emit_op("log", {reduce_over(ctx, axes, "sum", e, keepdims, keepdims ? m : Expr())});
+  if (!keepdims) {
+    // Drop the reduced dims (1s in m).
+    if (!axes.known) {
+      m = reduce_over(ctx, axes, "max", m, false, s);
+    } else if (axes.known->empty()) {
+      m = ctx.emit_op("reshape", {m, make_shape({})});
+    } else {
+      m = ctx.emit_op("squeeze", {m}, {{"axis", *axes.known}});
+    }
+  }
+  return binary(ctx, "add", s, m);
 }
 
 Value convert_reduce(Context& ctx, const ReduceDef& d) {
   Expr x = ctx.expr(0);
   bool keepdims = ctx.attr_int("keepdims", 1) != 0;
-  std::optional<Ints> axes = reduce_axes(ctx, d);
-  if (!d.op) return expr_value(axes ? log_sum_exp(ctx, x, known_dtype(ctx, 0), *axes, keepdims) : x);
+  ReduceAxes axes = reduce_axes(ctx, d);
+  if (!d.op) return expr_value(log_sum_exp(ctx, x, known_dtype(ctx, 0), axes, keepdims));
   if (d.pre == Pre::Abs) x = ctx.emit_op("abs", {x});
   if (d.pre == Pre::Square) x = binary(ctx, "multiply", x, x);
-  if (axes) x = ctx.emit_op(d.op, {x}, reduce_attrs(*axes, keepdims));
+  x = reduce_over(ctx, axes, d.op, x, keepdims);
   if (d.post == Post::Sqrt) x = float_unary(ctx, "sqrt", x, known_dtype(ctx, 0));
   if (d.post == Post::Log) x = float_unary(ctx, "log", x, known_dtype(ctx, 0));
   return expr_value(x);
@@ -243,34 +320,58 @@ std::vector<Value> convert_topk(Context& ctx) {
   return {expr_value(values), expr_value(indices)};
 }
 
-// CumSum / CumProd: the axis is input 1.
+// CumSum / CumProd: the axis is input 1, an operand of the op when only
+// known at run time (the result has x's shape either way).
 Value convert_cumulative(Context& ctx, const char* op) {
-  Ints axis = static_ints(ctx, 1, "the axis");
-  if (axis.size() != 1) ctx.fail("the axis must be one integer, got ", axis.size());
-  Attrs attrs{{"axis", axis[0]},
-              {"exclusive", ctx.attr_int("exclusive", 0) != 0},
-              {"reverse", ctx.attr_int("reverse", 0) != 0}};
-  return expr_value(ctx.emit_op(op, {ctx.expr(0)}, attrs));
+  Attrs attrs{{"exclusive", ctx.attr_int("exclusive", 0) != 0}, {"reverse", ctx.attr_int("reverse", 0) != 0}};
+  std::vector<Expr> args{ctx.expr(0)};
+  if (std::optional<int64_t> axis = known_axis(ctx, 1)) {
+    attrs.set("axis", *axis);
+  } else {
+    args.push_back(ctx.expr(1));
+  }
+  return expr_value(ctx.emit_op(op, args, attrs));
 }
 
 // ---- Signal processing ---------------------------------------------------------------------
 
 // DFT: before opset 20 the axis is an attribute (default 1), from 20 input 2
-// (default -2); dft_length is input 1 in both.
+// (default -2); dft_length is input 1 in both. An axis known only at run
+// time is an operand of dft: the dims it may change become fresh variables.
 Value convert_dft(Context& ctx) {
   int64_t axis = ctx.attr_int("axis", 1);
+  std::vector<Expr> args{ctx.expr(0)};
   if (ctx.opset() >= 20) {
     axis = -2;
     if (ctx.has_input(2)) {
-      Ints a = static_ints(ctx, 2, "the axis");
-      if (a.size() != 1) ctx.fail("the axis must be one integer, got ", a.size());
-      axis = a[0];
+      if (std::optional<int64_t> a = known_axis(ctx, 2)) {
+        axis = *a;
+      } else {
+        args.push_back(ctx.expr(2));
+      }
     }
   }
-  Attrs attrs{
-      {"axis", axis}, {"inverse", ctx.attr_int("inverse", 0) != 0}, {"onesided", ctx.attr_int("onesided", 0) != 0}};
-  if (ctx.has_input(1)) attrs.set("length", scalar_or_fresh(ctx, 1, "dft_length"));
-  return expr_value(ctx.emit_op("dft", {ctx.expr(0)}, attrs));
+  bool inverse = ctx.attr_int("inverse", 0) != 0, onesided = ctx.attr_int("onesided", 0) != 0;
+  Attrs attrs{{"axis", axis}, {"inverse", inverse}, {"onesided", onesided}};
+  std::optional<SymExpr> length;
+  if (ctx.has_input(1)) {
+    length = scalar_or_fresh(ctx, 1, "dft_length");
+    attrs.set("length", *length);
+  }
+  Expr y = ctx.emit_op("dft", args, attrs);
+  if (args.size() == 1) return expr_value(y);
+  // A dim keeps its size when transforming it would not change it (see
+  // the dft op); the last holds the complex parts.
+  std::optional<std::vector<SymExpr>> xdims = ctx.shape(0);
+  auto dim = [&](int j) -> SymExpr {
+    if (!xdims || j >= int(xdims->size())) return SymExpr();
+    if (j + 1 == int(xdims->size())) return SymExpr(onesided && inverse ? 1 : 2);
+    const SymExpr& d = (*xdims)[j];
+    SymExpr n = length ? *length : onesided && inverse ? 2 * (d - 1) : d;
+    SymExpr out = onesided && !inverse ? floordiv(n, 2) + 1 : n;
+    return ctx.ana().can_prove_equal(out, d) ? d : SymExpr();
+  };
+  return expr_value(bind_dims(ctx, y, dim, "dft_dim"));
 }
 
 // STFT(signal, frame_step, [window], [frame_length]).

@@ -16,6 +16,7 @@ const ConverterRegistry& converters() {
     register_control_converters(reg);
     register_quant_converters(reg);
     register_rnn_converters(reg);
+    register_extra_converters(reg);
   });
   return reg;
 }

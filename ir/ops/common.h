@@ -31,6 +31,7 @@ void register_image_ops(OpRegistry& reg);     // resize, grid sampling, ... (ir/
 void register_sequence_ops(OpRegistry& reg);  // topk, cumsum, einsum, sorting (ir/ops/scan_sort.cc)
 void register_control_ops(OpRegistry& reg);   // loops, scans (ir/ops/control.cc)
 void register_quant_ops(OpRegistry& reg);     // quantization, integer ops, recurrent cells (ir/ops/quant.cc)
+void register_extra_ops(OpRegistry& reg);     // ops of newer/preview ONNX ops and ai.onnx.ml (ir/ops/extra.cc)
 
 namespace ops {
 
