@@ -231,3 +231,38 @@ TEST_CASE("half and bfloat16 conversions round to nearest even") {
   CHECK(bfloat_to_float(float_to_bfloat(3.0f)) == 3.0f);
   CHECK(std::isnan(bfloat_to_float(float_to_bfloat(std::nanf("")))));
 }
+
+TEST_CASE("inconsistent types are errors naming the node") {
+  auto mixed = model_with([](onnx::GraphProto* g) {
+    add_input(g, "a", onnx_fe::kFloat, {"n"});
+    add_input(g, "b", onnx_fe::kInt64, {"n"});
+    add_node(g, "Add", {"a", "b"}, {"y"}, "add_mixed");
+    g->add_output()->set_name("y");
+  });
+  std::string e = error_of(write_model("mixed.onnx", mixed));
+  CHECK(e.find("node 'add_mixed' (Add, opset 17)") != std::string::npos);
+  CHECK(e.find("f32") != std::string::npos);
+  CHECK(e.find("i64") != std::string::npos);
+
+  auto bad_attr = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"2", "3"});
+    auto* n = add_node(g, "Transpose", {"x"}, {"y"}, "bad_perm");
+    auto* a = n->add_attribute();
+    a->set_name("perm");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(1.0f);
+    g->add_output()->set_name("y");
+  });
+  e = error_of(write_model("bad_attr.onnx", bad_attr));
+  CHECK(e.find("node 'bad_perm'") != std::string::npos);
+  CHECK(e.find("attribute 'perm' should be a list of ints") != std::string::npos);
+
+  auto mismatch = model_with([](onnx::GraphProto* g) {
+    add_input(g, "a", onnx_fe::kFloat, {"n", "768"});
+    add_input(g, "b", onnx_fe::kFloat, {"512", "64"});
+    add_node(g, "MatMul", {"a", "b"}, {"y"}, "proj");
+    g->add_output()->set_name("y");
+  });
+  e = error_of(write_model("matmul.onnx", mismatch));
+  CHECK(e.find("node 'proj' (MatMul, opset 17): matmul: inner dims 768 and 512 differ") != std::string::npos);
+}
