@@ -50,7 +50,10 @@ bool contains(const std::vector<SymExpr>& vs, const SymExpr& v) {
 // once bound: a provable difference is an Error, an unprovable one passes.
 class SignatureBinder {
  public:
-  SignatureBinder(std::string callee, const Analyzer& ana) : callee_(std::move(callee)), ana_(ana) {}
+  // `local`: the callee is a function value of the enclosing scope, which
+  // may capture symbolic variables of that scope in its return.
+  SignatureBinder(std::string callee, const Analyzer& ana, bool local = false)
+      : callee_(std::move(callee)), ana_(ana), local_(local) {}
 
   StructInfo apply(const FuncSI& sig, const std::vector<Expr>& args) {
     if (!sig.params) return sig.ret;
@@ -155,11 +158,13 @@ class SignatureBinder {
   }
 
   // The declared return with bound variables replaced; variables of the
-  // callee left unbound make their dims unknown.
+  // callee left unbound make their dims unknown. Variables the return
+  // mentions but no parameter does are, for a local function, captured
+  // from the scope it was defined in, and stay.
   StructInfo instantiate(const FuncSI& sig) const {
     std::vector<SymExpr> own;
     for (const StructInfo& p : *sig.params) collect_vars(p, own);
-    collect_vars(sig.ret, own);
+    if (!local_) collect_vars(sig.ret, own);
     std::vector<SymExpr> unbound;
     for (const SymExpr& v : own)
       if (!map_.count(v)) unbound.push_back(v);
@@ -169,6 +174,7 @@ class SignatureBinder {
 
   std::string callee_;
   const Analyzer& ana_;
+  bool local_;
   SymMap<SymExpr> map_;
 };
 
@@ -214,7 +220,7 @@ StructInfo infer_call(const CallNode& call, const InferContext& ctx) {
     auto f = as<FuncSI>(sinfo_of(callee));
     if (!f) return object_si();
     std::string name = cat(is_dataflow_var(callee) ? "%" : "", v->name);
-    return SignatureBinder(name, ctx.ana).apply(*f, call.args);
+    return SignatureBinder(name, ctx.ana, /*local=*/true).apply(*f, call.args);
   }
   return object_si();
 }

@@ -196,7 +196,7 @@ Expr reduce_over(Context& ctx, const ReduceAxes& axes, const char* kind, Expr x,
         if (keepdims && xdims && j < int(xdims->size()) && (*xdims)[j].is_const(1)) return SymExpr(1);
         return SymExpr();
       },
-      "reduced");
+      "reduced_dim");
 }
 
 // log(sum(exp(x))) computed stably: with m the max over the axes (0 where

@@ -4,7 +4,9 @@
 //
 // Integers that fix output dims (topk's k, a window's size, dft and stft
 // lengths) are Sym attributes: a frontend that only knows one at run time
-// binds it to a fresh variable first (match_cast of tensor_to_shape).
+// binds it to a fresh variable first (match_cast of tensor_to_shape). An
+// axis known only at run time is an optional scalar operand instead (cumsum,
+// cumprod, dft): the result keeps the dims no choice of axis can change.
 #include <algorithm>
 #include <cctype>
 #include <map>

@@ -284,3 +284,12 @@ TEST_CASE("ensure_struct_info fills in bottom up, only where unset") {
   CHECK(c2->sinfo->kind == SIKind::Object);
   CHECK(error_of([&] { fx.infer(make_var("u", nullptr)); }) == "variable 'u' has no struct info");
 }
+
+TEST_CASE("a call to a local function keeps the symbolic variables it captures") {
+  Fixture fx;
+  // f: Func[(Tensor[(m,), f32]) -> Tensor[(n, m), f32]] where n belongs to the enclosing scope.
+  SymExpr m = SymExpr::var("m");
+  Var f = make_var("f", func_si({tensor_si(f32, {m})}, tensor_si(f32, {fx.n, m})));
+  StructInfo r = fx.infer(make_call(f, {make_var("a", tensor_si(f32, {4}))}));
+  CHECK(struct_info_same(r, tensor_si(f32, {fx.n, 4})));
+}

@@ -1,6 +1,7 @@
 // The struct-info rules of ir/ops/scan_sort.cc: einsum, topk, cumsum /
 // cumprod, hardmax, det, dft, stft, window, mel_weight_matrix,
-// non_max_suppression.
+// non_max_suppression; and reduce_dynamic of ir/ops/reduce.cc (reductions
+// over axes read at run time, which the ONNX converters of this family emit).
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -126,6 +127,57 @@ TEST_CASE("cumsum, cumprod, hardmax: same struct info as the operand") {
   CHECK(infer("cumsum", {tensor({5}, i64)}, {{"exclusive", true}, {"reverse", true}}) == "Tensor[(5,), i64]");
 }
 
+TEST_CASE("cumsum, cumprod: the axis as a run-time operand") {
+  SymExpr n = SymExpr::var("n");
+  for (const char* op : {"cumsum", "cumprod"}) {
+    CHECK(infer(op, {tensor({n, 4}), tensor({}, i64)}) == "Tensor[(n, 4), f32]");
+    CHECK(infer(op, {tensor({n, 4}), tensor({1}, DataType::i32())}, {{"reverse", true}}) == "Tensor[(n, 4), f32]");
+    CHECK(infer(op, {tensor_ndim(-1), tensor({}, i64)}) == "Tensor[f32]");
+    CHECK(infer_error(op, {tensor({}), tensor({}, i64)}) == std::string(op) + ": needs a tensor of rank >= 1");
+    CHECK(infer_error(op, {tensor({3}), tensor({2}, i64)}) ==
+          std::string(op) + ": the axis operand must have one element, got 2");
+    CHECK(infer_error(op, {tensor({3}), tensor({2, 1}, i64)}) ==
+          std::string(op) + ": the axis operand must be a scalar, got a rank-2 tensor");
+    CHECK(infer_error(op, {tensor({3}), tensor({})}).find("axis operand") != std::string::npos);
+  }
+}
+
+TEST_CASE("reduce_dynamic: the rank follows from the number of axes") {
+  SymExpr n = SymExpr::var("n"), k = SymExpr::var("k");
+  auto attrs = [](const char* kind, bool keepdims, bool noop = false) {
+    return Attrs{{"kind", std::string(kind)}, {"keepdims", keepdims}, {"noop_with_empty_axes", noop}};
+  };
+  Expr x = tensor({n, 3, 4});
+  // keepdims: the rank stays, the dims depend on the axes' values.
+  CHECK(infer("reduce_dynamic", {x, tensor({1}, i64)}, attrs("sum", true)) == "Tensor[ndim=3, f32]");
+  CHECK(infer("reduce_dynamic", {x, tensor({k}, i64)}, attrs("max", true)) == "Tensor[ndim=3, f32]");
+  // Without: rank - len(axes), unknown when the length is.
+  CHECK(infer("reduce_dynamic", {x, tensor({2}, i64)}, attrs("mean", false)) == "Tensor[ndim=1, f32]");
+  CHECK(infer("reduce_dynamic", {x, tensor({k}, i64)}, attrs("min", false)) == "Tensor[f32]");
+  // As many axes as dims: every axis.
+  CHECK(infer("reduce_dynamic", {x, tensor({3}, i64)}, attrs("prod", false)) == "Tensor[(), f32]");
+  CHECK(infer("reduce_dynamic", {x, tensor({3}, i64)}, attrs("prod", true)) == "Tensor[(1, 1, 1), f32]");
+  // No axes: every axis, or none with noop_with_empty_axes.
+  CHECK(infer("reduce_dynamic", {x, tensor({0}, i64)}, attrs("sum", false)) == "Tensor[(), f32]");
+  CHECK(infer("reduce_dynamic", {x, tensor({0}, i64)}, attrs("sum", true)) == "Tensor[(1, 1, 1), f32]");
+  CHECK(infer("reduce_dynamic", {x, tensor({0}, i64)}, attrs("sum", false, true)) == "Tensor[(n, 3, 4), f32]");
+  // Unknown rank, other dtypes.
+  CHECK(infer("reduce_dynamic", {tensor_ndim(-1), tensor({1}, i64)}, attrs("sum", false)) == "Tensor[f32]");
+  CHECK(infer("reduce_dynamic", {tensor({4, 2}, DataType::boolean()), tensor({1}, DataType::i32())},
+              attrs("max", true)) == "Tensor[ndim=2, bool]");
+}
+
+TEST_CASE("reduce_dynamic: errors") {
+  Attrs sum{{"kind", std::string("sum")}};
+  CHECK(infer_error("reduce_dynamic", {tensor({3, 4}), tensor({3}, i64)}, sum) ==
+        "reduce_dynamic: 3 distinct axes for a rank-2 tensor");
+  CHECK(infer_error("reduce_dynamic", {tensor({3, 4}), tensor({1, 1}, i64)}, sum) ==
+        "reduce_dynamic: the axes must be a 1-D tensor, got rank 2");
+  CHECK(infer_error("reduce_dynamic", {tensor({3, 4}), tensor({1})}, sum).find("axes") != std::string::npos);
+  CHECK(infer_error("reduce_dynamic", {tensor({3, 4}), tensor({1}, i64)}, {{"kind", std::string("median")}}) ==
+        "reduce_dynamic: unknown kind 'median' (sum, mean, max, min or prod)");
+}
+
 TEST_CASE("det") {
   SymExpr n = SymExpr::var("n");
   CHECK(infer("det", {tensor({2, n, n})}) == "Tensor[(2,), f32]");
@@ -148,6 +200,20 @@ TEST_CASE("dft: lengths and one-sided forms") {
         "dft: the axis cannot be the last (complex) dim");
   CHECK(infer_error("dft", {tensor({2, 8, 3})}, {{"axis", int64_t(1)}}) ==
         "dft: the last dim must be 1 (real) or 2 (complex), got 3");
+}
+
+TEST_CASE("dft: the axis as a run-time operand") {
+  SymExpr n = SymExpr::var("n");
+  Expr axis = tensor({}, i64);
+  // Full transforms keep every dim: known whichever the axis.
+  CHECK(infer("dft", {tensor({1, 10, 10, 1}), axis}) == "Tensor[(1, 10, 10, 2), f32]");
+  CHECK(infer("dft", {tensor({n, 10, 2}), axis}, {{"inverse", true}}) == "Tensor[(n, 10, 2), f32]");
+  // With a length or one-sided, the dim at the axis may change.
+  CHECK(infer("dft", {tensor({1, 10, 10, 1}), axis}, {{"onesided", true}}) == "Tensor[ndim=4, f32]");
+  CHECK(infer("dft", {tensor({8, 8, 2}), axis}, {{"length", int64_t(8)}}) == "Tensor[(8, 8, 2), f32]");
+  CHECK(infer("dft", {tensor({8, 4, 2}), axis}, {{"length", int64_t(8)}}) == "Tensor[ndim=3, f32]");
+  CHECK(infer_error("dft", {tensor({8, 2}), tensor({2}, i64)}) == "dft: the axis operand must have one element, got 2");
+  CHECK(infer_error("dft", {tensor({8}), axis}) == "dft: needs a signal of rank >= 2, got rank 1");
 }
 
 TEST_CASE("stft") {
