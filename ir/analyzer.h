@@ -53,12 +53,8 @@ class Analyzer {
   Tri prove_divisible(const SymExpr& a, const SymExpr& divisor) const;
 
   bool can_prove_equal(const SymExpr& a, const SymExpr& b) const { return prove_equal(a, b) == Tri::Yes; }
-  bool can_prove_not_equal(const SymExpr& a, const SymExpr& b) const {
-    return prove_not_equal(a, b) == Tri::Yes;
-  }
-  bool can_prove_less_equal(const SymExpr& a, const SymExpr& b) const {
-    return prove_less_equal(a, b) == Tri::Yes;
-  }
+  bool can_prove_not_equal(const SymExpr& a, const SymExpr& b) const { return prove_not_equal(a, b) == Tri::Yes; }
+  bool can_prove_less_equal(const SymExpr& a, const SymExpr& b) const { return prove_less_equal(a, b) == Tri::Yes; }
 
  private:
   Assume default_;

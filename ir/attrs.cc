@@ -7,8 +7,8 @@ namespace relax {
 AttrType attr_type_of(const AttrValue& v) { return AttrType(v.index()); }
 
 const char* attr_type_name(AttrType t) {
-  static const char* names[] = {"bool", "int", "float", "string", "int list", "float list",
-                                "string list", "dtype", "symbolic int", "symbolic int list"};
+  static const char* names[] = {"bool",       "int",         "float", "string",       "int list",
+                                "float list", "string list", "dtype", "symbolic int", "symbolic int list"};
   return names[int(t)];
 }
 
@@ -34,8 +34,7 @@ const T* typed(const Attrs& a, const std::string& name, AttrType want) {
   const AttrValue* v = a.find(name);
   if (!v) return nullptr;
   if (const T* t = std::get_if<T>(v)) return t;
-  fail("attribute '", name, "' should be a ", attr_type_name(want), ", not a ",
-       attr_type_name(attr_type_of(*v)));
+  fail("attribute '", name, "' should be a ", attr_type_name(want), ", not a ", attr_type_name(attr_type_of(*v)));
 }
 }  // namespace
 

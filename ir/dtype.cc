@@ -14,12 +14,18 @@ struct Named {
   int bits;
 };
 constexpr Named kNamed[] = {
-    {"void", TypeCode::Void, 0},          {"bool", TypeCode::Bool, 8},
-    {"bf16", TypeCode::BFloat, 16},       {"f8e4m3fnuz", TypeCode::Float8E4M3FNUZ, 8},
-    {"f8e4m3fn", TypeCode::Float8E4M3FN, 8}, {"f8e5m2fnuz", TypeCode::Float8E5M2FNUZ, 8},
-    {"f8e5m2", TypeCode::Float8E5M2, 8},  {"f8e8m0", TypeCode::Float8E8M0, 8},
-    {"f4e2m1", TypeCode::Float4E2M1, 4},  {"handle", TypeCode::Handle, 64},
-    {"i", TypeCode::Int, 0},              {"u", TypeCode::UInt, 0},
+    {"void", TypeCode::Void, 0},
+    {"bool", TypeCode::Bool, 8},
+    {"bf16", TypeCode::BFloat, 16},
+    {"f8e4m3fnuz", TypeCode::Float8E4M3FNUZ, 8},
+    {"f8e4m3fn", TypeCode::Float8E4M3FN, 8},
+    {"f8e5m2fnuz", TypeCode::Float8E5M2FNUZ, 8},
+    {"f8e5m2", TypeCode::Float8E5M2, 8},
+    {"f8e8m0", TypeCode::Float8E8M0, 8},
+    {"f4e2m1", TypeCode::Float4E2M1, 4},
+    {"handle", TypeCode::Handle, 64},
+    {"i", TypeCode::Int, 0},
+    {"u", TypeCode::UInt, 0},
     {"f", TypeCode::Float, 0},
 };
 

@@ -28,9 +28,8 @@ template <typename... Args>
 
 }  // namespace relax
 
-#define RELAX_CHECK(cond, ...)                                                     \
-  do {                                                                             \
-    if (!(cond))                                                                   \
-      ::relax::fail("internal error: ", __FILE__, ":", __LINE__, ": check '", #cond, \
-                    "' failed. ", ##__VA_ARGS__);                                  \
+#define RELAX_CHECK(cond, ...)                                                                                     \
+  do {                                                                                                             \
+    if (!(cond))                                                                                                   \
+      ::relax::fail("internal error: ", __FILE__, ":", __LINE__, ": check '", #cond, "' failed. ", ##__VA_ARGS__); \
   } while (0)

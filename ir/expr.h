@@ -46,19 +46,19 @@ struct OpInfo;
 
 #define RELAX_EXPR_KINDS(X) X(Var) RELAX_EXPR_KINDS_BUT_VAR(X)
 #define RELAX_EXPR_KINDS_BUT_VAR(X) \
-  X(DataflowVar)            \
-  X(GlobalVar)              \
-  X(Constant)               \
-  X(PrimValue)              \
-  X(StringImm)              \
-  X(ShapeExpr)              \
-  X(Tuple)                  \
-  X(TupleGetItem)           \
-  X(Call)                   \
-  X(If)                     \
-  X(SeqExpr)                \
-  X(Function)               \
-  X(OpRef)                  \
+  X(DataflowVar)                    \
+  X(GlobalVar)                      \
+  X(Constant)                       \
+  X(PrimValue)                      \
+  X(StringImm)                      \
+  X(ShapeExpr)                      \
+  X(Tuple)                          \
+  X(TupleGetItem)                   \
+  X(Call)                           \
+  X(If)                             \
+  X(SeqExpr)                        \
+  X(Function)                       \
+  X(OpRef)                          \
   X(ExternFunc)
 
 enum class ExprKind : uint8_t {
@@ -96,7 +96,9 @@ struct GlobalVarNode : ExprNode {
   std::string name;
 };
 struct ConstantNode : ExprNode {
-  ConstantNode(std::string n, StructInfo si) : ExprNode(ExprKind::Constant), name(std::move(n)) { sinfo = std::move(si); }
+  ConstantNode(std::string n, StructInfo si) : ExprNode(ExprKind::Constant), name(std::move(n)) {
+    sinfo = std::move(si);
+  }
   std::string name;  // the weight's name in the weight store
 };
 struct PrimValueNode : ExprNode {
@@ -125,7 +127,10 @@ struct TupleGetItemNode : ExprNode {
 };
 struct CallNode : ExprNode {
   CallNode(Expr c, std::vector<Expr> a, Attrs at, std::vector<StructInfo> s)
-      : ExprNode(ExprKind::Call), callee(std::move(c)), args(std::move(a)), attrs(std::move(at)),
+      : ExprNode(ExprKind::Call),
+        callee(std::move(c)),
+        args(std::move(a)),
+        attrs(std::move(at)),
         sinfo_args(std::move(s)) {}
   Expr callee;
   std::vector<Expr> args;
@@ -147,21 +152,27 @@ struct BindingBlock {
 };
 
 struct SeqExprNode : ExprNode {
-  SeqExprNode(std::vector<BindingBlock> b, Expr r) : ExprNode(ExprKind::SeqExpr), blocks(std::move(b)), body(std::move(r)) {}
+  SeqExprNode(std::vector<BindingBlock> b, Expr r)
+      : ExprNode(ExprKind::SeqExpr), blocks(std::move(b)), body(std::move(r)) {}
   std::vector<BindingBlock> blocks;
   Expr body;
 };
 using SeqExpr = std::shared_ptr<const SeqExprNode>;
 
 struct IfNode : ExprNode {
-  IfNode(Expr c, SeqExpr t, SeqExpr e) : ExprNode(ExprKind::If), cond(std::move(c)), then_branch(std::move(t)), else_branch(std::move(e)) {}
+  IfNode(Expr c, SeqExpr t, SeqExpr e)
+      : ExprNode(ExprKind::If), cond(std::move(c)), then_branch(std::move(t)), else_branch(std::move(e)) {}
   Expr cond;
   SeqExpr then_branch;
   SeqExpr else_branch;
 };
 struct FunctionNode : ExprNode {
   FunctionNode(std::vector<Var> p, SeqExpr b, StructInfo r, Attrs a)
-      : ExprNode(ExprKind::Function), params(std::move(p)), body(std::move(b)), ret(std::move(r)), attrs(std::move(a)) {}
+      : ExprNode(ExprKind::Function),
+        params(std::move(p)),
+        body(std::move(b)),
+        ret(std::move(r)),
+        attrs(std::move(a)) {}
   std::vector<Var> params;
   SeqExpr body;
   StructInfo ret;  // declared return struct info
@@ -183,12 +194,17 @@ struct ExternFuncNode : ExprNode {
 // Var and DataflowVar).
 template <typename T>
 const T* as(const Expr& e);
-#define X(k) \
-  template <> inline const k##Node* as<k##Node>(const Expr& e) { return e && e->kind == ExprKind::k ? static_cast<const k##Node*>(e.get()) : nullptr; }
+#define X(k)                                                                             \
+  template <>                                                                            \
+  inline const k##Node* as<k##Node>(const Expr& e) {                                     \
+    return e && e->kind == ExprKind::k ? static_cast<const k##Node*>(e.get()) : nullptr; \
+  }
 RELAX_EXPR_KINDS_BUT_VAR(X)
 #undef X
-template <> inline const VarNode* as<VarNode>(const Expr& e) {
-  return e && (e->kind == ExprKind::Var || e->kind == ExprKind::DataflowVar) ? static_cast<const VarNode*>(e.get()) : nullptr;
+template <>
+inline const VarNode* as<VarNode>(const Expr& e) {
+  return e && (e->kind == ExprKind::Var || e->kind == ExprKind::DataflowVar) ? static_cast<const VarNode*>(e.get())
+                                                                             : nullptr;
 }
 inline bool is_var(const Expr& e) { return as<VarNode>(e) != nullptr; }
 inline bool is_dataflow_var(const Expr& e) { return e && e->kind == ExprKind::DataflowVar; }
@@ -212,7 +228,7 @@ Expr make_tuple_get_item(Expr tuple, int index);
 Expr make_call(Expr callee, std::vector<Expr> args, Attrs attrs = {}, std::vector<StructInfo> sinfo_args = {});
 Expr make_op_call(const std::string& op, std::vector<Expr> args, Attrs attrs = {},
                   std::vector<StructInfo> sinfo_args = {});  // unknown op: Error
-Expr make_op_ref(const std::string& op);  // unknown op: Error
+Expr make_op_ref(const std::string& op);                     // unknown op: Error
 Expr make_extern(const std::string& symbol);
 SeqExpr make_seq(std::vector<BindingBlock> blocks, Expr body);
 Expr make_if(Expr cond, SeqExpr then_branch, SeqExpr else_branch);

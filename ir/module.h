@@ -17,8 +17,8 @@ namespace relax {
 
 // A symbol provided outside the module: a library kernel or runtime helper.
 struct ExternDecl {
-  std::string name;    // the name calls use (call_library's first argument)
-  StructInfo sinfo;    // a FuncSI, or null when untyped
+  std::string name;  // the name calls use (call_library's first argument)
+  StructInfo sinfo;  // a FuncSI, or null when untyped
   bool operator==(const ExternDecl& o) const { return name == o.name && sinfo == o.sinfo; }
 };
 
@@ -33,7 +33,7 @@ class IRModule {
   void remove(const std::string& name);
 
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
-  Function function(const std::string& name) const;    // nullptr if absent or another kind
+  Function function(const std::string& name) const;     // nullptr if absent or another kind
   tir::Program program(const std::string& name) const;  // nullptr if absent or another kind
   const ExternDecl* extern_decl(const std::string& name) const;
 

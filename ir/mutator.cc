@@ -108,8 +108,10 @@ SeqExpr ExprMutator::visit_seq(const SeqExpr& seq) {
         changed |= x.var != y.var || x.value != y.value || x.cast != y.cast;
       }
     }
-    if (!nb.bindings.empty()) blocks.push_back(std::move(nb));
-    else changed = true;
+    if (!nb.bindings.empty())
+      blocks.push_back(std::move(nb));
+    else
+      changed = true;
   }
   Expr body = visit(seq->body);
   changed |= body != seq->body;

@@ -87,12 +87,30 @@ StructInfo opaque_func_si(StructInfo ret, bool pure = false);
 // Typed views; nullptr when `si` is of another kind.
 template <typename T>
 const T* as(const StructInfo& si);
-template <> inline const ObjectSI* as<ObjectSI>(const StructInfo& si) { return si && si->kind == SIKind::Object ? static_cast<const ObjectSI*>(si.get()) : nullptr; }
-template <> inline const PrimSI* as<PrimSI>(const StructInfo& si) { return si && si->kind == SIKind::Prim ? static_cast<const PrimSI*>(si.get()) : nullptr; }
-template <> inline const ShapeSI* as<ShapeSI>(const StructInfo& si) { return si && si->kind == SIKind::Shape ? static_cast<const ShapeSI*>(si.get()) : nullptr; }
-template <> inline const TensorSI* as<TensorSI>(const StructInfo& si) { return si && si->kind == SIKind::Tensor ? static_cast<const TensorSI*>(si.get()) : nullptr; }
-template <> inline const TupleSI* as<TupleSI>(const StructInfo& si) { return si && si->kind == SIKind::Tuple ? static_cast<const TupleSI*>(si.get()) : nullptr; }
-template <> inline const FuncSI* as<FuncSI>(const StructInfo& si) { return si && si->kind == SIKind::Func ? static_cast<const FuncSI*>(si.get()) : nullptr; }
+template <>
+inline const ObjectSI* as<ObjectSI>(const StructInfo& si) {
+  return si && si->kind == SIKind::Object ? static_cast<const ObjectSI*>(si.get()) : nullptr;
+}
+template <>
+inline const PrimSI* as<PrimSI>(const StructInfo& si) {
+  return si && si->kind == SIKind::Prim ? static_cast<const PrimSI*>(si.get()) : nullptr;
+}
+template <>
+inline const ShapeSI* as<ShapeSI>(const StructInfo& si) {
+  return si && si->kind == SIKind::Shape ? static_cast<const ShapeSI*>(si.get()) : nullptr;
+}
+template <>
+inline const TensorSI* as<TensorSI>(const StructInfo& si) {
+  return si && si->kind == SIKind::Tensor ? static_cast<const TensorSI*>(si.get()) : nullptr;
+}
+template <>
+inline const TupleSI* as<TupleSI>(const StructInfo& si) {
+  return si && si->kind == SIKind::Tuple ? static_cast<const TupleSI*>(si.get()) : nullptr;
+}
+template <>
+inline const FuncSI* as<FuncSI>(const StructInfo& si) {
+  return si && si->kind == SIKind::Func ? static_cast<const FuncSI*>(si.get()) : nullptr;
+}
 
 // Queries.
 

@@ -46,8 +46,8 @@ class SymNode;
 
 class SymExpr {
  public:
-  SymExpr() = default;  // the null expression; most functions reject it
-  SymExpr(int64_t c);   // NOLINT: implicit from an integer constant
+  SymExpr() = default;                     // the null expression; most functions reject it
+  SymExpr(int64_t c);                      // NOLINT: implicit from an integer constant
   SymExpr(int c) : SymExpr(int64_t(c)) {}  // NOLINT
 
   // A fresh variable. Each call returns a new, distinct variable.
@@ -60,7 +60,7 @@ class SymExpr {
   bool is_const() const { return defined() && kind() == SymKind::Const; }
   bool is_const(int64_t v) const;
   bool is_var() const { return defined() && kind() == SymKind::Var; }
-  int64_t const_value() const;  // requires is_const()
+  int64_t const_value() const;      // requires is_const()
   const std::string& name() const;  // requires is_var()
 
   // Structural equality == node identity (hash-consing).

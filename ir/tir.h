@@ -66,12 +66,11 @@ enum class TKind : uint8_t {
 // Binary operators, listed once with their text spelling. Comparisons and
 // logical ops produce bool. Div is true division for floats and truncating
 // division for integers; FloorDiv/FloorMod round toward -inf (Python).
-#define RELAX_TBINARY_OPS(X)                                                          \
-  X(Add, "+") X(Sub, "-") X(Mul, "*") X(Div, "/") X(FloorDiv, "//") X(FloorMod, "%") \
-  X(Min, "min") X(Max, "max")                                                         \
-  X(EQ, "==") X(NE, "!=") X(LT, "<") X(LE, "<=") X(GT, ">") X(GE, ">=")               \
-  X(And, "&&") X(Or, "||")                                                            \
-  X(BitAnd, "&") X(BitOr, "|") X(BitXor, "^") X(Shl, "<<") X(Shr, ">>")
+#define RELAX_TBINARY_OPS(X)                                                                                          \
+  X(Add, "+")                                                                                                         \
+  X(Sub, "-") X(Mul, "*") X(Div, "/") X(FloorDiv, "//") X(FloorMod, "%") X(Min, "min") X(Max, "max") X(EQ, "==")      \
+      X(NE, "!=") X(LT, "<") X(LE, "<=") X(GT, ">") X(GE, ">=") X(And, "&&") X(Or, "||") X(BitAnd, "&") X(BitOr, "|") \
+          X(BitXor, "^") X(Shl, "<<") X(Shr, ">>")
 enum class BinOp : uint8_t {
 #define X(k, s) k,
   RELAX_TBINARY_OPS(X)
@@ -86,12 +85,12 @@ const char* unop_text(UnOp op);  // "-", "!", "~"
 
 // Math intrinsics, listed once: name and arity. Each is elementwise on its
 // float (or, where it makes sense, integer) operands.
-#define RELAX_INTRINSICS(X)                                                                       \
-  X(exp, 1) X(exp2, 1) X(log, 1) X(log2, 1) X(log1p, 1) X(expm1, 1) X(sqrt, 1) X(rsqrt, 1)         \
-  X(tanh, 1) X(sigmoid, 1) X(erf, 1) X(sin, 1) X(cos, 1) X(tan, 1) X(asin, 1) X(acos, 1)           \
-  X(atan, 1) X(sinh, 1) X(cosh, 1) X(asinh, 1) X(acosh, 1) X(atanh, 1) X(abs, 1) X(floor, 1)      \
-  X(ceil, 1) X(round, 1) X(trunc, 1) X(isnan, 1) X(isinf, 1) X(isfinite, 1) X(popcount, 1)         \
-  X(pow, 2) X(atan2, 2) X(fmod, 2) X(copysign, 2) X(fma, 3)
+#define RELAX_INTRINSICS(X)                                                                                           \
+  X(exp, 1)                                                                                                           \
+  X(exp2, 1) X(log, 1) X(log2, 1) X(log1p, 1) X(expm1, 1) X(sqrt, 1) X(rsqrt, 1) X(tanh, 1) X(sigmoid, 1) X(erf, 1)   \
+      X(sin, 1) X(cos, 1) X(tan, 1) X(asin, 1) X(acos, 1) X(atan, 1) X(sinh, 1) X(cosh, 1) X(asinh, 1) X(acosh, 1)    \
+          X(atanh, 1) X(abs, 1) X(floor, 1) X(ceil, 1) X(round, 1) X(trunc, 1) X(isnan, 1) X(isinf, 1) X(isfinite, 1) \
+              X(popcount, 1) X(pow, 2) X(atan2, 2) X(fmod, 2) X(copysign, 2) X(fma, 3)
 enum class Intrinsic : uint8_t {
 #define X(name, arity) name,
   RELAX_INTRINSICS(X)
@@ -119,12 +118,14 @@ struct ImmNode : TExprNode {
   int64_t int_value;   // int, uint and bool dtypes (uint64 stored bit-cast)
 };
 struct LoadNode : TExprNode {
-  LoadNode(Buffer b, std::vector<TExpr> idx) : TExprNode(TKind::Load, b->dtype), buffer(std::move(b)), indices(std::move(idx)) {}
+  LoadNode(Buffer b, std::vector<TExpr> idx)
+      : TExprNode(TKind::Load, b->dtype), buffer(std::move(b)), indices(std::move(idx)) {}
   Buffer buffer;
   std::vector<TExpr> indices;
 };
 struct BinaryNode : TExprNode {
-  BinaryNode(DataType d, BinOp o, TExpr x, TExpr y) : TExprNode(TKind::Binary, d), op(o), a(std::move(x)), b(std::move(y)) {}
+  BinaryNode(DataType d, BinOp o, TExpr x, TExpr y)
+      : TExprNode(TKind::Binary, d), op(o), a(std::move(x)), b(std::move(y)) {}
   BinOp op;
   TExpr a, b;
 };
@@ -143,25 +144,51 @@ struct CastNode : TExprNode {
   TExpr a;
 };
 struct SelectNode : TExprNode {
-  SelectNode(TExpr c, TExpr x, TExpr y) : TExprNode(TKind::Select, x->dtype), cond(std::move(c)), a(std::move(x)), b(std::move(y)) {}
+  SelectNode(TExpr c, TExpr x, TExpr y)
+      : TExprNode(TKind::Select, x->dtype), cond(std::move(c)), a(std::move(x)), b(std::move(y)) {}
   TExpr cond, a, b;
 };
 
-template <typename T> const T* as(const TExpr& e);
-template <> inline const SymNodeT* as<SymNodeT>(const TExpr& e) { return e && e->kind == TKind::Sym ? static_cast<const SymNodeT*>(e.get()) : nullptr; }
-template <> inline const ImmNode* as<ImmNode>(const TExpr& e) { return e && e->kind == TKind::Imm ? static_cast<const ImmNode*>(e.get()) : nullptr; }
-template <> inline const LoadNode* as<LoadNode>(const TExpr& e) { return e && e->kind == TKind::Load ? static_cast<const LoadNode*>(e.get()) : nullptr; }
-template <> inline const BinaryNode* as<BinaryNode>(const TExpr& e) { return e && e->kind == TKind::Binary ? static_cast<const BinaryNode*>(e.get()) : nullptr; }
-template <> inline const UnaryNode* as<UnaryNode>(const TExpr& e) { return e && e->kind == TKind::Unary ? static_cast<const UnaryNode*>(e.get()) : nullptr; }
-template <> inline const CallNodeT* as<CallNodeT>(const TExpr& e) { return e && e->kind == TKind::Call ? static_cast<const CallNodeT*>(e.get()) : nullptr; }
-template <> inline const CastNode* as<CastNode>(const TExpr& e) { return e && e->kind == TKind::Cast ? static_cast<const CastNode*>(e.get()) : nullptr; }
-template <> inline const SelectNode* as<SelectNode>(const TExpr& e) { return e && e->kind == TKind::Select ? static_cast<const SelectNode*>(e.get()) : nullptr; }
+template <typename T>
+const T* as(const TExpr& e);
+template <>
+inline const SymNodeT* as<SymNodeT>(const TExpr& e) {
+  return e && e->kind == TKind::Sym ? static_cast<const SymNodeT*>(e.get()) : nullptr;
+}
+template <>
+inline const ImmNode* as<ImmNode>(const TExpr& e) {
+  return e && e->kind == TKind::Imm ? static_cast<const ImmNode*>(e.get()) : nullptr;
+}
+template <>
+inline const LoadNode* as<LoadNode>(const TExpr& e) {
+  return e && e->kind == TKind::Load ? static_cast<const LoadNode*>(e.get()) : nullptr;
+}
+template <>
+inline const BinaryNode* as<BinaryNode>(const TExpr& e) {
+  return e && e->kind == TKind::Binary ? static_cast<const BinaryNode*>(e.get()) : nullptr;
+}
+template <>
+inline const UnaryNode* as<UnaryNode>(const TExpr& e) {
+  return e && e->kind == TKind::Unary ? static_cast<const UnaryNode*>(e.get()) : nullptr;
+}
+template <>
+inline const CallNodeT* as<CallNodeT>(const TExpr& e) {
+  return e && e->kind == TKind::Call ? static_cast<const CallNodeT*>(e.get()) : nullptr;
+}
+template <>
+inline const CastNode* as<CastNode>(const TExpr& e) {
+  return e && e->kind == TKind::Cast ? static_cast<const CastNode*>(e.get()) : nullptr;
+}
+template <>
+inline const SelectNode* as<SelectNode>(const TExpr& e) {
+  return e && e->kind == TKind::Select ? static_cast<const SelectNode*>(e.get()) : nullptr;
+}
 
 // Builders. Binary ops on two Sym operands of an op SymExpr has (+ - * // %
 // min max) fold into one canonical Sym. Type errors (mismatched dtypes,
 // float operands to a bitwise op) raise an Error.
 TExpr sym(SymExpr v);
-TExpr imm(DataType dtype, double v);   // float dtypes
+TExpr imm(DataType dtype, double v);       // float dtypes
 TExpr imm_int(DataType dtype, int64_t v);  // int/uint/bool dtypes
 TExpr load(Buffer b, std::vector<TExpr> indices);
 TExpr binary(BinOp op, TExpr a, TExpr b);
@@ -179,10 +206,11 @@ enum class SKind : uint8_t {
 #undef X
 };
 
-#define RELAX_LOOP_KINDS(X)                                                               \
-  X(Serial, "range") X(Parallel, "parallel") X(Vectorized, "vectorized") X(Unrolled, "unrolled") \
-  X(BlockX, "blockIdx.x") X(BlockY, "blockIdx.y") X(BlockZ, "blockIdx.z")                  \
-  X(ThreadX, "threadIdx.x") X(ThreadY, "threadIdx.y") X(ThreadZ, "threadIdx.z")
+#define RELAX_LOOP_KINDS(X)                                                                               \
+  X(Serial, "range")                                                                                      \
+  X(Parallel, "parallel") X(Vectorized, "vectorized") X(Unrolled, "unrolled") X(BlockX, "blockIdx.x")     \
+      X(BlockY, "blockIdx.y") X(BlockZ, "blockIdx.z") X(ThreadX, "threadIdx.x") X(ThreadY, "threadIdx.y") \
+          X(ThreadZ, "threadIdx.z")
 enum class LoopKind : uint8_t {
 #define X(k, s) k,
   RELAX_LOOP_KINDS(X)
@@ -199,14 +227,16 @@ struct StmtNode {
 using Stmt = std::shared_ptr<const StmtNode>;
 
 struct ForNode : StmtNode {
-  ForNode(SymExpr v, SymExpr e, LoopKind k, Stmt b) : StmtNode(SKind::For), var(v), extent(e), loop_kind(k), body(std::move(b)) {}
-  SymExpr var;     // a SymExpr variable, in [0, extent)
+  ForNode(SymExpr v, SymExpr e, LoopKind k, Stmt b)
+      : StmtNode(SKind::For), var(v), extent(e), loop_kind(k), body(std::move(b)) {}
+  SymExpr var;  // a SymExpr variable, in [0, extent)
   SymExpr extent;
   LoopKind loop_kind;
   Stmt body;
 };
 struct StoreNode : StmtNode {
-  StoreNode(Buffer b, std::vector<TExpr> i, TExpr v) : StmtNode(SKind::Store), buffer(std::move(b)), indices(std::move(i)), value(std::move(v)) {}
+  StoreNode(Buffer b, std::vector<TExpr> i, TExpr v)
+      : StmtNode(SKind::Store), buffer(std::move(b)), indices(std::move(i)), value(std::move(v)) {}
   Buffer buffer;
   std::vector<TExpr> indices;
   TExpr value;
@@ -216,7 +246,8 @@ struct SeqNode : StmtNode {
   std::vector<Stmt> stmts;
 };
 struct IfThenElseNode : StmtNode {
-  IfThenElseNode(TExpr c, Stmt t, Stmt e) : StmtNode(SKind::IfThenElse), cond(std::move(c)), then_case(std::move(t)), else_case(std::move(e)) {}
+  IfThenElseNode(TExpr c, Stmt t, Stmt e)
+      : StmtNode(SKind::IfThenElse), cond(std::move(c)), then_case(std::move(t)), else_case(std::move(e)) {}
   TExpr cond;
   Stmt then_case;
   Stmt else_case;  // may be null
@@ -230,8 +261,13 @@ struct BarrierNode : StmtNode {
   BarrierNode() : StmtNode(SKind::Barrier) {}
 };
 
-template <typename T> const T* as(const Stmt& s);
-#define X(k) template <> inline const k##Node* as<k##Node>(const Stmt& s) { return s && s->kind == SKind::k ? static_cast<const k##Node*>(s.get()) : nullptr; }
+template <typename T>
+const T* as(const Stmt& s);
+#define X(k)                                                                          \
+  template <>                                                                         \
+  inline const k##Node* as<k##Node>(const Stmt& s) {                                  \
+    return s && s->kind == SKind::k ? static_cast<const k##Node*>(s.get()) : nullptr; \
+  }
 RELAX_STMT_KINDS(X)
 #undef X
 

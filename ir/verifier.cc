@@ -58,8 +58,7 @@ class GraphVerifier {
   }
   void check_sym(const SymExpr& v, const char* what) {
     if (sym_defined(v)) return;
-    report("symbolic variable '", v.name(), "' is used in ", what,
-           " before a parameter or match_cast defines it");
+    report("symbolic variable '", v.name(), "' is used in ", what, " before a parameter or match_cast defines it");
     syms_.insert(v.get());  // report once
   }
   void define_syms(const StructInfo& si) {
@@ -163,8 +162,8 @@ class GraphVerifier {
       case ExprKind::DataflowVar: {
         auto* v = as<VarNode>(e);
         if (!var_defined(v)) {
-          const char* why = is_dataflow_var(e) && seen_vars_.count(v) ? " outside its dataflow block"
-                                                                        : " before its definition";
+          const char* why =
+              is_dataflow_var(e) && seen_vars_.count(v) ? " outside its dataflow block" : " before its definition";
           report("variable '", is_dataflow_var(e) ? "%" : "", v->name, "' is used", why);
         }
         return;
@@ -303,8 +302,7 @@ class ProgramVerifier {
   void check_access(const tir::Buffer& b, const std::vector<tir::TExpr>& indices) {
     if (!buffers_.count(b.get())) report("buffer '", b->name, "' is not declared");
     if (indices.size() != b->shape.size())
-      report("buffer '", b->name, "' has rank ", b->shape.size(), " but is indexed with ", indices.size(),
-             " indices");
+      report("buffer '", b->name, "' has rank ", b->shape.size(), " but is indexed with ", indices.size(), " indices");
     for (const tir::TExpr& i : indices) {
       if (!i->dtype.is_integer()) report("index into '", b->name, "' is ", i->dtype.str(), ", not an integer");
       check_texpr(i);
@@ -377,7 +375,8 @@ class ProgramVerifier {
       }
       case SKind::Allocate: {
         auto* a = as<AllocateNode>(s);
-        if (a->buffer->scope == Scope::Global) report("allocated buffer '", a->buffer->name, "' must be local or shared");
+        if (a->buffer->scope == Scope::Global)
+          report("allocated buffer '", a->buffer->name, "' must be local or shared");
         for (const SymExpr& d : a->buffer->shape) check_syms(d, cat("the shape of '", a->buffer->name, "'"));
         if (!buffers_.insert(a->buffer.get()).second) report("buffer '", a->buffer->name, "' is allocated twice");
         check_stmt(a->body);

@@ -58,9 +58,8 @@ class Canonicalizer : public ExprMutator {
 }  // namespace
 
 IRModule canonicalize_bindings(const IRModule& mod) {
-  return map_functions(mod, [&](const std::string&, const Function& f) {
-    return Canonicalizer(mod).visit_function(f);
-  });
+  return map_functions(mod,
+                       [&](const std::string&, const Function& f) { return Canonicalizer(mod).visit_function(f); });
 }
 
 }  // namespace relax

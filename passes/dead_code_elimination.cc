@@ -84,9 +84,8 @@ IRModule drop_unreachable(const IRModule& mod) {
 }  // namespace
 
 IRModule dead_code_elimination(const IRModule& mod) {
-  IRModule out = map_functions(mod, [&](const std::string&, const Function& f) {
-    return DeadBindings(mod).visit_function(f);
-  });
+  IRModule out =
+      map_functions(mod, [&](const std::string&, const Function& f) { return DeadBindings(mod).visit_function(f); });
   return drop_unreachable(out);
 }
 

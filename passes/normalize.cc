@@ -3,10 +3,11 @@
 // variable first, so each binding does one thing; and every expression gets
 // its deduced struct info. Fresh variables inside dataflow blocks are
 // dataflow variables.
+#include "ir/normalize.h"
+
 #include <unordered_set>
 
 #include "ir/mutator.h"
-#include "ir/normalize.h"
 #include "passes/passes.h"
 
 namespace relax {
@@ -146,9 +147,8 @@ class Normalizer : public ExprMutator {
 }  // namespace
 
 IRModule normalize(const IRModule& mod) {
-  return map_functions(mod, [&](const std::string&, const Function& f) {
-    return Normalizer(&mod, f).visit_function(f);
-  });
+  return map_functions(mod,
+                       [&](const std::string&, const Function& f) { return Normalizer(&mod, f).visit_function(f); });
 }
 
 }  // namespace relax

@@ -25,8 +25,10 @@ std::vector<std::string> split_pass_list(const std::string& list) {
     cur.clear();
   };
   for (char c : list) {
-    if (c == ',') flush();
-    else cur += c;
+    if (c == ',')
+      flush();
+    else
+      cur += c;
   }
   flush();
   return names;

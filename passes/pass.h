@@ -30,8 +30,8 @@ struct PassOptions {
   std::set<std::string> print_after;  // print the module after these passes
   bool print_after_all = false;
   bool time_passes = false;
-  bool verify_each = false;           // run the verifier after every pass
-  std::ostream* log = nullptr;        // where printing and timing go (stderr if null)
+  bool verify_each = false;     // run the verifier after every pass
+  std::ostream* log = nullptr;  // where printing and timing go (stderr if null)
 };
 
 // Runs `names` in order. Expands pipeline names found in the list. Unknown

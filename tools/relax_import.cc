@@ -54,8 +54,9 @@ int main(int argc, char** argv) {
   std::string model, output;
   bool json = false;
   app.add_option("model", model, "the ONNX model")->required();
-  app.add_option("-o,--output", output, "the IR text file (default: MODEL.relax beside the model); "
-                                        "the weights go beside it as OUT.safetensors");
+  app.add_option("-o,--output", output,
+                 "the IR text file (default: MODEL.relax beside the model); "
+                 "the weights go beside it as OUT.safetensors");
   app.add_flag("--json", json, "print a JSON summary (inputs, outputs, ops, unsupported) on standard output");
   CLI11_PARSE(app, argc, argv);
 

@@ -155,7 +155,7 @@ using Converter = std::function<std::vector<Value>(Context& ctx)>;
 struct ConverterInfo {
   std::string domain;  // "" for ai.onnx
   std::string op_type;
-  int min_opset;       // the oldest opset version handled
+  int min_opset;  // the oldest opset version handled
   Converter fn;
 };
 
@@ -175,12 +175,14 @@ const ConverterRegistry& converters();
 
 // The families, each in its own file, listed once in converters.cc.
 void register_elementwise_converters(ConverterRegistry& r);
-void register_shape_converters(ConverterRegistry& r);    // Shape, Reshape, Gather, Slice, Concat, ... (tensor manipulation)
-void register_nn_converters(ConverterRegistry& r);       // Conv, pooling, normalizations, activations with params
+void register_shape_converters(
+    ConverterRegistry& r);                          // Shape, Reshape, Gather, Slice, Concat, ... (tensor manipulation)
+void register_nn_converters(ConverterRegistry& r);  // Conv, pooling, normalizations, activations with params
 void register_reduce_converters(ConverterRegistry& r);   // reductions, softmax, ArgMax, TopK, CumSum
 void register_control_converters(ConverterRegistry& r);  // If, Loop, Scan
 void register_quant_converters(ConverterRegistry& r);    // QuantizeLinear, DequantizeLinear, QLinear*, *Integer
 void register_rnn_converters(ConverterRegistry& r);      // LSTM, GRU, RNN
 void register_extra_converters(ConverterRegistry& r);    // newer/preview ops, ai.onnx.ml, com.microsoft contrib ops
+void register_random_converters(ConverterRegistry& r);   // random generators, Optional on plain tensors
 
 }  // namespace relax::onnx_fe

@@ -17,6 +17,7 @@ const ConverterRegistry& converters() {
     register_quant_converters(reg);
     register_rnn_converters(reg);
     register_extra_converters(reg);
+    register_random_converters(reg);
   });
   return reg;
 }

@@ -100,10 +100,14 @@ std::optional<int64_t> HostTensor::int_at(int64_t i) const {
   if (dtype.is_bool()) return bytes[i] != 0;
   if (dtype.is_int()) {
     switch (dtype.bits) {
-      case 8: return read<int8_t>(bytes, i);
-      case 16: return read<int16_t>(bytes, i);
-      case 32: return read<int32_t>(bytes, i);
-      case 64: return read<int64_t>(bytes, i);
+      case 8:
+        return read<int8_t>(bytes, i);
+      case 16:
+        return read<int16_t>(bytes, i);
+      case 32:
+        return read<int32_t>(bytes, i);
+      case 64:
+        return read<int64_t>(bytes, i);
       case 4: {
         int v = (bytes[i / 2] >> (4 * (i % 2))) & 0xf;
         return v >= 8 ? v - 16 : v;
@@ -116,12 +120,18 @@ std::optional<int64_t> HostTensor::int_at(int64_t i) const {
   }
   if (dtype.is_uint()) {
     switch (dtype.bits) {
-      case 8: return read<uint8_t>(bytes, i);
-      case 16: return read<uint16_t>(bytes, i);
-      case 32: return read<uint32_t>(bytes, i);
-      case 64: return int64_t(read<uint64_t>(bytes, i));
-      case 4: return (bytes[i / 2] >> (4 * (i % 2))) & 0xf;
-      case 2: return (bytes[i / 4] >> (2 * (i % 4))) & 0x3;
+      case 8:
+        return read<uint8_t>(bytes, i);
+      case 16:
+        return read<uint16_t>(bytes, i);
+      case 32:
+        return read<uint32_t>(bytes, i);
+      case 64:
+        return int64_t(read<uint64_t>(bytes, i));
+      case 4:
+        return (bytes[i / 2] >> (4 * (i % 2))) & 0xf;
+      case 2:
+        return (bytes[i / 4] >> (2 * (i % 4))) & 0x3;
     }
   }
   return std::nullopt;
@@ -176,18 +186,33 @@ HostTensor HostTensor::from_ints(DataType dtype, std::vector<int64_t> shape, con
     }
     if (dtype.is_float()) {
       RELAX_CHECK(dtype.code == TypeCode::Float && (dtype.bits == 32 || dtype.bits == 64));
-      if (dtype.bits == 32) write<float>(t.bytes, int64_t(i), float(v));
-      else write<double>(t.bytes, int64_t(i), double(v));
+      if (dtype.bits == 32)
+        write<float>(t.bytes, int64_t(i), float(v));
+      else
+        write<double>(t.bytes, int64_t(i), double(v));
       continue;
     }
     switch (dtype.bits) {
-      case 8: t.bytes[i] = uint8_t(v); break;
-      case 16: write<uint16_t>(t.bytes, int64_t(i), uint16_t(v)); break;
-      case 32: write<uint32_t>(t.bytes, int64_t(i), uint32_t(v)); break;
-      case 64: write<uint64_t>(t.bytes, int64_t(i), uint64_t(v)); break;
-      case 4: t.bytes[i / 2] |= uint8_t((v & 0xf) << (4 * (i % 2))); break;
-      case 2: t.bytes[i / 4] |= uint8_t((v & 0x3) << (2 * (i % 4))); break;
-      default: fail("from_ints: unsupported dtype ", dtype.str());
+      case 8:
+        t.bytes[i] = uint8_t(v);
+        break;
+      case 16:
+        write<uint16_t>(t.bytes, int64_t(i), uint16_t(v));
+        break;
+      case 32:
+        write<uint32_t>(t.bytes, int64_t(i), uint32_t(v));
+        break;
+      case 64:
+        write<uint64_t>(t.bytes, int64_t(i), uint64_t(v));
+        break;
+      case 4:
+        t.bytes[i / 2] |= uint8_t((v & 0xf) << (4 * (i % 2)));
+        break;
+      case 2:
+        t.bytes[i / 4] |= uint8_t((v & 0x3) << (2 * (i % 4)));
+        break;
+      default:
+        fail("from_ints: unsupported dtype ", dtype.str());
     }
   }
   return t;
@@ -199,11 +224,16 @@ HostTensor HostTensor::from_floats(DataType dtype, std::vector<int64_t> shape, c
   t.bytes.assign(storage_bytes(dtype, t.numel()), 0);
   for (size_t i = 0; i < values.size(); ++i) {
     double v = values[i];
-    if (dtype.code == TypeCode::Float && dtype.bits == 32) write<float>(t.bytes, int64_t(i), float(v));
-    else if (dtype.code == TypeCode::Float && dtype.bits == 64) write<double>(t.bytes, int64_t(i), v);
-    else if (dtype.code == TypeCode::Float && dtype.bits == 16) write<uint16_t>(t.bytes, int64_t(i), float_to_half(float(v)));
-    else if (dtype.code == TypeCode::BFloat) write<uint16_t>(t.bytes, int64_t(i), float_to_bfloat(float(v)));
-    else fail("from_floats: unsupported dtype ", dtype.str());
+    if (dtype.code == TypeCode::Float && dtype.bits == 32)
+      write<float>(t.bytes, int64_t(i), float(v));
+    else if (dtype.code == TypeCode::Float && dtype.bits == 64)
+      write<double>(t.bytes, int64_t(i), v);
+    else if (dtype.code == TypeCode::Float && dtype.bits == 16)
+      write<uint16_t>(t.bytes, int64_t(i), float_to_half(float(v)));
+    else if (dtype.code == TypeCode::BFloat)
+      write<uint16_t>(t.bytes, int64_t(i), float_to_bfloat(float(v)));
+    else
+      fail("from_floats: unsupported dtype ", dtype.str());
   }
   return t;
 }

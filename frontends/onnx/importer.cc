@@ -58,18 +58,25 @@ class DimParser {
   SymExpr sum() {
     SymExpr e = product();
     for (;;) {
-      if (eat("+")) e = e + product();
-      else if (eat("-")) e = e - product();
-      else return e;
+      if (eat("+"))
+        e = e + product();
+      else if (eat("-"))
+        e = e - product();
+      else
+        return e;
     }
   }
   SymExpr product() {
     SymExpr e = atom();
     for (;;) {
-      if (eat("*")) e = e * atom();
-      else if (eat("//") || eat("/")) e = floordiv(e, atom());
-      else if (eat("%")) e = floormod(e, atom());
-      else return e;
+      if (eat("*"))
+        e = e * atom();
+      else if (eat("//") || eat("/"))
+        e = floordiv(e, atom());
+      else if (eat("%"))
+        e = floormod(e, atom());
+      else
+        return e;
     }
   }
   SymExpr atom() {
@@ -85,7 +92,8 @@ class DimParser {
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
       return SymExpr(int64_t(std::stoll(s_.substr(start, pos_ - start))));
     }
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.'))
+    while (pos_ < s_.size() &&
+           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.'))
       ++pos_;
     if (pos_ == start) fail("expected a name");
     return var_(s_.substr(start, pos_ - start));
@@ -211,12 +219,16 @@ void Importer::check_supported() {
   auto check_value = [&](const onnx::ValueInfoProto& v, const char* what) {
     const onnx::TypeProto& t = v.type();
     std::string why;
-    if (t.has_sequence_type()) why = "sequence-typed";
-    else if (t.has_optional_type()) why = "optional-typed";
-    else if (t.has_map_type()) why = "map-typed";
+    if (t.has_sequence_type())
+      why = "sequence-typed";
+    else if (t.has_optional_type())
+      why = "optional-typed";
+    else if (t.has_map_type())
+      why = "map-typed";
     else if (t.has_tensor_type() && !dtype_of(t.tensor_type().elem_type()))
       why = onnx_type_name(t.tensor_type().elem_type()) + "-typed";
-    else if (t.has_sparse_tensor_type()) why = "sparse-tensor-typed";
+    else if (t.has_sparse_tensor_type())
+      why = "sparse-tensor-typed";
     if (why.empty()) return;
     Unsupported& u = found[{"", std::string(what), 0}];
     u.op_type = what;
@@ -529,9 +541,12 @@ std::vector<std::pair<std::string, HostTensor>> Importer::referenced_weights(con
   std::unordered_set<std::string> used;
   std::function<void(const Expr&)> walk = [&](const Expr& e) {
     if (!e) return;
-    if (auto* c = as<ConstantNode>(e)) used.insert(c->name);
-    else if (auto* t = as<TupleNode>(e)) for (const Expr& f : t->fields) walk(f);
-    else if (auto* g = as<TupleGetItemNode>(e)) walk(g->tuple);
+    if (auto* c = as<ConstantNode>(e))
+      used.insert(c->name);
+    else if (auto* t = as<TupleNode>(e))
+      for (const Expr& f : t->fields) walk(f);
+    else if (auto* g = as<TupleGetItemNode>(e))
+      walk(g->tuple);
     else if (auto* c = as<CallNode>(e)) {
       walk(c->callee);
       for (const Expr& a : c->args) walk(a);
@@ -607,8 +622,7 @@ const onnx::AttributeProto* typed_attr(const Context& c, const std::string& name
   const onnx::AttributeProto* a = c.attr(name);
   if (!a) return nullptr;
   // Old models may leave the type unset; trust the field then.
-  if (a->type() != onnx::AttributeProto::UNDEFINED && a->type() != t)
-    c.fail("attribute '", name, "' should be ", what);
+  if (a->type() != onnx::AttributeProto::UNDEFINED && a->type() != t) c.fail("attribute '", name, "' should be ", what);
   return a;
 }
 }  // namespace
@@ -734,8 +748,7 @@ Expr Context::emit_call(const std::string& op, std::vector<Expr> args, Attrs att
 }
 
 Expr Context::emit_match_cast(Expr value, StructInfo si, const std::string& hint) {
-  return imp_.emit_match_cast(std::move(value), std::move(si),
-                              hint.empty() && output_used(0) ? node_.output(0) : hint);
+  return imp_.emit_match_cast(std::move(value), std::move(si), hint.empty() && output_used(0) ? node_.output(0) : hint);
 }
 
 Expr Context::constant(HostTensor t, const std::string& hint) {

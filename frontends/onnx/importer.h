@@ -38,9 +38,9 @@ struct NamedValueInfo {
 struct ImportedModel {
   IRModule mod;
   std::vector<std::pair<std::string, HostTensor>> weights;  // constant name -> data
-  std::map<std::string, int> opsets;                       // domain ("" = ai.onnx) -> version
-  std::map<std::string, int> op_counts;                    // "Conv", "com.microsoft.Gelu" -> count
-  std::vector<NamedValueInfo> inputs, outputs;             // the graph's, in order
+  std::map<std::string, int> opsets;                        // domain ("" = ai.onnx) -> version
+  std::map<std::string, int> op_counts;                     // "Conv", "com.microsoft.Gelu" -> count
+  std::vector<NamedValueInfo> inputs, outputs;              // the graph's, in order
 };
 
 // Imports a model file. Raises UnsupportedModel (every unsupported op at

@@ -73,9 +73,12 @@ std::string read_external(const onnx::TensorProto& t, const std::string& dir) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : t.external_data()) {
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset")
+      offset = std::stoll(kv.value());
+    else if (kv.key() == "length")
+      length = std::stoll(kv.value());
   }
   if (location.empty()) fail("tensor '", t.name(), "': external data without a location");
   fs::path rel(location);
@@ -83,7 +86,8 @@ std::string read_external(const onnx::TensorProto& t, const std::string& dir) {
   fs::path base = fs::weakly_canonical(fs::path(dir.empty() ? "." : dir));
   fs::path full = fs::weakly_canonical(base / rel);
   auto [b, f] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
-  if (b != base.end()) fail("tensor '", t.name(), "': external data location '", location, "' escapes the model's folder");
+  if (b != base.end())
+    fail("tensor '", t.name(), "': external data location '", location, "' escapes the model's folder");
   std::ifstream in(full, std::ios::binary);
   if (!in) fail("tensor '", t.name(), "': cannot open external data file '", full.string(), "'");
   in.seekg(0, std::ios::end);

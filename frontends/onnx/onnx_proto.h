@@ -15,10 +15,33 @@ namespace relax::onnx_fe {
 // ONNX TensorProto.DataType numbers, the ones newer than Debian's schema
 // included (they arrive as plain numbers).
 enum OnnxType : int {
-  kUndefined = 0, kFloat = 1, kUint8 = 2, kInt8 = 3, kUint16 = 4, kInt16 = 5, kInt32 = 6, kInt64 = 7,
-  kString = 8, kBool = 9, kFloat16 = 10, kDouble = 11, kUint32 = 12, kUint64 = 13, kComplex64 = 14,
-  kComplex128 = 15, kBFloat16 = 16, kFloat8E4M3FN = 17, kFloat8E4M3FNUZ = 18, kFloat8E5M2 = 19,
-  kFloat8E5M2FNUZ = 20, kUint4 = 21, kInt4 = 22, kFloat4E2M1 = 23, kFloat8E8M0 = 24, kUint2 = 25, kInt2 = 26,
+  kUndefined = 0,
+  kFloat = 1,
+  kUint8 = 2,
+  kInt8 = 3,
+  kUint16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kString = 8,
+  kBool = 9,
+  kFloat16 = 10,
+  kDouble = 11,
+  kUint32 = 12,
+  kUint64 = 13,
+  kComplex64 = 14,
+  kComplex128 = 15,
+  kBFloat16 = 16,
+  kFloat8E4M3FN = 17,
+  kFloat8E4M3FNUZ = 18,
+  kFloat8E5M2 = 19,
+  kFloat8E5M2FNUZ = 20,
+  kUint4 = 21,
+  kInt4 = 22,
+  kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,
+  kUint2 = 25,
+  kInt2 = 26,
 };
 
 // The IR dtype of an ONNX element type; nullopt for string, complex and

@@ -13,10 +13,18 @@ struct DtypeName {
   DataType dtype;
 };
 const DtypeName kNames[] = {
-    {"F64", DataType::f(64)},   {"F32", DataType::f32()},   {"F16", DataType::f16()},
-    {"BF16", DataType::bf16()}, {"I64", DataType::i64()},   {"I32", DataType::i32()},
-    {"I16", DataType::i(16)},   {"I8", DataType::i(8)},     {"U64", DataType::u(64)},
-    {"U32", DataType::u(32)},   {"U16", DataType::u(16)},   {"U8", DataType::u(8)},
+    {"F64", DataType::f(64)},
+    {"F32", DataType::f32()},
+    {"F16", DataType::f16()},
+    {"BF16", DataType::bf16()},
+    {"I64", DataType::i64()},
+    {"I32", DataType::i32()},
+    {"I16", DataType::i(16)},
+    {"I8", DataType::i(8)},
+    {"U64", DataType::u(64)},
+    {"U32", DataType::u(32)},
+    {"U16", DataType::u(16)},
+    {"U8", DataType::u(8)},
     {"BOOL", DataType::boolean()},
     {"F8_E4M3", DataType(TypeCode::Float8E4M3FN, 8)},
     {"F8_E5M2", DataType(TypeCode::Float8E5M2, 8)},
@@ -24,7 +32,10 @@ const DtypeName kNames[] = {
     {"F8_E5M2FNUZ", DataType(TypeCode::Float8E5M2FNUZ, 8)},
     {"F8_E8M0", DataType(TypeCode::Float8E8M0, 8)},
     {"F4_E2M1", DataType(TypeCode::Float4E2M1, 4)},
-    {"I4", DataType::i(4)}, {"U4", DataType::u(4)}, {"I2", DataType::i(2)}, {"U2", DataType::u(2)},
+    {"I4", DataType::i(4)},
+    {"U4", DataType::u(4)},
+    {"I2", DataType::i(2)},
+    {"U2", DataType::u(2)},
 };
 
 }  // namespace

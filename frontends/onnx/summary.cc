@@ -23,8 +23,10 @@ nlohmann::ordered_json value_json(const NamedValueInfo& v) {
   } else {
     auto dims = nlohmann::ordered_json::array();
     for (const SymExpr& d : *t->shape) {
-      if (d.is_const()) dims.push_back(d.const_value());
-      else dims.push_back(to_string(d));
+      if (d.is_const())
+        dims.push_back(d.const_value());
+      else
+        dims.push_back(to_string(d));
     }
     j["shape"] = dims;
   }

@@ -32,6 +32,7 @@ void register_sequence_ops(OpRegistry& reg);  // topk, cumsum, einsum, sorting (
 void register_control_ops(OpRegistry& reg);   // loops, scans (ir/ops/control.cc)
 void register_quant_ops(OpRegistry& reg);     // quantization, integer ops, recurrent cells (ir/ops/quant.cc)
 void register_extra_ops(OpRegistry& reg);     // ops of newer/preview ONNX ops and ai.onnx.ml (ir/ops/extra.cc)
+void register_random_ops(OpRegistry& reg);    // random number generation (ir/ops/random.cc)
 
 namespace ops {
 

@@ -415,8 +415,7 @@ void register_sequence_ops(OpRegistry& reg) {
   for (const char* name : {"cumsum", "cumprod"}) {
     bool sum = std::string(name) == "cumsum";
     reg.add(name)
-        .doc(cat(name, "(x, [axis_value], axis=a, exclusive=e, reverse=r): the running ",
-                 sum ? "sum" : "product",
+        .doc(cat(name, "(x, [axis_value], axis=a, exclusive=e, reverse=r): the running ", sum ? "sum" : "product",
                  " along axis a: element i combines elements 0..i (exclusive: 0..i-1, the first being ",
                  sum ? "0" : "1",
                  "); reverse runs from the end. Same shape and dtype as x. When the integer scalar "

@@ -85,7 +85,8 @@ std::vector<Case> find_cases(const fs::path& root) {
     std::sort(models.begin(), models.end());
     for (const fs::path& m : models) {
       std::string stem = m.stem().string();
-      cases.push_back({"light/" + stem, "light", m.string(), {}, {(root / "light" / (stem + "_output_0.pb")).string()}});
+      cases.push_back(
+          {"light/" + stem, "light", m.string(), {}, {(root / "light" / (stem + "_output_0.pb")).string()}});
     }
   }
   return cases;
@@ -159,7 +160,8 @@ Result run_case(const Case& c) {
     m = onnx_fe::import_onnx(c.model);
   } catch (const onnx_fe::UnsupportedModel& u) {
     std::string what;
-    for (const auto& x : u.items) what += (what.empty() ? "" : ", ") + x.op_type + (x.detail.empty() ? "" : " (" + x.detail + ")");
+    for (const auto& x : u.items)
+      what += (what.empty() ? "" : ", ") + x.op_type + (x.detail.empty() ? "" : " (" + x.detail + ")");
     return {"unsupported", what};
   } catch (const Error& e) {
     return {"error", first_line(e.what())};
@@ -253,7 +255,8 @@ int main(int argc, char** argv) {
   std::string root, filter = ".*", json_path, baseline, write_baseline;
   bool verbose = false;
   int timeout_s = 60;
-  app.add_option("--root", root, "the test data (default: ../shared/onnx-backend-tests, else Debian's libonnx-testdata)");
+  app.add_option("--root", root,
+                 "the test data (default: ../shared/onnx-backend-tests, else Debian's libonnx-testdata)");
   app.add_option("--filter", filter, "only cases whose name (e.g. node/test_abs) matches this regex");
   app.add_option("--json", json_path, "write every case's status and reason to this file");
   app.add_option("--baseline", baseline, "fail if a case listed in this file falls below its status there");

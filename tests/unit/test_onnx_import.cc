@@ -40,8 +40,10 @@ void add_input(onnx::GraphProto* g, const std::string& name, int elem, const std
   auto* shape = t->mutable_shape();
   for (const std::string& d : dims) {
     auto* dim = shape->add_dim();
-    if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
-    else if (d != "?") dim->set_dim_param(d);
+    if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0])))
+      dim->set_dim_value(std::stoll(d));
+    else if (d != "?")
+      dim->set_dim_param(d);
   }
 }
 
@@ -227,7 +229,7 @@ TEST_CASE("half and bfloat16 conversions round to nearest even") {
   CHECK(half_to_float(float_to_half(65504.0f)) == 65504.0f);
   CHECK(std::isinf(half_to_float(float_to_half(1e6f))));
   CHECK(half_to_float(float_to_half(5.96046448e-08f)) == 5.96046448e-08f);  // smallest subnormal
-  CHECK(float_to_half(1.0f + 1.0f / 2048) == float_to_half(1.0f));            // tie to even
+  CHECK(float_to_half(1.0f + 1.0f / 2048) == float_to_half(1.0f));          // tie to even
   CHECK(bfloat_to_float(float_to_bfloat(3.0f)) == 3.0f);
   CHECK(std::isnan(bfloat_to_float(float_to_bfloat(std::nanf("")))));
 }

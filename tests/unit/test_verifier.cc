@@ -40,8 +40,10 @@ TEST_CASE("use before definition and double binding are reported with the bindin
   Var x = make_var("x", tensor_si(f32, {n}));
   Var a = make_var("a", tensor_si(f32, {n}));
   Var b = make_var("b", tensor_si(f32, {n}));
-  BindingBlock blk{false, {{a, make_op_call("add", {x, b}), nullptr}, {b, make_op_call("exp", {x}), nullptr},
-                           {b, make_op_call("exp", {x}), nullptr}}};
+  BindingBlock blk{false,
+                   {{a, make_op_call("add", {x, b}), nullptr},
+                    {b, make_op_call("exp", {x}), nullptr},
+                    {b, make_op_call("exp", {x}), nullptr}}};
   IRModule mod = module_of(make_function({x}, make_seq({blk}, a), tensor_si(f32, {n})));
   CHECK(has_error(mod, "in @main, binding a: variable 'b' is used before its definition"));
   CHECK(has_error(mod, "in @main, binding b: variable 'b' is bound twice"));
