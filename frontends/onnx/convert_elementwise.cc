@@ -1,7 +1,8 @@
 // ONNX converters: the elementwise family. Arithmetic, comparisons, logic
 // and bitwise ops, unary math, activations (as compositions of graph ops),
-// Where, Clip, the variadic Max/Min/Sum/Mean, Cast/CastLike/BitCast,
-// Identity and inference-mode Dropout.
+// Where, Clip, the variadic Max/Min/Sum/Mean, Cast/CastLike/BitCast and
+// Identity (Dropout, which draws random numbers in training mode, is in
+// convert_random.cc).
 //
 // Shape arithmetic is folded at import time: when every input is an integer
 // tensor of rank 0 or 1 known element by element (ctx.sym_values), the ops
@@ -525,7 +526,7 @@ std::vector<Value> convert_shrink(Context& ctx) {
 }
 
 // ============================================================================
-// Conversions, Identity, Dropout
+// Conversions, Identity
 // ============================================================================
 
 bool is_float8(DataType t) {
@@ -592,29 +593,6 @@ std::vector<Value> convert_bitcast(Context& ctx) {
   return {emit(ctx, "bitcast", {ctx.expr(0)}, Attrs{{"dtype", to}})};
 }
 
-// Dropout at inference: the output is the input and the mask all true
-// (before opset 10 the mask has the input's type). Training mode (opset 12
-// on) with a ratio that is not a constant 0 is random: unsupported.
-std::vector<Value> convert_dropout(Context& ctx) {
-  if (ctx.opset() >= 12 && ctx.has_input(2)) {
-    auto training = ctx.const_ints(2);
-    if (!training || training->size() != 1) ctx.unsupported("Dropout with a non-constant training_mode");
-    if ((*training)[0] != 0) {
-      std::optional<std::vector<double>> ratio =
-          ctx.has_input(1) ? ctx.const_floats(1) : std::optional<std::vector<double>>(std::vector<double>{0.5});
-      if (!ratio || ratio->size() != 1 || (*ratio)[0] != 0) ctx.unsupported("Dropout in training mode");
-    }
-  }
-  std::vector<Value> out{ctx.input(0)};
-  if (ctx.num_outputs() < 2 || !ctx.output_used(1)) return out;
-  Expr x = ctx.expr(0);
-  auto dims = ctx.shape(0);
-  Expr shape = dims ? make_shape(*dims) : ctx.emit_op("shape_of", {x});
-  DataType mask = ctx.opset() < 10 ? known_dtype(ctx, 0) : DataType::boolean();
-  out.push_back(expr_value(ctx.emit(make_op_call("ones", {shape}, Attrs{{"dtype", mask}}), ctx.node().output(1))));
-  return out;
-}
-
 std::vector<Value> convert_identity(Context& ctx) { return {ctx.input(0)}; }
 
 }  // namespace
@@ -647,7 +625,6 @@ void register_elementwise_converters(ConverterRegistry& r) {
   r.add("CastLike", 15, convert_cast_like);
   r.add("BitCast", 26, convert_bitcast);
   r.add("Identity", 1, convert_identity);
-  r.add("Dropout", 1, convert_dropout);
 }
 
 }  // namespace relax::onnx_fe

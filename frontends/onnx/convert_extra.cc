@@ -41,13 +41,13 @@ Expr permute(Context& ctx, Expr x, Ints axes) { return op(ctx, "permute_dims", {
 Expr mul(Context& ctx, Expr a, Expr b) { return op(ctx, "multiply", {a, b}); }
 Expr add(Context& ctx, Expr a, Expr b) { return op(ctx, "add", {a, b}); }
 
-DataType dtype_of(const Expr& e) {
+DataType expr_dtype(const Expr& e) {
   const auto* t = as<TensorSI>(sinfo_of(e));
   return t ? t->dtype : DataType::void_();
 }
 
 Expr cast_to(Context& ctx, Expr x, DataType to) {
-  if (to.is_void() || dtype_of(x) == to) return x;
+  if (to.is_void() || expr_dtype(x) == to) return x;
   return op(ctx, "astype", {x}, {{"dtype", to}});
 }
 
@@ -84,6 +84,20 @@ Expr iota(Context& ctx, const SymExpr& n) {
   return op(ctx, "arange", {make_shape({n}), ctx.scalar(kI64, 0), ctx.scalar(kI64, 1)});
 }
 
+// x with the dims `want`: itself when they provably hold, an error when
+// one provably differs, else x match_cast to them (checked at run time).
+Expr conform(Context& ctx, Expr x, const Dims& want, const char* what) {
+  const Dims& have = dims_of(ctx, x);
+  if (have.size() != want.size()) ctx.fail(what, " has rank ", have.size(), ", expected ", want.size());
+  bool proven = true;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (ctx.ana().can_prove_not_equal(have[i], want[i]))
+      ctx.fail(what, " dim ", i, " is ", have[i], ", expected ", want[i]);
+    proven &= ctx.ana().can_prove_equal(have[i], want[i]);
+  }
+  return proven ? x : ctx.emit_match_cast(x, tensor_si(expr_dtype(x), want), what);
+}
+
 // (B, T, H * D) -> (B, H, T, D).
 Expr split_heads(Context& ctx, Expr x, int64_t heads) {
   const Dims& d = dims_of(ctx, x);
@@ -110,7 +124,7 @@ Expr repeat_heads(Context& ctx, Expr x, int64_t rep) {
 
 // The dtype of an ONNX element-type attribute value (softmax_precision, ...).
 DataType onnx_dtype(Context& ctx, int64_t type, const char* what) {
-  auto d = dtype_of(int(type));
+  auto d = onnx_fe::dtype_of(int(type));
   if (!d) ctx.unsupported(cat(what, " of type ", onnx_type_name(int(type))));
   return *d;
 }
@@ -175,7 +189,8 @@ Expr unpack_gate(Context& ctx, Expr g, int64_t heads) {
 
 std::vector<Value> convert_linear_attention(Context& ctx) {
   int64_t qh = ctx.attr_int("q_num_heads"), kvh = ctx.attr_int("kv_num_heads");
-  if (qh < 1 || kvh < 1 || qh % kvh) ctx.fail("q_num_heads (", qh, ") must be a positive multiple of kv_num_heads (", kvh, ")");
+  if (qh < 1 || kvh < 1 || qh % kvh)
+    ctx.fail("q_num_heads (", qh, ") must be a positive multiple of kv_num_heads (", kvh, ")");
   std::string rule = ctx.attr_string("update_rule", "gated_delta");
   bool gated = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
   if (!gated && !delta && rule != "linear") ctx.fail("unknown update_rule '", rule, "'");
@@ -228,8 +243,8 @@ std::vector<Value> convert_flex_attention(Context& ctx) {
   const Dims &qd = dims_of(ctx, q), &kd = dims_of(ctx, k);
   int64_t q_heads = const_dim(ctx, qd[1], "head count"), kv_heads = const_dim(ctx, kd[1], "head count");
   if (kv_heads < 1 || q_heads % kv_heads) ctx.fail(q_heads, " query heads are no multiple of ", kv_heads, " kv heads");
-  double scale = ctx.has_attr("scale") ? ctx.attr_float("scale")
-                                       : 1.0 / std::sqrt(double(const_dim(ctx, qd[3], "head size")));
+  double scale =
+      ctx.has_attr("scale") ? ctx.attr_float("scale") : 1.0 / std::sqrt(double(const_dim(ctx, qd[3], "head size")));
   DataType soft = dtype.bits == 64 ? dtype : kF32;
   if (ctx.has_attr("softmax_precision")) soft = onnx_dtype(ctx, ctx.attr_int("softmax_precision"), "softmax_precision");
   k = repeat_heads(ctx, k, q_heads / kv_heads);
@@ -255,7 +270,8 @@ std::vector<Value> convert_binarizer(Context& ctx) {
 std::vector<Value> convert_array_feature_extractor(Context& ctx) {
   Dims xs = dims_of(ctx, ctx.expr(0)), is = dims_of(ctx, ctx.expr(1));
   if (xs.empty()) ctx.fail("X must have rank >= 1");
-  SymExpr n = simplify(ctx, product(is));
+  SymExpr n(1);
+  for (const SymExpr& d : is) n = simplify(ctx, n * d);
   SymExpr last = xs.back();
   Expr idx = reshape(ctx, cast_to(ctx, ctx.expr(1), kI64), {n});
   auto known = ctx.const_ints(1);
@@ -439,7 +455,8 @@ Expr node_decisions(Context& ctx, const TreeAttrs& a, Expr x, DataType dt, int64
   Ints feats;
   std::vector<int64_t> missing;
   for (int64_t i : nodes) feats.push_back(a.features[size_t(i)]), missing.push_back(a.missing_true[size_t(i)] != 0);
-  Expr xf = op(ctx, "take", {x, ctx.constant(HostTensor::from_ints(kI64, {m}, feats), "features")}, {{"axis", int64_t(1)}});
+  Expr xf =
+      op(ctx, "take", {x, ctx.constant(HostTensor::from_ints(kI64, {m}, feats), "features")}, {{"axis", int64_t(1)}});
   Expr d;
   if (mode == kMember) {
     size_t width = 1;
@@ -510,7 +527,8 @@ std::vector<Value> convert_tree_ensemble(Context& ctx) {
         dirs[size_t(column[node] * num + l)] += branch ? 1.0 : -1.0;
         need[size_t(l)] += branch ? 1.0 : 0.0;
       }
-    Expr score = op(ctx, "matmul", {cast_to(ctx, d, dt), ctx.constant(HostTensor::from_floats(dt, {m, num}, dirs), "paths")});
+    Expr score =
+        op(ctx, "matmul", {cast_to(ctx, d, dt), ctx.constant(HostTensor::from_floats(dt, {m, num}, dirs), "paths")});
     reached = op(ctx, "equal", {score, ctx.constant(HostTensor::from_floats(dt, {num}, need), "path_lengths")});
   }
   // Aggregation per target.
@@ -528,8 +546,9 @@ std::vector<Value> convert_tree_ensemble(Context& ctx) {
     y = op(ctx, "matmul", {cast_to(ctx, reached, dt), w});
   } else {
     bool is_min = agg == 2;
-    double extreme = dt.bits == 64 ? std::numeric_limits<double>::max()
-                     : dt.bits == 16 ? 65504.0 : double(std::numeric_limits<float>::max());
+    double extreme = dt.bits == 64   ? std::numeric_limits<double>::max()
+                     : dt.bits == 16 ? 65504.0
+                                     : double(std::numeric_limits<float>::max());
     Expr hot = ctx.constant(HostTensor::from_ints(kBool, {num, n_targets}, onehot), "leaf_targets");
     Expr sel = op(ctx, "logical_and", {op(ctx, "expand_dims", {reached}, {{"axis", Ints{2}}}), hot});
     Expr vals = op(ctx, "where", {sel, w, fscalar(ctx, dt, is_min ? extreme : -extreme)});
@@ -605,7 +624,7 @@ Normalized normalize(Context& ctx, Expr x, int64_t axis, bool simplified, double
   Ints axes;
   for (int64_t i = axis; i < nd; ++i) axes.push_back(i);
   Attrs keep{{"axis", axes}, {"keepdims", true}};
-  DataType dt = dtype_of(x);
+  DataType dt = expr_dtype(x);
   Normalized n;
   Expr centred = x;
   if (!simplified) {
@@ -635,7 +654,8 @@ Converter layer_norm(bool simplified) {
     Expr scale = stash ? cast_to(ctx, ctx.expr(1), kF32) : ctx.expr(1);
     std::optional<Expr> bias = simplified ? std::nullopt : optional_input(ctx, 2);
     if (bias && stash) bias = cast_to(ctx, *bias, kF32);
-    Normalized n = normalize(ctx, x, ctx.attr_int("axis", -1), simplified, ctx.attr_float("epsilon", 1e-5f), scale, bias);
+    Normalized n =
+        normalize(ctx, x, ctx.attr_int("axis", -1), simplified, ctx.attr_float("epsilon", 1e-5f), scale, bias);
     std::vector<Value> out = {expr_value(cast_to(ctx, n.y, dt))};
     if (!simplified) out.push_back(expr_value(n.mean));
     out.push_back(expr_value(n.inv_std));
@@ -664,17 +684,20 @@ Converter skip_layer_norm(bool simplified) {
 // Where keys may be attended, from mask_index: a raw 0/1 mask (B, T) or
 // (B, S, T), key lengths (B,) (right padding) or end and start positions
 // (2B,) (left padding). Broadcasts against (B, N, S, T).
-Expr mask_allowed(Context& ctx, Expr mask, const SymExpr& batch, const SymExpr& total) {
-  const Dims& md = dims_of(ctx, mask);
+Expr mask_allowed(Context& ctx, Expr mask, const SymExpr& batch, const SymExpr& seq, const SymExpr& total) {
+  Dims md = dims_of(ctx, mask);
+  if (md.size() == 2) mask = conform(ctx, mask, {batch, total}, "mask_index");
+  if (md.size() == 3) mask = conform(ctx, mask, {batch, seq, total}, "mask_index");
   if (md.size() == 2 || md.size() == 3) {
-    Expr keep = op(ctx, "greater", {mask, ctx.scalar(dtype_of(mask), 0)});
+    Expr keep = op(ctx, "greater", {mask, ctx.scalar(expr_dtype(mask), 0)});
     return op(ctx, "expand_dims", {keep}, {{"axis", md.size() == 2 ? Ints{1, 2} : Ints{1}}});
   }
   if (md.size() != 1) ctx.unsupported(cat("mask_index of rank ", md.size()));
   Expr j = reshape(ctx, iota(ctx, total), {SymExpr(1), SymExpr(1), SymExpr(1), total});
   Expr idx = cast_to(ctx, mask, kI64);
   auto per_batch = [&](const SymExpr& begin) {
-    Expr s = op(ctx, "strided_slice", {idx}, {{"axes", Ints{0}}, {"begin", Dims{begin}}, {"end", Dims{simplify(ctx, begin + batch)}}});
+    Expr s = op(ctx, "strided_slice", {idx},
+                {{"axes", Ints{0}}, {"begin", Dims{begin}}, {"end", Dims{simplify(ctx, begin + batch)}}});
     return reshape(ctx, s, {batch, SymExpr(1), SymExpr(1), SymExpr(1)});
   };
   Expr allowed = op(ctx, "less", {j, per_batch(SymExpr(0))});
@@ -706,7 +729,8 @@ std::vector<Value> convert_ms_attention(Context& ctx) {
   Expr part[3];
   int64_t at = 0;
   for (int p = 0; p < 3; ++p) {
-    Expr s = op(ctx, "strided_slice", {qkv}, {{"axes", Ints{2}}, {"begin", Dims{SymExpr(at)}}, {"end", Dims{SymExpr(at + sizes[size_t(p)])}}});
+    Expr s = op(ctx, "strided_slice", {qkv},
+                {{"axes", Ints{2}}, {"begin", Dims{SymExpr(at)}}, {"end", Dims{SymExpr(at + sizes[size_t(p)])}}});
     part[p] = split_heads(ctx, s, heads);
     at += sizes[size_t(p)];
   }
@@ -715,7 +739,8 @@ std::vector<Value> convert_ms_attention(Context& ctx) {
   if (ctx.has_input(4)) {
     Expr past = ctx.expr(4);
     auto half = [&](int64_t i) {
-      Expr s = op(ctx, "strided_slice", {past}, {{"axes", Ints{0}}, {"begin", Dims{SymExpr(i)}}, {"end", Dims{SymExpr(i + 1)}}});
+      Expr s = op(ctx, "strided_slice", {past},
+                  {{"axes", Ints{0}}, {"begin", Dims{SymExpr(i)}}, {"end", Dims{SymExpr(i + 1)}}});
       return op(ctx, "squeeze", {s}, {{"axis", Ints{0}}});
     };
     past_len = dims_of(ctx, past)[3];
@@ -731,7 +756,7 @@ std::vector<Value> convert_ms_attention(Context& ctx) {
   if (ctx.has_input(5)) scores = add(ctx, scores, ctx.expr(5));
   SymExpr batch = xd[0], seq = xd[1], total = dims_of(ctx, k)[2];
   std::optional<Expr> allowed;
-  if (ctx.has_input(3)) allowed = mask_allowed(ctx, ctx.expr(3), batch, total);
+  if (ctx.has_input(3)) allowed = mask_allowed(ctx, ctx.expr(3), batch, seq, total);
   if (ctx.attr_int("unidirectional", 0)) {
     Expr i = reshape(ctx, iota(ctx, seq), {seq, SymExpr(1)});
     Expr j = reshape(ctx, iota(ctx, total), {SymExpr(1), total});
