@@ -208,6 +208,35 @@ TEST_CASE("initializers become named constants whose bytes are kept; external da
   REQUIRE(back.size() == 1);
   CHECK(back[0].second.bytes == r.weights[0].second.bytes);
 
+  // External data in a file beside the model, at an offset.
+  {
+    float vals[3] = {0.0f, 4.0f, -1.0f};
+    std::string blob(16, 'x');
+    blob.append(reinterpret_cast<const char*>(&vals[1]), 8);
+    write_bytes("weights.bin", blob);
+    auto ext = model_with([](onnx::GraphProto* g) {
+      add_input(g, "x", onnx_fe::kFloat, {"2"});
+      auto* w = g->add_initializer();
+      w->set_name("w");
+      w->set_data_type(onnx_fe::kFloat);
+      w->add_dims(2);
+      w->set_data_location(onnx::TensorProto::EXTERNAL);
+      auto add_kv = [&](const char* k, const char* v) {
+        auto* kv = w->add_external_data();
+        kv->set_key(k);
+        kv->set_value(v);
+      };
+      add_kv("location", "weights.bin");
+      add_kv("offset", "16");
+      add_kv("length", "8");
+      add_node(g, "Add", {"x", "w"}, {"y"});
+      g->add_output()->set_name("y");
+    });
+    auto e = onnx_fe::import_onnx(write_model("external.onnx", ext));
+    REQUIRE(e.weights.size() == 1);
+    CHECK(e.weights[0].second.to_floats() == std::vector<double>{4.0, -1.0});
+  }
+
   auto escaping = model_with([](onnx::GraphProto* g) {
     add_input(g, "x", onnx_fe::kFloat, {"2"});
     auto* w = g->add_initializer();
