@@ -38,7 +38,7 @@ StructInfo infer_resize(const CallNode& call, const InferContext& ctx) {
   check_choice(op, "mode", attrs.get_string("mode"), {"nearest", "linear", "cubic"});
   check_choice(op, "coordinate_transformation_mode", attrs.get_string("coordinate_transformation_mode"),
                {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-                "tf_crop_and_resize"});
+                "tf_crop_and_resize", "tf_half_pixel_for_nn"});
   check_choice(op, "nearest_mode", attrs.get_string("nearest_mode"),
                {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
   Dims sizes = get_syms(attrs, "sizes");
@@ -135,7 +135,8 @@ void register_image_ops(OpRegistry& reg) {
           "nearest_mode; linear and cubic (with coefficient cubic_coeff_a; exclude_outside drops and "
           "renormalises taps outside the input) interpolate, with antialias widening the filter by 1 / scale "
           "when downscaling. roi (rank-1, all starts then all ends, fractions of each axis) is used only by "
-          "tf_crop_and_resize, whose samples outside the input take extrapolation_value.")
+          "tf_crop_and_resize, whose samples outside the input take extrapolation_value. tf_half_pixel_for_nn "
+          "(Resize opset 11 only) maps o to (o + 0.5) / scale.")
       .args(1, 3)
       .attr("sizes", T::Syms)
       .attr("mode", T::String, std::string("nearest"))

@@ -259,21 +259,25 @@ int main(int argc, char** argv) {
                  "the test data (default: ../shared/onnx-backend-tests, else Debian's libonnx-testdata)");
   app.add_option("--filter", filter, "only cases whose name (e.g. node/test_abs) matches this regex");
   app.add_option("--json", json_path, "write every case's status and reason to this file");
-  app.add_option("--baseline", baseline, "fail if a case listed in this file falls below its status there");
+  app.add_option("--baseline", baseline,
+                 "fail if a case listed in this file falls below its status there; a folder holds one file per "
+                 "data set (onnx-backend-tests.txt, libonnx-testdata.txt)");
   app.add_option("--write-baseline", write_baseline, "write the matching and dynamic cases to this file");
   app.add_option("--timeout", timeout_s, "seconds per case");
   app.add_flag("-v,--verbose", verbose, "print every case, matching ones too");
   CLI11_PARSE(app, argc, argv);
 
-  std::string dataset;
+  std::string dataset, dataset_key = "custom";
   if (root.empty()) {
     fs::path shared = fs::path(RELAX_SOURCE_DIR) / ".." / "shared" / "onnx-backend-tests";
     if (fs::is_directory(shared)) {
       root = shared.lexically_normal().string();
       dataset = "onnx-backend-tests (ONNX 1.23, ../shared)";
+      dataset_key = "onnx-backend-tests";
     } else {
       root = "/usr/include/onnx/backend/test/data";
       dataset = "Debian libonnx-testdata (ONNX 1.12)";
+      dataset_key = "libonnx-testdata";
     }
   } else {
     dataset = root;
@@ -333,6 +337,13 @@ int main(int argc, char** argv) {
         << "# onnx-import-report --write-baseline; CI fails if a case falls below its status here.\n";
     for (const auto& [name, r] : results)
       if (rank_of(r.status) < 2) out << name << " " << r.status << "\n";
+  }
+  if (!baseline.empty() && fs::is_directory(baseline)) {
+    baseline = (fs::path(baseline) / (dataset_key + ".txt")).string();
+    if (!fs::exists(baseline)) {
+      std::cout << "baseline: none for the data set '" << dataset_key << "' (" << baseline << ")\n";
+      baseline.clear();
+    }
   }
   if (!baseline.empty()) {
     std::map<std::string, std::string> want = read_baseline(baseline);
