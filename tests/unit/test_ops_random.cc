@@ -4,6 +4,8 @@
 // Dropout with a constant ratio, Optional), imported from small models
 // built here.
 #include <doctest/doctest.h>
+
+#include "tests/unit/op_test_util.h"
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
@@ -23,25 +25,9 @@ namespace {
 
 const DataType f32 = DataType::f32();
 
-Expr tensor(std::vector<SymExpr> dims, DataType dtype = f32) {
-  return make_var("x", tensor_si(dtype, std::move(dims)));
-}
-
-std::string infer(const std::string& op, std::vector<Expr> args, Attrs attrs = {}) {
-  Expr call = make_op_call(op, std::move(args), std::move(attrs));
-  const auto* c = as<CallNode>(call);
-  Analyzer ana;
-  return print_sinfo(c->op()->infer(*c, InferContext{ana, nullptr}));
-}
-
-std::string infer_error(const std::string& op, std::vector<Expr> args, Attrs attrs = {}) {
-  try {
-    infer(op, std::move(args), std::move(attrs));
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::infer;
+using testing::infer_error;
+using testing::tensor;
 
 // ---- Building small ONNX models -------------------------------------------------------
 
