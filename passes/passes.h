@@ -10,6 +10,9 @@ namespace relax {
 // Turns nested expressions into bindings (A-normal form) and gives every
 // binding and expression its deduced struct info.
 IRModule normalize(const IRModule& mod);
+// Groups runs of pure bindings into dataflow blocks; variables used only
+// inside a block become dataflow variables.
+IRModule convert_to_dataflow(const IRModule& mod);
 // Removes bindings whose values are pure and unused, and module items that
 // no public function reaches.
 IRModule dead_code_elimination(const IRModule& mod);

@@ -8,6 +8,7 @@ namespace relax {
 const std::vector<Pass>& all_passes() {
   static const std::vector<Pass> passes = {
       {"normalize", "A-normal form and deduced struct info everywhere", normalize},
+      {"convert-to-dataflow", "group runs of pure bindings into dataflow blocks", convert_to_dataflow},
       {"canonicalize-bindings", "alias elimination, trivial match_cast removal, tuple-item folding",
        canonicalize_bindings},
       {"dead-code-elimination", "drop unused pure bindings and unreachable module items", dead_code_elimination},
@@ -20,8 +21,10 @@ std::vector<std::string> pipeline_names() { return {"O0", "O1", "O2"}; }
 
 std::vector<std::string> pipeline(const std::string& name) {
   if (name == "O0") return {"normalize"};
-  if (name == "O1") return {"normalize", "simplify-shapes", "canonicalize-bindings", "dead-code-elimination"};
-  if (name == "O2") return {"normalize", "simplify-shapes", "canonicalize-bindings", "dead-code-elimination"};
+  if (name == "O1")
+    return {"normalize", "convert-to-dataflow", "simplify-shapes", "canonicalize-bindings", "dead-code-elimination"};
+  if (name == "O2")
+    return {"normalize", "convert-to-dataflow", "simplify-shapes", "canonicalize-bindings", "dead-code-elimination"};
   fail("unknown pipeline '", name, "'; known: O0, O1, O2");
 }
 
