@@ -9,6 +9,8 @@
 // the mismatch). So functions may call functions defined later.
 #include "ir/parser.h"
 
+#include <functional>
+
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -130,6 +132,8 @@ class Parser {
   Parser(std::string_view text, const std::string& file) : lex_(text, file) {}
   IRModule module();
   StructInfo sinfo_only();
+  // A lone symbolic expression; names resolve through `var`.
+  SymExpr sym_only(const std::function<SymExpr(const std::string&)>& var);
 
  private:
   struct Depth {
@@ -266,6 +270,7 @@ class Parser {
   std::vector<std::unordered_map<std::string, Var>> scopes_;
   std::vector<bool> scope_df_;
   std::unordered_map<std::string, SymExpr> fn_syms_;
+  std::function<SymExpr(const std::string&)> sym_resolver_;  // set by sym_only
 
   // Scope of the tensor program being read.
   bool in_prog_ = false;
@@ -353,6 +358,7 @@ SymExpr Parser::resolve_sym(const Token& t) {
   }
   auto it = fn_syms_.find(n);
   if (it != fn_syms_.end()) return it->second;
+  if (sym_resolver_) return fn_syms_[n] = sym_resolver_(n);
   SymExpr v = SymExpr::var(n);
   fn_syms_.emplace(n, v);
   return v;
@@ -729,6 +735,13 @@ IRModule Parser::module() {
     error(last_, e.what());
   }
   return std::move(mod_);
+}
+
+SymExpr Parser::sym_only(const std::function<SymExpr(const std::string&)>& var) {
+  sym_resolver_ = var;
+  SymExpr e = sym_expr();
+  if (peek().kind != TokKind::End) expected("end of input");
+  return e;
 }
 
 StructInfo Parser::sinfo_only() {
@@ -1663,5 +1676,14 @@ IRModule parse_module_file(const std::string& path) {
 }
 
 StructInfo parse_sinfo(std::string_view text) { return Parser(text, "<input>").sinfo_only(); }
+
+std::optional<SymExpr> parse_sym_expr(std::string_view text,
+                                      const std::function<SymExpr(const std::string&)>& var) {
+  try {
+    return Parser(text, "<input>").sym_only(var);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
 
 }  // namespace relax

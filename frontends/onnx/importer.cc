@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <filesystem>
 #include <queue>
 #include <set>
@@ -13,6 +12,7 @@
 #include "frontends/onnx/onnx_proto.h"
 #include "ir/normalize.h"
 #include "ir/op.h"
+#include "ir/parser.h"
 
 namespace relax::onnx_fe {
 
@@ -26,83 +26,6 @@ std::string sanitize(const std::string& s) {
   if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "v" + out;
   return out;
 }
-
-// A small parser for dim_param strings that are expressions
-// ("past_sequence_length + sequence_length", "2*n", "(n+1)//2").
-class DimParser {
- public:
-  DimParser(const std::string& s, const std::function<SymExpr(const std::string&)>& var) : s_(s), var_(var) {}
-
-  std::optional<SymExpr> parse() {
-    try {
-      SymExpr e = sum();
-      skip();
-      if (pos_ != s_.size()) return std::nullopt;
-      return e;
-    } catch (const Error&) {
-      return std::nullopt;
-    }
-  }
-
- private:
-  void skip() {
-    while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;
-  }
-  bool eat(const char* tok) {
-    skip();
-    size_t n = std::strlen(tok);
-    if (s_.compare(pos_, n, tok) != 0) return false;
-    pos_ += n;
-    return true;
-  }
-  SymExpr sum() {
-    SymExpr e = product();
-    for (;;) {
-      if (eat("+"))
-        e = e + product();
-      else if (eat("-"))
-        e = e - product();
-      else
-        return e;
-    }
-  }
-  SymExpr product() {
-    SymExpr e = atom();
-    for (;;) {
-      if (eat("*"))
-        e = e * atom();
-      else if (eat("//") || eat("/"))
-        e = floordiv(e, atom());
-      else if (eat("%"))
-        e = floormod(e, atom());
-      else
-        return e;
-    }
-  }
-  SymExpr atom() {
-    skip();
-    if (eat("(")) {
-      SymExpr e = sum();
-      if (!eat(")")) fail("expected )");
-      return e;
-    }
-    if (eat("-")) return -atom();
-    size_t start = pos_;
-    if (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
-      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-      return SymExpr(int64_t(std::stoll(s_.substr(start, pos_ - start))));
-    }
-    while (pos_ < s_.size() &&
-           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.'))
-      ++pos_;
-    if (pos_ == start) fail("expected a name");
-    return var_(s_.substr(start, pos_ - start));
-  }
-
-  const std::string& s_;
-  const std::function<SymExpr(const std::string&)>& var_;
-  size_t pos_ = 0;
-};
 
 }  // namespace
 
@@ -177,7 +100,6 @@ class Importer {
   std::unordered_set<std::string> weight_names_;
   std::vector<Unsupported> late_unsupported_;
   std::unordered_set<std::string> poisoned_;  // outputs of nodes that could not be converted
-  int fresh_dims_ = 0;
 };
 
 void Importer::read_opsets() {
@@ -280,13 +202,12 @@ StructInfo Importer::sinfo_of_type(const onnx::TypeProto& type, const std::strin
         dims.push_back(it->second);
         continue;
       }
-      std::function<SymExpr(const std::string&)> var = [&](const std::string& n) { return dim_var(n); };
       bool simple = std::all_of(p.begin(), p.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; });
-      std::optional<SymExpr> e = simple ? std::nullopt : DimParser(p, var).parse();
+      std::optional<SymExpr> e;
+      if (!simple) e = parse_sym_expr(p, [&](const std::string& n) { return dim_var(n); });
       dims.push_back(e ? *e : dim_var(p));
     } else {
       dims.push_back(SymExpr::var(sanitize(value_name) + "_d" + std::to_string(k)));
-      ++fresh_dims_;
     }
   }
   return tensor_si(dtype, dims);
