@@ -177,12 +177,14 @@ const ConverterRegistry& converters();
 void register_elementwise_converters(ConverterRegistry& r);
 void register_shape_converters(
     ConverterRegistry& r);                          // Shape, Reshape, Gather, Slice, Concat, ... (tensor manipulation)
-void register_nn_converters(ConverterRegistry& r);  // Conv, pooling, normalizations, activations with params
-void register_reduce_converters(ConverterRegistry& r);   // reductions, softmax, ArgMax, TopK, CumSum
-void register_control_converters(ConverterRegistry& r);  // If, Loop, Scan
-void register_quant_converters(ConverterRegistry& r);    // QuantizeLinear, DequantizeLinear, QLinear*, *Integer
-void register_rnn_converters(ConverterRegistry& r);      // LSTM, GRU, RNN
-void register_extra_converters(ConverterRegistry& r);    // newer/preview ops, ai.onnx.ml, com.microsoft contrib ops
-void register_random_converters(ConverterRegistry& r);   // random generators, Optional on plain tensors
+void register_nn_converters(ConverterRegistry& r);  // Conv, pooling, normalizations, sampling, losses
+void register_resize_converters(ConverterRegistry& r);     // Resize, Upsample
+void register_attention_converters(ConverterRegistry& r);  // Attention, RotaryEmbedding
+void register_reduce_converters(ConverterRegistry& r);     // reductions, softmax, ArgMax, TopK, CumSum
+void register_control_converters(ConverterRegistry& r);    // If, Loop, Scan
+void register_quant_converters(ConverterRegistry& r);      // QuantizeLinear, DequantizeLinear, QLinear*, *Integer
+void register_rnn_converters(ConverterRegistry& r);        // LSTM, GRU, RNN
+void register_extra_converters(ConverterRegistry& r);      // newer/preview ops, ai.onnx.ml, com.microsoft contrib ops
+void register_random_converters(ConverterRegistry& r);     // random generators, Optional on plain tensors
 
 }  // namespace relax::onnx_fe

@@ -12,6 +12,8 @@ const ConverterRegistry& converters() {
     register_elementwise_converters(reg);
     register_shape_converters(reg);
     register_nn_converters(reg);
+    register_resize_converters(reg);
+    register_attention_converters(reg);
     register_reduce_converters(reg);
     register_control_converters(reg);
     register_quant_converters(reg);

@@ -1,0 +1,227 @@
+// ONNX converters: Attention (opsets 23, 24) and RotaryEmbedding, composed from
+// matmul, softmax, where and elementwise ops.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+#include "frontends/onnx/nn_util.h"
+
+namespace relax::onnx_fe {
+namespace {
+
+using namespace nn;
+
+// ---- Attention (opsets 23, 24) ----------------------------------------------------------
+
+// (B, S, H * D) -> (B, H, S, D).
+Expr split_heads(Context& ctx, Expr x, int64_t heads) {
+  auto shape = as<TensorSI>(sinfo_of(x))->shape;
+  if (!shape) ctx.unsupported("Attention input of unknown shape");
+  const Dims& d = *shape;
+  Expr r = reshape(ctx, x, {d[0], d[1], SymExpr(heads), ctx.ana().simplify(floordiv(d[2], SymExpr(heads)))});
+  return op(ctx, "permute_dims", {r}, {{"axes", Ints{0, 2, 1, 3}}});
+}
+
+const Dims& dims_of(Context& ctx, const Expr& e) {
+  const auto* t = as<TensorSI>(sinfo_of(e));
+  if (!t || !t->shape) ctx.unsupported("Attention operand of unknown shape");
+  return *t->shape;
+}
+
+int64_t const_dim(Context& ctx, const SymExpr& d, const char* what) {
+  if (!d.is_const()) ctx.unsupported(cat("Attention with a symbolic ", what));
+  return d.const_value();
+}
+
+// Repeats each of the kv heads `rep` times: (B, H, L, D) -> (B, H * rep, L, D).
+Expr repeat_heads(Context& ctx, Expr x, int64_t rep) {
+  if (rep == 1) return x;
+  Dims d = dims_of(ctx, x);
+  Expr e = op(ctx, "expand_dims", {x}, {{"axis", Ints{2}}});
+  e = op(ctx, "broadcast_to", {e, make_shape({d[0], d[1], SymExpr(rep), d[2], d[3]})});
+  return reshape(ctx, e, {d[0], ctx.ana().simplify(d[1] * rep), d[2], d[3]});
+}
+
+// An additive (q, kv) constant: 0 where key j <= query i + offset, else -inf.
+Expr causal_bias(Context& ctx, DataType dtype, int64_t q, int64_t kv, int64_t offset) {
+  std::vector<double> v(size_t(q * kv));
+  for (int64_t i = 0; i < q; ++i)
+    for (int64_t j = 0; j < kv; ++j) v[size_t(i * kv + j)] = j <= i + offset ? 0.0 : -kInf;
+  return ctx.constant(HostTensor::from_floats(dtype, {q, kv}, v), "causal");
+}
+
+// Per-batch key masks from nonpad_kv_seqlen (B,): 0 / -inf of shape
+// (B, 1, q, kv) (causal, frontier j <= i + len - q) or (B, 1, 1, kv).
+Expr nonpad_bias(Context& ctx, DataType dtype, Expr lens, int64_t q, int64_t kv, bool causal) {
+  Ints js = range_ints(0, kv), is = range_ints(0, q);
+  Expr j = ctx.constant(HostTensor::from_ints(DataType::i64(), {1, 1, kv}, js), "key_index");
+  Expr len = op(ctx, "astype", {lens}, {{"dtype", DataType::i64()}});
+  len = reshape(ctx, len, {dims_of(ctx, lens)[0], SymExpr(1), SymExpr(1)});
+  Expr limit = len;  // keys j < len
+  if (causal) {
+    Expr i = ctx.constant(HostTensor::from_ints(DataType::i64(), {1, q, 1}, is), "query_index");
+    limit = op(ctx, "add", {op(ctx, "subtract", {i, ctx.scalar(DataType::i64(), double(q - 1))}), len});
+  }
+  Expr allowed = op(ctx, "less", {j, limit});
+  Expr bias = op(ctx, "where", {allowed, scalar_like(ctx, dtype, 0), scalar_like(ctx, dtype, -kInf)});
+  return op(ctx, "expand_dims", {bias}, {{"axis", Ints{1}}});
+}
+
+// The attention mask as an additive bias, padded with -inf to kv keys.
+Expr mask_bias(Context& ctx, DataType dtype, int64_t kv) {
+  Expr mask = ctx.expr(3);
+  if (ctx.dtype(3) == DataType::boolean())
+    mask = op(ctx, "where", {mask, scalar_like(ctx, dtype, 0), scalar_like(ctx, dtype, -kInf)});
+  Dims md = dims_of(ctx, mask);
+  int64_t have = const_dim(ctx, md.back(), "mask length");
+  if (have >= kv) return mask;
+  Ints pad_shape;
+  for (size_t k = 0; k + 1 < md.size(); ++k) pad_shape.push_back(const_dim(ctx, md[k], "mask dim"));
+  pad_shape.push_back(kv - have);
+  int64_t n = std::accumulate(pad_shape.begin(), pad_shape.end(), int64_t(1), std::multiplies<>());
+  Expr pad = ctx.constant(HostTensor::from_floats(dtype, pad_shape, std::vector<double>(size_t(n), -kInf)), "mask_pad");
+  return concat(ctx, {mask, pad}, -1);
+}
+
+std::vector<Value> convert_attention(Context& ctx) {
+  int nd = known_rank(ctx, 0);
+  DataType dtype = ctx.dtype(0);
+  Expr q = ctx.expr(0), k = ctx.expr(1), v = ctx.expr(2);
+  if (nd == 3) {
+    int64_t qh = ctx.attr_int("q_num_heads"), kvh = ctx.attr_int("kv_num_heads");
+    if (qh < 1 || kvh < 1) ctx.fail("3-D inputs need q_num_heads and kv_num_heads");
+    q = split_heads(ctx, q, qh), k = split_heads(ctx, k, kvh), v = split_heads(ctx, v, kvh);
+  } else if (nd != 4) {
+    ctx.fail("Q must have rank 3 or 4, got ", nd);
+  }
+  if (ctx.has_input(4)) k = concat(ctx, {ctx.expr(4), k}, 2);
+  if (ctx.has_input(5)) v = concat(ctx, {ctx.expr(5), v}, 2);
+  Expr present_k = k, present_v = v;
+  Dims qd = dims_of(ctx, q), kd = dims_of(ctx, k);
+  int64_t q_heads = const_dim(ctx, qd[1], "head count"), kv_heads = const_dim(ctx, kd[1], "head count");
+  if (q_heads % kv_heads) ctx.fail(q_heads, " query heads are no multiple of ", kv_heads, " kv heads");
+  k = repeat_heads(ctx, k, q_heads / kv_heads);
+  v = repeat_heads(ctx, v, q_heads / kv_heads);
+
+  double scale =
+      ctx.has_attr("scale") ? ctx.attr_float("scale") : 1.0 / std::sqrt(double(const_dim(ctx, qd[3], "head size")));
+  Expr kt = op(ctx, "permute_dims", {k}, {{"axes", Ints{0, 1, 3, 2}}});
+  Expr scores = op(ctx, "multiply", {op(ctx, "matmul", {q, kt}), scalar_like(ctx, dtype, scale)});
+  double softcap = ctx.attr_float("softcap", 0.0f);
+  if (softcap > 0) {
+    Expr t = op(ctx, "tanh", {op(ctx, "divide", {scores, scalar_like(ctx, dtype, softcap)})});
+    scores = op(ctx, "multiply", {t, scalar_like(ctx, dtype, softcap)});
+  }
+
+  // The additive bias: mask, causal frontier and key padding.
+  int64_t q_len = const_dim(ctx, qd[2], "query length"), kv_len = const_dim(ctx, kd[2], "key length");
+  bool causal = ctx.attr_int("is_causal", 0) != 0, nonpad = ctx.has_input(6);
+  std::optional<Expr> bias;
+  auto add = [&](Expr b) { bias = bias ? op(ctx, "add", {*bias, b}) : b; };
+  if (ctx.has_input(3)) add(mask_bias(ctx, dtype, kv_len));
+  if (causal && !nonpad) {
+    int64_t past = ctx.has_input(4) ? const_dim(ctx, dims_of(ctx, ctx.expr(4))[2], "past length") : 0;
+    add(causal_bias(ctx, dtype, q_len, kv_len, past));
+  }
+  if (nonpad) add(nonpad_bias(ctx, dtype, ctx.expr(6), q_len, kv_len, causal));
+  Expr with_bias = bias ? op(ctx, "add", {scores, *bias}) : scores;
+
+  DataType soft_dtype = dtype;
+  if (ctx.has_attr("softmax_precision")) {
+    int64_t p = ctx.attr_int("softmax_precision");
+    if (p == 1)
+      soft_dtype = DataType::f32();
+    else if (p == 10)
+      soft_dtype = DataType::f16();
+    else if (p == 11)
+      soft_dtype = DataType::f(64);
+    else if (p == 16)
+      soft_dtype = DataType::bf16();
+  }
+  Expr probs = op(ctx, "softmax", {cast_to(ctx, with_bias, dtype, soft_dtype)}, {{"axis", int64_t(-1)}});
+  probs = cast_to(ctx, probs, soft_dtype, dtype);
+  if (bias) {  // rows whose keys are all masked attend to nothing
+    Expr row_max = op(ctx, "max", {*bias}, {{"axis", Ints{-1}}, {"keepdims", true}});
+    Expr dead = op(ctx, "equal", {row_max, scalar_like(ctx, dtype, -kInf)});
+    probs = op(ctx, "where", {dead, scalar_like(ctx, dtype, 0), probs});
+  }
+  Expr y = op(ctx, "matmul", {probs, v});
+  if (nd == 3) {
+    Dims yd = dims_of(ctx, y);
+    y = op(ctx, "permute_dims", {y}, {{"axes", Ints{0, 2, 1, 3}}});
+    y = reshape(ctx, y, {yd[0], yd[2], ctx.ana().simplify(yd[1] * yd[3])});
+  }
+  int64_t mode = ctx.attr_int("qk_matmul_output_mode", 0);
+  Expr qk = mode == 2 ? with_bias : mode == 3 ? probs : scores;
+  return {expr_value(y), expr_value(present_k), expr_value(present_v), expr_value(qk)};
+}
+
+// ---- RotaryEmbedding (opset 23) -------------------------------------------------------
+
+// Rotates pairs (x1, x2) of the first rotary_embedding_dim features of each
+// head by the cached angles: (x1 cos - x2 sin, x1 sin + x2 cos); pairs are
+// adjacent (interleaved) or the two halves.
+std::vector<Value> convert_rotary(Context& ctx) {
+  int nd = known_rank(ctx, 0);
+  Dims xs = known_shape(ctx, 0);
+  Expr x = ctx.expr(0);
+  Dims bshd;  // (B, S, H, D)
+  if (nd == 4) {
+    x = op(ctx, "permute_dims", {x}, {{"axes", Ints{0, 2, 1, 3}}});
+    bshd = {xs[0], xs[2], xs[1], xs[3]};
+  } else if (nd == 3) {
+    int64_t heads = ctx.attr_int("num_heads");
+    if (heads < 1) ctx.fail("3-D input needs num_heads");
+    bshd = {xs[0], xs[1], SymExpr(heads), ctx.ana().simplify(floordiv(xs[2], SymExpr(heads)))};
+    x = reshape(ctx, x, bshd);
+  } else {
+    ctx.fail("input must have rank 3 or 4, got ", nd);
+  }
+  SymExpr rot = bshd[3];
+  if (int64_t r = ctx.attr_int("rotary_embedding_dim", 0)) rot = SymExpr(r);
+  SymExpr half = ctx.ana().simplify(floordiv(rot, SymExpr(2)));
+  Expr cos = ctx.expr(1), sin = ctx.expr(2);
+  if (ctx.has_input(3)) {
+    cos = op(ctx, "take", {cos, ctx.expr(3)}, {{"axis", int64_t(0)}});
+    sin = op(ctx, "take", {sin, ctx.expr(3)}, {{"axis", int64_t(0)}});
+  }
+  cos = op(ctx, "expand_dims", {cos}, {{"axis", Ints{2}}});
+  sin = op(ctx, "expand_dims", {sin}, {{"axis", Ints{2}}});
+  bool interleaved = ctx.attr_int("interleaved", 0) != 0;
+  bool partial = !ctx.ana().can_prove_equal(rot, bshd[3]);
+  Expr x_rot = partial ? slice(ctx, x, 3, 0, rot) : x;
+  Expr x1, x2;
+  if (interleaved) {
+    Expr pairs = reshape(ctx, x_rot, {bshd[0], bshd[1], bshd[2], half, SymExpr(2)});
+    x1 = op(ctx, "squeeze", {slice(ctx, pairs, 4, 0, 1)}, {{"axis", Ints{4}}});
+    x2 = op(ctx, "squeeze", {slice(ctx, pairs, 4, 1, 2)}, {{"axis", Ints{4}}});
+  } else {
+    x1 = slice(ctx, x_rot, 3, 0, half);
+    x2 = slice(ctx, x_rot, 3, half, rot);
+  }
+  Expr real = op(ctx, "subtract", {op(ctx, "multiply", {cos, x1}), op(ctx, "multiply", {sin, x2})});
+  Expr imag = op(ctx, "add", {op(ctx, "multiply", {sin, x1}), op(ctx, "multiply", {cos, x2})});
+  Expr rotated;
+  if (interleaved) {
+    Expr pairs = concat(
+        ctx, {op(ctx, "expand_dims", {real}, {{"axis", Ints{4}}}), op(ctx, "expand_dims", {imag}, {{"axis", Ints{4}}})},
+        4);
+    rotated = reshape(ctx, pairs, {bshd[0], bshd[1], bshd[2], rot});
+  } else {
+    rotated = concat(ctx, {real, imag}, 3);
+  }
+  if (partial) rotated = concat(ctx, {rotated, slice(ctx, x, 3, rot, bshd[3])}, 3);
+  Expr y = nd == 4 ? op(ctx, "permute_dims", {rotated}, {{"axes", Ints{0, 2, 1, 3}}}) : reshape(ctx, rotated, xs);
+  return {expr_value(y)};
+}
+
+}  // namespace
+
+void register_attention_converters(ConverterRegistry& r) {
+  r.add("Attention", 23, convert_attention);
+  r.add("RotaryEmbedding", 23, convert_rotary);
+}
+
+}  // namespace relax::onnx_fe
