@@ -173,18 +173,30 @@ class ConverterRegistry {
 // The registry with every family registered (built once).
 const ConverterRegistry& converters();
 
-// The families, each in its own file, listed once in converters.cc.
+// The families, each in its own file, listed once in converters.cc:
+//   elementwise  arithmetic, comparisons, activations, Cast
+//   shape        Shape, Reshape, Slice, Concat, ... (import-time shape folding)
+//   tensor       Gather/Scatter, Expand, Tile, Pad, generators, NonZero, Unique
+//   nn           Conv, pooling, normalizations, sampling, losses
+//   resize       Resize, Upsample
+//   attention    Attention, RotaryEmbedding
+//   reduce       reductions, softmax, ArgMax, TopK, CumSum, Einsum, DFT
+//   control      If, Loop, Scan
+//   quant        QuantizeLinear, DequantizeLinear, QLinear*, *Integer
+//   rnn          LSTM, GRU, RNN
+//   extra        newer/preview ops, ai.onnx.ml, com.microsoft contrib ops
+//   random       random generators, Dropout, Optional on plain tensors
 void register_elementwise_converters(ConverterRegistry& r);
-void register_shape_converters(
-    ConverterRegistry& r);                          // Shape, Reshape, Gather, Slice, Concat, ... (tensor manipulation)
-void register_nn_converters(ConverterRegistry& r);  // Conv, pooling, normalizations, sampling, losses
-void register_resize_converters(ConverterRegistry& r);     // Resize, Upsample
-void register_attention_converters(ConverterRegistry& r);  // Attention, RotaryEmbedding
-void register_reduce_converters(ConverterRegistry& r);     // reductions, softmax, ArgMax, TopK, CumSum
-void register_control_converters(ConverterRegistry& r);    // If, Loop, Scan
-void register_quant_converters(ConverterRegistry& r);      // QuantizeLinear, DequantizeLinear, QLinear*, *Integer
-void register_rnn_converters(ConverterRegistry& r);        // LSTM, GRU, RNN
-void register_extra_converters(ConverterRegistry& r);      // newer/preview ops, ai.onnx.ml, com.microsoft contrib ops
-void register_random_converters(ConverterRegistry& r);     // random generators, Optional on plain tensors
+void register_shape_converters(ConverterRegistry& r);
+void register_tensor_converters(ConverterRegistry& r);
+void register_nn_converters(ConverterRegistry& r);
+void register_resize_converters(ConverterRegistry& r);
+void register_attention_converters(ConverterRegistry& r);
+void register_reduce_converters(ConverterRegistry& r);
+void register_control_converters(ConverterRegistry& r);
+void register_quant_converters(ConverterRegistry& r);
+void register_rnn_converters(ConverterRegistry& r);
+void register_extra_converters(ConverterRegistry& r);
+void register_random_converters(ConverterRegistry& r);
 
 }  // namespace relax::onnx_fe

@@ -11,6 +11,7 @@ const ConverterRegistry& converters() {
   std::call_once(once, [] {
     register_elementwise_converters(reg);
     register_shape_converters(reg);
+    register_tensor_converters(reg);
     register_nn_converters(reg);
     register_resize_converters(reg);
     register_attention_converters(reg);
