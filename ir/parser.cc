@@ -108,25 +108,6 @@ int binop_prec(tir::BinOp op) {
   }
 }
 
-struct IntrinsicInfo {
-  std::string_view name;
-  tir::Intrinsic fn;
-  int arity;
-};
-constexpr IntrinsicInfo kIntrinsics[] = {
-#define X(name, arity) {#name, tir::Intrinsic::name, arity},
-    RELAX_INTRINSICS(X)
-#undef X
-};
-
-std::optional<tir::LoopKind> loop_kind(std::string_view s) {
-#define X(k, text) \
-  if (s == text) return tir::LoopKind::k;
-  RELAX_LOOP_KINDS(X)
-#undef X
-  return std::nullopt;
-}
-
 class Parser {
  public:
   Parser(std::string_view text, const std::string& file) : lex_(text, file) {}
@@ -1349,7 +1330,7 @@ tir::Stmt Parser::for_stmt() {
   expect_keyword("in");
   Token kt = peek();
   std::string kn = expect_name("a loop kind");
-  auto kind = loop_kind(kn);
+  auto kind = tir::find_loop_kind(kn);
   if (!kind) error(kt, "unknown loop kind '" + kn + "'");
   expect("(");
   Token et = peek();
@@ -1538,40 +1519,15 @@ tir::TExpr Parser::tcall() {
     arity(3);
     return guarded(nt, [&] { return tir::select(args[0], args[1], args[2]); });
   }
-  for (const IntrinsicInfo& f : kIntrinsics) {
-    if (f.name != n) continue;
-    arity(size_t(f.arity));
-    return guarded(nt, [&] { return tir::call(f.fn, args); });
-  }
-  error(nt, "unknown function '" + n + "'");
+  std::optional<tir::Intrinsic> fn = tir::find_intrinsic(n);
+  if (!fn) error(nt, "unknown function '" + n + "'");
+  arity(size_t(tir::intrinsic_arity(*fn)));
+  return guarded(nt, [&] { return tir::call(*fn, args); });
 }
 
-// Index arithmetic folds into one canonical Sym; the rest builds a Binary.
+// tir::binary folds index arithmetic into one canonical Sym; its errors
+// (division by zero, dtype mismatches) get the operator's location.
 tir::TExpr Parser::build_binary(tir::BinOp op, const tir::TExpr& a, const tir::TExpr& b, const Token& at) {
-  using tir::BinOp;
-  auto* sa = tir::as<tir::SymNodeT>(a);
-  auto* sb = tir::as<tir::SymNodeT>(b);
-  if (sa && sb) {
-    const SymExpr &x = sa->value, &y = sb->value;
-    switch (op) {
-      case BinOp::Add:
-        return tir::sym(x + y);
-      case BinOp::Sub:
-        return tir::sym(x - y);
-      case BinOp::Mul:
-        return tir::sym(x * y);
-      case BinOp::FloorDiv:
-      case BinOp::FloorMod:
-        if (y.is_const(0)) error(at, "division by zero");
-        return tir::sym(op == BinOp::FloorDiv ? floordiv(x, y) : floormod(x, y));
-      case BinOp::Min:
-        return tir::sym(min(x, y));
-      case BinOp::Max:
-        return tir::sym(max(x, y));
-      default:
-        break;
-    }
-  }
   return guarded(at, [&] { return tir::binary(op, a, b); });
 }
 

@@ -112,7 +112,7 @@ TEST_CASE("parser errors: tensor programs") {
   CHECK(parse_error(prog("  alloc t: Buffer[(1,), f32, texture]\n")) ==
         "t.relax:2:30: unknown buffer scope 'texture' (global, shared or local)");
   CHECK(parse_error(prog("  for i in range(n) {\n    y[i // (n - n)] = x[i]\n  }\n")) ==
-        "t.relax:3:9: division by zero");
+        "t.relax:3:9: binary '//': division by zero");
   CHECK(parse_error(prog("  for i in range(n) {\n    y[i] = x[i] + 1i32\n  }\n")).rfind("t.relax:3:17: ", 0) == 0);
 }
 
