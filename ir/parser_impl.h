@@ -66,39 +66,6 @@ inline std::optional<tir::BinOp> infix_op(const Token& t) {
   return std::nullopt;
 }
 
-// Must agree with the printer's table.
-inline int binop_prec(tir::BinOp op) {
-  using tir::BinOp;
-  switch (op) {
-    case BinOp::Or:
-      return 1;
-    case BinOp::And:
-      return 2;
-    case BinOp::BitOr:
-      return 3;
-    case BinOp::BitXor:
-      return 4;
-    case BinOp::BitAnd:
-      return 5;
-    case BinOp::EQ:
-    case BinOp::NE:
-      return 6;
-    case BinOp::LT:
-    case BinOp::LE:
-    case BinOp::GT:
-    case BinOp::GE:
-      return 7;
-    case BinOp::Shl:
-    case BinOp::Shr:
-      return 8;
-    case BinOp::Add:
-    case BinOp::Sub:
-      return 9;
-    default:
-      return 10;
-  }
-}
-
 class Parser {
  public:
   Parser(std::string_view text, const std::string& file) : lex_(text, file) {}

@@ -222,7 +222,7 @@ tir::TExpr Parser::texpr(int min_prec) {
   for (;;) {
     auto op = infix_op(peek());
     if (!op) break;
-    int p = binop_prec(*op);
+    int p = tir::binop_precedence(*op);
     if (p < min_prec) break;
     Token ot = next();
     tir::TExpr rhs = texpr(p + 1);

@@ -69,38 +69,6 @@ const char* binop_spelling(tir::BinOp op) {
   return "?";
 }
 
-// Binding strength of infix operators; 11 is unary, 12 an atom.
-int binop_prec(tir::BinOp op) {
-  using tir::BinOp;
-  switch (op) {
-    case BinOp::Or:
-      return 1;
-    case BinOp::And:
-      return 2;
-    case BinOp::BitOr:
-      return 3;
-    case BinOp::BitXor:
-      return 4;
-    case BinOp::BitAnd:
-      return 5;
-    case BinOp::EQ:
-    case BinOp::NE:
-      return 6;
-    case BinOp::LT:
-    case BinOp::LE:
-    case BinOp::GT:
-    case BinOp::GE:
-      return 7;
-    case BinOp::Shl:
-    case BinOp::Shr:
-      return 8;
-    case BinOp::Add:
-    case BinOp::Sub:
-      return 9;
-    default:
-      return 10;
-  }
-}
 constexpr int kUnaryPrec = 11;
 constexpr int kAtomPrec = 12;
 
@@ -626,7 +594,7 @@ Printer::PText Printer::tx(const tir::TExpr& e) {
       auto* b = as<BinaryNode>(e);
       if (b->op == BinOp::Min || b->op == BinOp::Max)
         return {std::string(binop_spelling(b->op)) + "(" + tx(b->a).text + ", " + tx(b->b).text + ")", kAtomPrec};
-      int p = binop_prec(b->op);
+      int p = tir::binop_precedence(b->op);
       PText l = tx(b->a), r = tx(b->b);
       std::string ls = l.prec < p ? "(" + l.text + ")" : l.text;
       std::string rs = r.prec <= p ? "(" + r.text + ")" : r.text;

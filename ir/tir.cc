@@ -20,21 +20,56 @@ namespace relax::tir {
 
 const char* scope_name(Scope s) {
   switch (s) {
-    case Scope::Global: return "global";
-    case Scope::Shared: return "shared";
-    case Scope::Local: return "local";
+    case Scope::Global:
+      return "global";
+    case Scope::Shared:
+      return "shared";
+    case Scope::Local:
+      return "local";
   }
   return "?";
 }
 
 const char* binop_text(BinOp op) {
   switch (op) {
-#define X(k, s) \
-  case BinOp::k: return s;
+#define X(k, s)  \
+  case BinOp::k: \
+    return s;
     RELAX_TBINARY_OPS(X)
 #undef X
   }
   return "?";
+}
+
+int binop_precedence(BinOp op) {
+  switch (op) {
+    case BinOp::Or:
+      return 1;
+    case BinOp::And:
+      return 2;
+    case BinOp::BitOr:
+      return 3;
+    case BinOp::BitXor:
+      return 4;
+    case BinOp::BitAnd:
+      return 5;
+    case BinOp::EQ:
+    case BinOp::NE:
+      return 6;
+    case BinOp::LT:
+    case BinOp::LE:
+    case BinOp::GT:
+    case BinOp::GE:
+      return 7;
+    case BinOp::Shl:
+    case BinOp::Shr:
+      return 8;
+    case BinOp::Add:
+    case BinOp::Sub:
+      return 9;
+    default:
+      return 10;
+  }
 }
 
 bool binop_is_compare(BinOp op) { return op >= BinOp::EQ && op <= BinOp::GE; }
@@ -42,17 +77,21 @@ bool binop_is_logical(BinOp op) { return op == BinOp::And || op == BinOp::Or; }
 
 const char* unop_text(UnOp op) {
   switch (op) {
-    case UnOp::Neg: return "-";
-    case UnOp::Not: return "!";
-    case UnOp::BitNot: return "~";
+    case UnOp::Neg:
+      return "-";
+    case UnOp::Not:
+      return "!";
+    case UnOp::BitNot:
+      return "~";
   }
   return "?";
 }
 
 const char* intrinsic_name(Intrinsic i) {
   switch (i) {
-#define X(name, arity) \
-  case Intrinsic::name: return #name;
+#define X(name, arity)  \
+  case Intrinsic::name: \
+    return #name;
     RELAX_INTRINSICS(X)
 #undef X
   }
@@ -61,8 +100,9 @@ const char* intrinsic_name(Intrinsic i) {
 
 int intrinsic_arity(Intrinsic i) {
   switch (i) {
-#define X(name, arity) \
-  case Intrinsic::name: return arity;
+#define X(name, arity)  \
+  case Intrinsic::name: \
+    return arity;
     RELAX_INTRINSICS(X)
 #undef X
   }
@@ -79,8 +119,9 @@ std::optional<Intrinsic> find_intrinsic(std::string_view name) {
 
 const char* loop_kind_text(LoopKind k) {
   switch (k) {
-#define X(kind, s) \
-  case LoopKind::kind: return s;
+#define X(kind, s)     \
+  case LoopKind::kind: \
+    return s;
     RELAX_LOOP_KINDS(X)
 #undef X
   }
@@ -115,16 +156,22 @@ void check_operand(const TExpr& e, const char* what) {
 // Folds two index values when SymExpr has the operator.
 std::optional<SymExpr> fold_sym(BinOp op, const SymExpr& a, const SymExpr& b) {
   switch (op) {
-    case BinOp::Add: return a + b;
-    case BinOp::Sub: return a - b;
-    case BinOp::Mul: return a * b;
+    case BinOp::Add:
+      return a + b;
+    case BinOp::Sub:
+      return a - b;
+    case BinOp::Mul:
+      return a * b;
     case BinOp::FloorDiv:
     case BinOp::FloorMod:
       if (b.is_const(0)) fail("binary '", binop_text(op), "': division by zero");
       return op == BinOp::FloorDiv ? floordiv(a, b) : floormod(a, b);
-    case BinOp::Min: return min(a, b);
-    case BinOp::Max: return max(a, b);
-    default: return std::nullopt;
+    case BinOp::Min:
+      return min(a, b);
+    case BinOp::Max:
+      return max(a, b);
+    default:
+      return std::nullopt;
   }
 }
 

@@ -77,6 +77,9 @@ enum class BinOp : uint8_t {
 #undef X
 };
 const char* binop_text(BinOp op);
+// Binding strength of the infix spelling, for printing and parsing text:
+// 1 (||) to 10 (* / // %); unary operators bind at 11, atoms at 12.
+int binop_precedence(BinOp op);
 bool binop_is_compare(BinOp op);  // EQ..GE
 bool binop_is_logical(BinOp op);  // And, Or
 
