@@ -20,8 +20,9 @@ IRModule dead_code_elimination(const IRModule& mod);
 // removes match_casts that provably hold already, and folds tuple
 // indexing of literal tuples.
 IRModule canonicalize_bindings(const IRModule& mod);
-// Simplifies every symbolic expression in struct info and shapes with the
-// Analyzer, under the bounds a function declares.
+// Simplifies every symbolic expression in struct info, shapes and prim
+// values with Analyzer::simplify, under its default assumption that
+// symbolic integers are non-negative (user-given bounds are not read yet).
 IRModule simplify_shapes(const IRModule& mod);
 
 }  // namespace relax

@@ -105,8 +105,6 @@ class Context {
   Expr emit(Expr value, const std::string& hint = "");
   // emit(op(args..., attrs)).
   Expr emit_op(const std::string& op, std::vector<Expr> args, Attrs attrs = {});
-  // A call with an explicit output struct info (call_builtin, ...).
-  Expr emit_call(const std::string& op, std::vector<Expr> args, Attrs attrs, std::vector<StructInfo> sinfo_args);
   // Binds `value` with match_cast to `si` (fresh symbolic variables in `si`
   // become defined): how data-dependent shapes enter the IR.
   Expr emit_match_cast(Expr value, StructInfo si, const std::string& hint = "");

@@ -663,11 +663,6 @@ Expr Context::emit_op(const std::string& op, std::vector<Expr> args, Attrs attrs
   return emit(make_op_call(op, std::move(args), std::move(attrs)));
 }
 
-Expr Context::emit_call(const std::string& op, std::vector<Expr> args, Attrs attrs,
-                        std::vector<StructInfo> sinfo_args) {
-  return emit(make_op_call(op, std::move(args), std::move(attrs), std::move(sinfo_args)));
-}
-
 Expr Context::emit_match_cast(Expr value, StructInfo si, const std::string& hint) {
   return imp_.emit_match_cast(std::move(value), std::move(si), hint.empty() && output_used(0) ? node_.output(0) : hint);
 }
