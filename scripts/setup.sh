@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   cmake ninja-build g++ pkg-config
-  llvm-16-dev
+  llvm-16-dev lld-16 liblld-16-dev libopenblas-dev
   libprotobuf-dev protobuf-compiler libonnx-dev
   libvulkan-dev glslang-dev glslang-tools spirv-tools spirv-headers
   mesa-vulkan-drivers
