@@ -25,4 +25,8 @@ IRModule canonicalize_bindings(const IRModule& mod);
 // symbolic integers are non-negative (user-given bounds are not read yet).
 IRModule simplify_shapes(const IRModule& mod);
 
+// Binds operands of known rank but unknown dims with a match_cast to fresh
+// variables before an op reads them, so every op sees a symbolic shape.
+IRModule bind_shapes(const IRModule& mod);
+
 }  // namespace relax

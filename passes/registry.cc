@@ -13,6 +13,7 @@ const std::vector<Pass>& all_passes() {
        canonicalize_bindings},
       {"dead-code-elimination", "drop unused pure bindings and unreachable module items", dead_code_elimination},
       {"simplify-shapes", "simplify symbolic expressions under declared bounds", simplify_shapes},
+      {"bind-shapes", "match_cast operands of unknown dims to fresh variables before ops read them", bind_shapes},
   };
   return passes;
 }

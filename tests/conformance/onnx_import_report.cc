@@ -35,62 +35,13 @@
 
 #include "frontends/onnx/importer.h"
 #include "frontends/onnx/onnx_proto.h"
+#include "tests/conformance/cases.h"
 
 namespace fs = std::filesystem;
 using namespace relax;
+using namespace relax::conformance;
 
 namespace {
-
-struct Case {
-  std::string name;    // "node/test_abs"
-  std::string folder;  // "node"
-  std::string model;
-  std::vector<std::string> inputs;   // input_K.pb, empty for light models
-  std::vector<std::string> outputs;  // output_K.pb
-};
-
-struct Result {
-  std::string status;
-  std::string reason;
-};
-
-std::vector<std::string> numbered(const fs::path& dir, const std::string& prefix) {
-  std::vector<std::string> out;
-  for (int k = 0;; ++k) {
-    fs::path p = dir / (prefix + std::to_string(k) + ".pb");
-    if (!fs::exists(p)) break;
-    out.push_back(p.string());
-  }
-  return out;
-}
-
-std::vector<Case> find_cases(const fs::path& root) {
-  std::vector<Case> cases;
-  for (const char* folder : {"node", "simple", "pytorch-converted", "pytorch-operator"}) {
-    if (!fs::is_directory(root / folder)) continue;
-    std::vector<fs::path> dirs;
-    for (const auto& e : fs::directory_iterator(root / folder))
-      if (fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
-    std::sort(dirs.begin(), dirs.end());
-    for (const fs::path& d : dirs) {
-      fs::path data = d / "test_data_set_0";
-      cases.push_back({std::string(folder) + "/" + d.filename().string(), folder, (d / "model.onnx").string(),
-                       numbered(data, "input_"), numbered(data, "output_")});
-    }
-  }
-  if (fs::is_directory(root / "light")) {
-    std::vector<fs::path> models;
-    for (const auto& e : fs::directory_iterator(root / "light"))
-      if (e.path().extension() == ".onnx") models.push_back(e.path());
-    std::sort(models.begin(), models.end());
-    for (const fs::path& m : models) {
-      std::string stem = m.stem().string();
-      cases.push_back(
-          {"light/" + stem, "light", m.string(), {}, {(root / "light" / (stem + "_output_0.pb")).string()}});
-    }
-  }
-  return cases;
-}
 
 std::string dims_text(const std::vector<int64_t>& d) {
   std::string s = "(";
@@ -151,7 +102,6 @@ Result check_output(const std::string& name, const StructInfo& si, const onnx::T
   return {"match", ""};
 }
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // Runs in the child process.
 Result run_case(const Case& c) {
@@ -200,52 +150,11 @@ Result run_case(const Case& c) {
   }
 }
 
-Result run_isolated(const Case& c, int timeout_s) {
-  int fds[2];
-  if (pipe(fds) != 0) return {"crash", "pipe failed"};
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    alarm(unsigned(timeout_s));
-    Result r = run_case(c);
-    std::string msg = r.status + "\t" + r.reason;
-    ssize_t n = write(fds[1], msg.data(), msg.size());
-    (void)n;
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string msg;
-  char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, size_t(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    return {"crash", sig == SIGALRM ? cat("timed out after ", timeout_s, " s") : cat("killed by signal ", sig)};
-  }
-  size_t tab = msg.find('\t');
-  if (tab == std::string::npos) return {"crash", "no result"};
-  return {msg.substr(0, tab), msg.substr(tab + 1)};
-}
-
 // Lower is better; a case may not move to a higher rank than its baseline.
 int rank_of(const std::string& status) {
   if (status == "match") return 0;
   if (status == "dynamic") return 1;
   return 2;
-}
-
-std::map<std::string, std::string> read_baseline(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(path, ": cannot open");
-  std::map<std::string, std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    size_t sp = line.find(' ');
-    out[line.substr(0, sp)] = sp == std::string::npos ? "match" : line.substr(sp + 1);
-  }
-  return out;
 }
 
 }  // namespace
@@ -269,16 +178,7 @@ int main(int argc, char** argv) {
 
   std::string dataset, dataset_key = "custom";
   if (root.empty()) {
-    fs::path shared = fs::path(RELAX_SOURCE_DIR) / ".." / "shared" / "onnx-backend-tests";
-    if (fs::is_directory(shared)) {
-      root = shared.lexically_normal().string();
-      dataset = "onnx-backend-tests (ONNX 1.23, ../shared)";
-      dataset_key = "onnx-backend-tests";
-    } else {
-      root = "/usr/include/onnx/backend/test/data";
-      dataset = "Debian libonnx-testdata (ONNX 1.12)";
-      dataset_key = "libonnx-testdata";
-    }
+    default_dataset(RELAX_SOURCE_DIR, root, dataset, dataset_key);
   } else {
     dataset = root;
   }
@@ -295,7 +195,7 @@ int main(int argc, char** argv) {
   std::map<std::string, Result> results;
   std::map<std::string, std::map<std::string, int>> table;  // folder -> status -> count
   for (const Case& c : cases) {
-    Result r = run_isolated(c, timeout_s);
+    Result r = run_isolated([&] { return run_case(c); }, timeout_s);
     results[c.name] = r;
     table[c.folder][r.status]++;
     if (verbose || rank_of(r.status) > 0) std::cout << r.status << "  " << c.name << "  " << r.reason << "\n";
@@ -346,7 +246,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!baseline.empty()) {
-    std::map<std::string, std::string> want = read_baseline(baseline);
+    std::map<std::string, std::string> want = read_baseline(baseline, "match");
     int absent = 0;
     std::vector<std::string> lost;
     for (const auto& [name, status] : want) {

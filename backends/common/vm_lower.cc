@@ -1,0 +1,540 @@
+#include "backends/common/vm_lower.h"
+
+#include <functional>
+#include <sstream>
+#include <unordered_map>
+
+#include "ir/error.h"
+#include "ir/op.h"
+#include "ir/printer.h"
+
+namespace relax {
+namespace {
+
+namespace P = rt::ShapePattern;
+using rt::Arg;
+
+// Module-wide tables: functions, kernels, builtins and constants, each
+// entered once.
+class ModuleLowering {
+ public:
+  ModuleLowering(const IRModule& mod, const VMLowerOptions& opts) : mod_(mod), opts_(opts) {}
+
+  VMLowered run();
+
+  int function_index(const std::string& name) {
+    auto it = function_index_.find(name);
+    if (it == function_index_.end()) fail("vm lowering: @", name, " is not a graph function of the module");
+    return it->second;
+  }
+  int kernel_index(const std::string& program) {
+    auto [it, fresh] = kernel_index_.emplace(program, int(out_.programs.size()));
+    if (fresh) {
+      out_.programs.push_back(program);
+      out_.exe.kernels.push_back(program);
+    }
+    return it->second;
+  }
+  int builtin_index(const std::string& name) {
+    auto [it, fresh] = builtin_index_.emplace(name, int(out_.exe.builtins.size()));
+    if (fresh) out_.exe.builtins.push_back(name);
+    return it->second;
+  }
+  Arg constant(rt::Constant c) {
+    std::ostringstream key;
+    key << int(c.kind) << '|' << c.i << '|' << c.f << '|' << c.s << '|';
+    for (int64_t v : c.list) key << v << ',';
+    auto [it, fresh] = const_index_.emplace(key.str(), int64_t(out_.exe.constants.size()));
+    if (fresh) {
+      if (c.kind == rt::Constant::Kind::Weight) out_.weights.push_back(c.s);
+      out_.exe.constants.push_back(std::move(c));
+    }
+    return Arg::constant(it->second);
+  }
+  Arg string_const(const std::string& s) {
+    rt::Constant c;
+    c.kind = rt::Constant::Kind::String;
+    c.s = s;
+    return constant(std::move(c));
+  }
+  Arg list_const(std::vector<int64_t> v) {
+    rt::Constant c;
+    c.kind = rt::Constant::Kind::IntList;
+    c.list = std::move(v);
+    return constant(std::move(c));
+  }
+  Arg dtype_const(DataType d) {
+    rt::Constant c;
+    c.kind = rt::Constant::Kind::DType;
+    c.i = int64_t(d.code) | int64_t(d.bits) << 8 | int64_t(d.lanes) << 16;
+    return constant(std::move(c));
+  }
+
+  const IRModule& mod() const { return mod_; }
+  const VMLowerOptions& opts() const { return opts_; }
+
+ private:
+  const IRModule& mod_;
+  const VMLowerOptions& opts_;
+  VMLowered out_;
+  std::map<std::string, int> function_index_, kernel_index_, builtin_index_;
+  std::map<std::string, int64_t> const_index_;
+};
+
+std::string sinfo_text(const StructInfo& si) { return print_sinfo(si); }
+
+// One graph function -> one VM function.
+class FunctionLowering {
+ public:
+  FunctionLowering(ModuleLowering& m, rt::Function& out) : m_(m), fn_(out) {}
+
+  void lower(const std::string& name, const Function& f) {
+    fn_.name = name;
+    for (const Var& p : f->params) {
+      fn_.params.push_back(p->name);
+      reg_of_[p.get()] = new_reg();
+    }
+    // Two rounds, so a dim `n + 1` of the first parameter can be checked
+    // after a later parameter binds n.
+    std::vector<std::function<void()>> deferred;
+    for (size_t i = 0; i < f->params.size(); ++i) {
+      const Var& p = f->params[i];
+      std::string ctx = "input '" + p->name + "' (" + sinfo_text(p->sinfo) + ")";
+      match(Arg::reg(reg_of_[p.get()]), p->sinfo, ctx, &deferred);
+    }
+    for (auto& d : deferred) d();
+    int result = lower_seq(f->body);
+    emit_ret(result);
+    fn_.heap_size = int32_t(next_slot_);
+  }
+
+ private:
+  int new_reg() { return fn_.num_registers++; }
+
+  void emit_builtin(const std::string& name, std::vector<Arg> args, int dst = -1) {
+    rt::Instr in;
+    in.op = rt::Opcode::Call;
+    in.dst = dst;
+    in.callee_kind = rt::CalleeKind::Builtin;
+    in.callee = m_.builtin_index(name);
+    in.args = std::move(args);
+    fn_.code.push_back(std::move(in));
+  }
+  void emit_ret(int reg) {
+    rt::Instr in;
+    in.op = rt::Opcode::Ret;
+    in.dst = reg;
+    fn_.code.push_back(std::move(in));
+  }
+
+  // ---- Symbolic shapes ------------------------------------------------------
+
+  bool bound(const SymExpr& v) const { return slot_of_.count(v) != 0; }
+  bool all_bound(const SymExpr& e) const {
+    for (const SymExpr& v : free_vars(e))
+      if (!bound(v)) return false;
+    return true;
+  }
+
+  void emit_code(const SymExpr& e, std::vector<int64_t>& code) {
+    const SymNode& n = *e.get();
+    auto binop = [&](int64_t op) {
+      emit_code(n.operands[0], code);
+      emit_code(n.operands[1], code);
+      code.push_back(op);
+    };
+    switch (n.kind) {
+      case SymKind::Const: code.insert(code.end(), {P::kPushConst, n.value}); break;
+      case SymKind::Var: {
+        auto it = slot_of_.find(e);
+        if (it == slot_of_.end())
+          fail("vm lowering: in @", fn_.name, ": the symbolic variable ", n.name,
+               " is used before any input or match_cast binds it");
+        code.insert(code.end(), {P::kPushSlot, it->second});
+        break;
+      }
+      case SymKind::Sum: {
+        code.insert(code.end(), {P::kPushConst, n.constant});
+        for (const SymTerm& t : n.terms) {
+          emit_code(t.term, code);
+          if (t.coeff != 1) code.insert(code.end(), {P::kPushConst, t.coeff, P::kMul});
+          code.push_back(P::kAdd);
+        }
+        break;
+      }
+      case SymKind::Mul: {
+        emit_code(n.operands[0], code);
+        for (size_t i = 1; i < n.operands.size(); ++i) {
+          emit_code(n.operands[i], code);
+          code.push_back(P::kMul);
+        }
+        break;
+      }
+      case SymKind::FloorDiv: binop(P::kFloorDiv); break;
+      case SymKind::FloorMod: binop(P::kFloorMod); break;
+      case SymKind::Min: binop(P::kMin); break;
+      case SymKind::Max: binop(P::kMax); break;
+    }
+  }
+  void emit_dim_expr(const SymExpr& e, std::vector<int64_t>& pattern) {
+    std::vector<int64_t> code;
+    emit_code(e, code);
+    pattern.push_back(P::kExpr);
+    pattern.push_back(int64_t(code.size()));
+    pattern.insert(pattern.end(), code.begin(), code.end());
+  }
+
+  // A shape value computed from the heap; a constant when it can be.
+  Arg shape_arg(const std::vector<SymExpr>& dims) {
+    bool constant = true;
+    for (const SymExpr& d : dims) constant = constant && d.is_const();
+    if (constant) {
+      std::vector<int64_t> v;
+      for (const SymExpr& d : dims) v.push_back(d.const_value());
+      return m_.list_const(std::move(v));
+    }
+    std::vector<int64_t> pattern{int64_t(dims.size())};
+    for (const SymExpr& d : dims) emit_dim_expr(d, pattern);
+    int r = new_reg();
+    emit_builtin("relax.make_shape", {m_.list_const(std::move(pattern))}, r);
+    return Arg::reg(r);
+  }
+
+  // Checks `value` against `si` and binds the variables it introduces.
+  // Dims whose variables are not bound yet are deferred (when `deferred`
+  // is given) or an error.
+  void match(Arg value, const StructInfo& si, const std::string& ctx,
+             std::vector<std::function<void()>>* deferred = nullptr) {
+    if (const auto* t = as<TensorSI>(si)) {
+      match_dims(value, t->ndim, t->shape, t->dtype, ctx, deferred);
+    } else if (const auto* s = as<ShapeSI>(si)) {
+      match_dims(value, s->ndim, s->values, DataType::void_(), ctx, deferred);
+    } else if (const auto* p = as<PrimSI>(si)) {
+      if (p->value.defined()) {
+        std::optional<std::vector<SymExpr>> v = std::vector<SymExpr>{p->value};
+        match_dims(value, -2, v, p->dtype, ctx, deferred);
+      }
+    } else if (const auto* tu = as<TupleSI>(si)) {
+      for (size_t i = 0; i < tu->fields.size(); ++i) {
+        if (as<ObjectSI>(tu->fields[i])) continue;
+        int r = new_reg();
+        emit_builtin("relax.tuple_get", {value, Arg::imm(int64_t(i))}, r);
+        match(Arg::reg(r), tu->fields[i], ctx + " field " + std::to_string(i), deferred);
+      }
+    }
+  }
+
+  // ndim -2 marks a prim value (one "dim": the value itself).
+  void match_dims(Arg value, int ndim, const std::optional<std::vector<SymExpr>>& dims, DataType dtype,
+                  const std::string& ctx, std::vector<std::function<void()>>* deferred) {
+    std::vector<int64_t> pattern{ndim};
+    std::vector<std::string> names;
+    std::vector<std::pair<size_t, SymExpr>> later;
+    if (dims) {
+      for (size_t i = 0; i < dims->size(); ++i) {
+        const SymExpr& d = (*dims)[i];
+        names.push_back(to_string(d));
+        if (d.is_var() && !bound(d)) {
+          int64_t slot = next_slot_++;
+          slot_of_.emplace(d, slot);
+          Interval b{0, Interval::kPosInf};
+          auto it = m_.opts().bounds.find(d.name());
+          if (it != m_.opts().bounds.end()) b = it->second;
+          pattern.insert(pattern.end(), {P::kBind, slot, b.lo, b.hi});
+        } else if (all_bound(d)) {
+          emit_dim_expr(d, pattern);
+        } else {
+          pattern.push_back(P::kAny);
+          later.emplace_back(i, d);
+        }
+      }
+    } else if (ndim >= 0) {
+      for (int i = 0; i < ndim; ++i) {
+        pattern.push_back(P::kAny);
+        names.push_back("?");
+      }
+    }
+    std::string dim_names;
+    for (size_t i = 0; i < names.size(); ++i) dim_names += (i ? "\x1f" : "") + names[i];
+    emit_builtin("relax.match_shape",
+                 {value, m_.list_const(std::move(pattern)), m_.string_const(ctx), m_.string_const(dim_names),
+                  m_.dtype_const(dtype)});
+    if (later.empty()) return;
+    // Compound dims with variables bound later: check them once they are.
+    auto check = [this, value, ndim, later, dims, ctx, dtype]() {
+      std::vector<int64_t> pattern{ndim};
+      std::vector<std::string> names;
+      for (size_t i = 0; i < dims->size(); ++i) {
+        names.push_back(to_string((*dims)[i]));
+        bool is_later = false;
+        for (const auto& l : later) is_later = is_later || l.first == i;
+        if (!is_later) {
+          pattern.push_back(P::kAny);
+          continue;
+        }
+        if (!all_bound((*dims)[i]))
+          fail("vm lowering: ", ctx, ": dim ", i, " (", to_string((*dims)[i]),
+               ") uses a variable that nothing binds; give it a plain variable or a constant");
+        emit_dim_expr((*dims)[i], pattern);
+      }
+      std::string dim_names;
+      for (size_t i = 0; i < names.size(); ++i) dim_names += (i ? "\x1f" : "") + names[i];
+      emit_builtin("relax.match_shape", {value, m_.list_const(std::move(pattern)), m_.string_const(ctx),
+                                         m_.string_const(dim_names), m_.dtype_const(DataType::void_())});
+      (void)dtype;
+    };
+    if (deferred)
+      deferred->push_back(check);
+    else
+      check();
+  }
+
+  // ---- Expressions ----------------------------------------------------------
+
+  int lower_seq(const SeqExpr& seq) {
+    for (const BindingBlock& block : seq->blocks)
+      for (const Binding& b : block.bindings) lower_binding(b);
+    return to_reg(lower_value(seq->body, ""));
+  }
+
+  int to_reg(Arg a) {
+    if (a.kind == rt::ArgKind::Register) return int(a.value);
+    int r = new_reg();
+    emit_builtin("relax.move", {a}, r);
+    return r;
+  }
+
+  void lower_binding(const Binding& b) {
+    current_ = b.var->name;
+    Arg value = lower_value(b.value, b.var->name);
+    if (b.is_match_cast()) {
+      match(value, b.cast, "match_cast of '" + b.var->name + "' (" + sinfo_text(b.cast) + ")");
+    }
+    reg_of_[b.var.get()] = to_reg(value);
+  }
+
+  // Lowers an expression; `name` is the variable it binds (for messages).
+  Arg lower_value(const Expr& e, const std::string& name) {
+    switch (e->kind) {
+      case ExprKind::Var:
+      case ExprKind::DataflowVar: {
+        auto it = reg_of_.find(static_cast<const VarNode*>(e.get()));
+        if (it == reg_of_.end())
+          fail("vm lowering: in @", fn_.name, ": '", static_cast<const VarNode*>(e.get())->name,
+               "' is not bound (nested functions are not supported yet)");
+        return Arg::reg(it->second);
+      }
+      case ExprKind::Constant: {
+        rt::Constant c;
+        c.kind = rt::Constant::Kind::Weight;
+        c.s = static_cast<const ConstantNode*>(e.get())->name;
+        return m_.constant(std::move(c));
+      }
+      case ExprKind::PrimValue: {
+        const auto* p = static_cast<const PrimValueNode*>(e.get());
+        if (p->dtype.is_float()) {
+          rt::Constant c;
+          c.kind = rt::Constant::Kind::Float;
+          c.f = p->float_value;
+          return m_.constant(std::move(c));
+        }
+        if (p->int_value.is_const()) return Arg::imm(p->int_value.const_value());
+        std::vector<int64_t> pattern{-2};
+        emit_dim_expr(p->int_value, pattern);
+        int r = new_reg();
+        emit_builtin("relax.make_prim", {m_.list_const(std::move(pattern))}, r);
+        return Arg::reg(r);
+      }
+      case ExprKind::StringImm: return m_.string_const(static_cast<const StringImmNode*>(e.get())->value);
+      case ExprKind::ShapeExpr: {
+        Arg s = shape_arg(static_cast<const ShapeExprNode*>(e.get())->values);
+        if (s.kind == rt::ArgKind::Const) {
+          int r = new_reg();
+          emit_builtin("relax.move", {s}, r);
+          return Arg::reg(r);
+        }
+        return s;
+      }
+      case ExprKind::Tuple: {
+        std::vector<Arg> fields;
+        for (const Expr& f : static_cast<const TupleNode*>(e.get())->fields) fields.push_back(lower_value(f, name));
+        int r = new_reg();
+        emit_builtin("relax.make_tuple", std::move(fields), r);
+        return Arg::reg(r);
+      }
+      case ExprKind::TupleGetItem: {
+        const auto* g = static_cast<const TupleGetItemNode*>(e.get());
+        Arg t = lower_value(g->tuple, name);
+        int r = new_reg();
+        emit_builtin("relax.tuple_get", {t, Arg::imm(g->index)}, r);
+        return Arg::reg(r);
+      }
+      case ExprKind::Call: return lower_call(*static_cast<const CallNode*>(e.get()), name);
+      case ExprKind::If: return lower_if(*static_cast<const IfNode*>(e.get()), name);
+      case ExprKind::SeqExpr: return Arg::reg(lower_seq(std::static_pointer_cast<const SeqExprNode>(e)));
+      default:
+        fail("vm lowering: in @", fn_.name, ", '", name, "': cannot lower a ", expr_kind_name(e->kind),
+             " (nested functions and closures are not supported yet)");
+    }
+  }
+
+  Arg lower_if(const IfNode& n, const std::string& name) {
+    Arg cond = lower_value(n.cond, name);
+    int dst = new_reg();
+    size_t branch_pc = fn_.code.size();
+    rt::Instr br;
+    br.op = rt::Opcode::If;
+    br.dst = to_reg(cond);
+    fn_.code.push_back(br);
+    auto saved = slot_of_;
+    int then_reg = lower_seq(n.then_branch);
+    emit_builtin("relax.move", {Arg::reg(then_reg)}, dst);
+    size_t goto_pc = fn_.code.size();
+    rt::Instr go;
+    go.op = rt::Opcode::Goto;
+    fn_.code.push_back(go);
+    fn_.code[branch_pc].offset = int64_t(fn_.code.size() - branch_pc);
+    slot_of_ = saved;
+    int else_reg = lower_seq(n.else_branch);
+    emit_builtin("relax.move", {Arg::reg(else_reg)}, dst);
+    fn_.code[goto_pc].offset = int64_t(fn_.code.size() - goto_pc);
+    // What a branch bound is forgotten after it, so nothing reads a slot the
+    // other branch skipped; the slots themselves are not reused.
+    slot_of_ = saved;
+    return Arg::reg(dst);
+  }
+
+  std::vector<Arg> lower_args(const Expr& tuple, const std::string& name) {
+    std::vector<Arg> out;
+    if (const auto* t = as<TupleNode>(tuple)) {
+      for (const Expr& f : t->fields) out.push_back(lower_value(f, name));
+    } else {
+      out.push_back(lower_value(tuple, name));
+    }
+    return out;
+  }
+
+  // Allocates the outputs an out=... struct info describes.
+  std::vector<int> alloc_outputs(const StructInfo& out, const std::string& what) {
+    std::vector<StructInfo> fields;
+    if (const auto* t = as<TupleSI>(out))
+      fields = t->fields;
+    else
+      fields.push_back(out);
+    std::vector<int> regs;
+    for (const StructInfo& f : fields) {
+      const auto* t = as<TensorSI>(f);
+      if (!t || !t->shape || t->dtype.is_void())
+        fail("vm lowering: in @", fn_.name, ", '", current_, "': ", what, " has an output of unknown shape or dtype (",
+             sinfo_text(f), "); it must be bound by a match_cast first");
+      Arg shape = shape_arg(*t->shape);
+      int r = new_reg();
+      emit_builtin("relax.alloc_tensor", {shape, m_.dtype_const(t->dtype)}, r);
+      regs.push_back(r);
+    }
+    return regs;
+  }
+  Arg pack_outputs(const StructInfo& out, const std::vector<int>& regs) {
+    if (!as<TupleSI>(out)) return Arg::reg(regs[0]);
+    std::vector<Arg> fields;
+    for (int r : regs) fields.push_back(Arg::reg(r));
+    int t = new_reg();
+    emit_builtin("relax.make_tuple", std::move(fields), t);
+    return Arg::reg(t);
+  }
+
+  Arg lower_call(const CallNode& call, const std::string& name) {
+    if (const auto* g = as<GlobalVarNode>(call.callee)) {
+      std::vector<Arg> args;
+      for (const Expr& a : call.args) args.push_back(lower_value(a, name));
+      int r = new_reg();
+      rt::Instr in;
+      in.op = rt::Opcode::Call;
+      in.dst = r;
+      in.callee_kind = rt::CalleeKind::Function;
+      in.callee = m_.function_index(g->name);
+      in.args = std::move(args);
+      fn_.code.push_back(std::move(in));
+      return Arg::reg(r);
+    }
+    const OpInfo* op = call.op();
+    if (!op)
+      fail("vm lowering: in @", fn_.name, ", '", name, "': calls of ", expr_kind_name(call.callee->kind),
+           " are not supported yet");
+    const std::string& opname = op->name;
+    if (opname == "call_tir") {
+      const auto* prog = as<GlobalVarNode>(call.args[0]);
+      std::vector<Arg> args = lower_args(call.args[1], name);
+      std::vector<int> outs = alloc_outputs(call.sinfo_args[0], "call_tir(@" + prog->name + ")");
+      for (int r : outs) args.push_back(Arg::reg(r));
+      if (call.args.size() == 3) {
+        const auto* syms = as<ShapeExprNode>(call.args[2]);
+        if (!syms) fail("vm lowering: call_tir's symbolic arguments must be a shape(...) literal");
+        Arg s = shape_arg(syms->values);
+        args.push_back(s);
+      }
+      rt::Instr in;
+      in.op = rt::Opcode::Call;
+      in.callee_kind = rt::CalleeKind::Kernel;
+      in.callee = m_.kernel_index(prog->name);
+      in.args = std::move(args);
+      fn_.code.push_back(std::move(in));
+      return pack_outputs(call.sinfo_args[0], outs);
+    }
+    if (opname == "call_library") {
+      const std::string& lib = static_cast<const StringImmNode*>(call.args[0].get())->value;
+      std::vector<Arg> args = lower_args(call.args[1], name);
+      std::vector<int> outs = alloc_outputs(call.sinfo_args[0], "call_library(\"" + lib + "\")");
+      for (int r : outs) args.push_back(Arg::reg(r));
+      emit_builtin(lib, std::move(args));
+      return pack_outputs(call.sinfo_args[0], outs);
+    }
+    if (opname == "call_builtin") {
+      const std::string& fnname = static_cast<const StringImmNode*>(call.args[0].get())->value;
+      std::vector<Arg> args = lower_args(call.args[1], name);
+      int r = new_reg();
+      emit_builtin(fnname, std::move(args), r);
+      return Arg::reg(r);
+    }
+    if (opname == "shape_of" || opname == "tensor_to_shape" || opname == "shape_to_tensor") {
+      std::vector<Arg> args;
+      for (const Expr& a : call.args) args.push_back(lower_value(a, name));
+      int r = new_reg();
+      emit_builtin("relax." + opname, std::move(args), r);
+      return Arg::reg(r);
+    }
+    fail("vm lowering: in @", fn_.name, ", '", name, "': op ", opname,
+         " was not legalised (no tensor program or builtin implements it yet)");
+  }
+
+  ModuleLowering& m_;
+  rt::Function& fn_;
+  std::unordered_map<const VarNode*, int> reg_of_;
+  SymMap<int64_t> slot_of_;
+  int64_t next_slot_ = 0;
+  std::string current_;
+};
+
+VMLowered ModuleLowering::run() {
+  std::vector<std::pair<std::string, Function>> fns;
+  for (const auto& [name, item] : mod_.items())
+    if (const auto* f = std::get_if<Function>(&item)) fns.emplace_back(name, *f);
+  // `main` first, so it is function 0 and the default entry.
+  std::stable_partition(fns.begin(), fns.end(), [](const auto& p) { return p.first == "main"; });
+  out_.exe.functions.resize(fns.size());
+  for (size_t i = 0; i < fns.size(); ++i) function_index_[fns[i].first] = int(i);
+  for (size_t i = 0; i < fns.size(); ++i) {
+    FunctionLowering fl(*this, out_.exe.functions[i]);
+    fl.lower(fns[i].first, fns[i].second);
+  }
+  return std::move(out_);
+}
+
+}  // namespace
+
+VMLowered lower_to_vm(const IRModule& mod, const VMLowerOptions& opts) {
+  ModuleLowering m(mod, opts);
+  return m.run();
+}
+
+}  // namespace relax

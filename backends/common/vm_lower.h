@@ -1,0 +1,39 @@
+// Lowering legalised graph functions to VM bytecode (runtime/bytecode.h).
+//
+// The module must be legalised: what is left of the graph is call_tir,
+// call_library, call_builtin, calls of graph functions, tuples, If,
+// match_cast, shape values and the few shape ops the VM does itself
+// (shape_of, tensor_to_shape, shape_to_tensor). Anything else is an error
+// naming the op and the variable it binds.
+//
+// Each function checks its parameters against their struct info on entry
+// (dtype, rank, constant dims, the equalities that shared variables imply,
+// the bounds of the variables) and binds its symbolic variables into the
+// frame's shape heap; every later shape (an output to allocate, a
+// match_cast to check) is computed from the heap by postfix code.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/analyzer.h"
+#include "ir/module.h"
+#include "runtime/bytecode.h"
+
+namespace relax {
+
+struct VMLowerOptions {
+  // Bounds of symbolic variables by name, checked when an input binds them.
+  std::map<std::string, Interval> bounds;
+};
+
+struct VMLowered {
+  rt::Executable exe;
+  std::vector<std::string> programs;  // tensor programs called, by name: exe.kernels[i] calls programs[i]
+  std::vector<std::string> weights;   // weight names the bytecode loads
+};
+
+VMLowered lower_to_vm(const IRModule& mod, const VMLowerOptions& opts = {});
+
+}  // namespace relax

@@ -1,0 +1,200 @@
+#include "backends/driver/build.h"
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "backends/common/vm_lower.h"
+#include "backends/cpu/codegen.h"
+#include "frontends/onnx/importer.h"
+#include "frontends/onnx/safetensors.h"
+#include "ir/error.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "passes/pass.h"
+#include "runtime/file_util.h"
+#include "runtime/package.h"
+
+namespace fs = std::filesystem;
+
+namespace relax {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct LoadedModel {
+  IRModule mod;
+  NamedTensors weights;
+  std::vector<std::string> output_names;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+LoadedModel load_model(const std::string& path) {
+  LoadedModel m;
+  if (ends_with(path, ".onnx")) {
+    onnx_fe::ImportedModel im = onnx_fe::import_onnx(path);
+    m.mod = std::move(im.mod);
+    m.weights = std::move(im.weights);
+    for (const auto& o : im.outputs) m.output_names.push_back(o.name);
+    return m;
+  }
+  m.mod = parse_module_file(path);
+  std::string wfile = m.mod.attrs.get_string("weights", "");
+  if (!wfile.empty()) {
+    fs::path wpath = fs::path(path).parent_path() / wfile;
+    std::string bytes;
+    try {
+      bytes = rt::read_file(wpath.string());
+    } catch (const std::exception& e) {
+      fail(path, ": cannot read its weight file ", wpath.string(), ": ", e.what());
+    }
+    m.weights = decode_safetensors(bytes, wpath.string());
+  }
+  return m;
+}
+
+std::vector<std::string> pass_list(const BuildOptions& opts) {
+  std::vector<std::string> names = pipeline("O" + std::to_string(std::clamp(opts.opt_level, 0, 2)));
+  for (const char* p : {"bind-shapes", "legalize", "canonicalize-bindings", "dead-code-elimination"})
+    if (find_pass(p)) names.push_back(p);
+  return names;
+}
+
+nlohmann::json dims_json(const StructInfo& si) {
+  nlohmann::json j;
+  if (const auto* t = as<TensorSI>(si)) {
+    j["kind"] = "tensor";
+    j["dtype"] = t->dtype.str();
+    if (t->shape) {
+      j["shape"] = nlohmann::json::array();
+      for (const SymExpr& d : *t->shape) {
+        if (d.is_const())
+          j["shape"].push_back(d.const_value());
+        else
+          j["shape"].push_back(to_string(d));
+      }
+    } else {
+      j["ndim"] = t->ndim;
+    }
+  } else {
+    j["kind"] = print_sinfo(si);
+  }
+  return j;
+}
+
+}  // namespace
+
+IRModule build_module(const std::string& model, const BuildOptions& opts) {
+  LoadedModel m = load_model(model);
+  PassOptions po;
+  po.time_passes = opts.time_passes;
+  return run_passes(m.mod, pass_list(opts), po);
+}
+
+BuildReport build_package(const std::string& model, const std::string& out_path, const BuildOptions& opts) {
+  if (opts.target != "cpu") fail("target '", opts.target, "' is not available yet; known targets: cpu");
+  BuildReport report;
+  report.package_path = out_path;
+  auto t0 = Clock::now();
+  auto phase = [&](const char* name) {
+    auto t = Clock::now();
+    report.phase_seconds.emplace_back(name, std::chrono::duration<double>(t - t0).count());
+    t0 = t;
+  };
+
+  LoadedModel m = load_model(model);
+  phase("import");
+  PassOptions po;
+  po.time_passes = opts.time_passes;
+  IRModule mod = run_passes(m.mod, pass_list(opts), po);
+  Function main = mod.function("main");
+  if (!main) fail(model, ": the module has no @main function");
+  phase("passes");
+
+  VMLowerOptions lo;
+  lo.bounds = opts.bounds;
+  VMLowered lowered = lower_to_vm(mod, lo);
+  phase("lower");
+
+  std::vector<tir::Program> programs;
+  for (const std::string& name : lowered.programs) programs.push_back(mod.program(name));
+  std::string so;
+  if (!programs.empty()) {
+    cpu::CpuOptions co;
+    co.cpu = opts.cpu;
+    cpu::CpuArtifact art = cpu::compile_programs(programs, co);
+    std::map<std::string, std::string> symbol;
+    for (const auto& k : art.kernels) symbol[k.program] = k.symbol;
+    for (std::string& k : lowered.exe.kernels) {
+      auto it = symbol.find(k);
+      if (it == symbol.end()) fail("codegen produced no kernel for @", k);
+      k = it->second;
+    }
+    so = std::move(art.shared_object);
+  }
+  phase("codegen");
+
+  // The manifest: what a user of the package needs to know without the model.
+  nlohmann::json man;
+  man["format"] = 1;
+  man["compiler"] = std::string("relax ") + RELAX_VERSION;
+  man["target"] = {{"kind", opts.target}, {"cpu", opts.cpu}};
+  man["model"] = fs::path(model).filename().string();
+  man["inputs"] = nlohmann::json::array();
+  for (const Var& p : main->params) {
+    nlohmann::json j = dims_json(p->sinfo);
+    j["name"] = p->name;
+    man["inputs"].push_back(j);
+  }
+  std::vector<StructInfo> outs;
+  if (const auto* t = as<TupleSI>(main->ret))
+    outs = t->fields;
+  else
+    outs.push_back(main->ret);
+  man["outputs"] = nlohmann::json::array();
+  man["output_is_tuple"] = as<TupleSI>(main->ret) != nullptr;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    nlohmann::json j = dims_json(outs[i]);
+    j["name"] = i < m.output_names.size() ? m.output_names[i] : "output_" + std::to_string(i);
+    man["outputs"].push_back(j);
+  }
+  man["bounds"] = nlohmann::json::object();
+  for (const auto& [name, b] : opts.bounds) man["bounds"][name] = {b.lo, b.hi};
+
+  // Weights: the ones the bytecode uses, each 64-byte aligned in the section.
+  std::map<std::string, const HostTensor*> by_name;
+  for (const auto& [name, t] : m.weights) by_name[name] = &t;
+  std::string wbytes;
+  man["weights"] = nlohmann::json::array();
+  for (const std::string& name : lowered.weights) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) fail(model, ": the weight '", name, "' is used but not in the weight file");
+    const HostTensor& t = *it->second;
+    wbytes.resize((wbytes.size() + 63) / 64 * 64, '\0');
+    man["weights"].push_back({{"name", name},
+                              {"dtype", t.dtype.str()},
+                              {"shape", t.shape},
+                              {"offset", wbytes.size()},
+                              {"nbytes", t.bytes.size()}});
+    wbytes.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  }
+  man["kernels"] = lowered.exe.kernels.size();
+
+  rt::PackageWriter w;
+  w.add("manifest", man.dump(1));
+  w.add("bytecode", lowered.exe.serialize());
+  if (!so.empty()) w.add("kernels.cpu", std::move(so));
+  w.add("weights", std::move(wbytes));
+  w.write(out_path);
+  phase("package");
+
+  report.num_kernels = lowered.exe.kernels.size();
+  report.num_weights = lowered.weights.size();
+  report.package_bytes = size_t(fs::file_size(out_path));
+  return report;
+}
+
+}  // namespace relax

@@ -1,0 +1,40 @@
+// The compile driver behind relax-build (and the conformance runner): a
+// model (ONNX or IR text) -> passes -> legalised module -> VM bytecode +
+// target code -> one package.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/analyzer.h"
+#include "ir/module.h"
+
+namespace relax {
+
+struct BuildOptions {
+  std::string target = "cpu";
+  std::string cpu = "host";  // the LLVM CPU the cpu target compiles for
+  int opt_level = 2;         // the pass pipeline O0/O1/O2
+  std::map<std::string, Interval> bounds;  // --bound n=1..4096
+  bool time_passes = false;
+};
+
+// What the build produced, for --json and the tests.
+struct BuildReport {
+  std::string package_path;
+  size_t package_bytes = 0;
+  size_t num_kernels = 0;
+  size_t num_weights = 0;
+  std::vector<std::pair<std::string, double>> phase_seconds;  // import, passes, lower, codegen, package
+};
+
+// Builds `model` (*.onnx, or *.relax with its safetensors file) into a
+// package at `out_path`, written atomically. Throws onnx_fe::UnsupportedModel
+// for unsupported ops and relax::Error / rt::Error for anything else.
+BuildReport build_package(const std::string& model, const std::string& out_path, const BuildOptions& opts);
+
+// The IR after the passes (legalised), for --emit relax.
+IRModule build_module(const std::string& model, const BuildOptions& opts);
+
+}  // namespace relax

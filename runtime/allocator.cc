@@ -1,0 +1,109 @@
+#include "runtime/allocator.h"
+
+#include <bit>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace relax::rt {
+
+struct PoolAllocator::State {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_lists;
+  PoolStats stats;
+  size_t max_cached = SIZE_MAX;
+  bool closed = false;  // the PoolAllocator is gone: free blocks at once
+
+  void give_back(void* p, size_t cls) {
+    std::lock_guard lock(mu);
+    stats.bytes_in_use -= cls;
+    if (closed || stats.bytes_cached + cls > max_cached) {
+      std::free(p);
+      return;
+    }
+    free_lists[cls].push_back(p);
+    stats.bytes_cached += cls;
+  }
+
+  void release_all() {
+    for (auto& [cls, list] : free_lists)
+      for (void* p : list) std::free(p);
+    free_lists.clear();
+    stats.bytes_cached = 0;
+  }
+};
+
+namespace {
+
+// The storage's owner: returns the block to the pool's state (kept alive by
+// this reference even when the PoolAllocator itself is destroyed first).
+struct PoolBlock {
+  std::shared_ptr<PoolAllocator::State> state;
+  size_t cls;
+  void operator()(void* p) const { state->give_back(p, cls); }
+};
+
+}  // namespace
+
+PoolAllocator::PoolAllocator(size_t max_cached_bytes) : state_(std::make_shared<State>()) {
+  state_->max_cached = max_cached_bytes;
+}
+
+PoolAllocator::~PoolAllocator() {
+  std::lock_guard lock(state_->mu);
+  state_->closed = true;
+  state_->release_all();
+}
+
+size_t PoolAllocator::size_class(size_t nbytes) {
+  constexpr size_t kMin = Storage::kAlignment;
+  if (nbytes <= kMin) return kMin;
+  // nbytes is in (2^k, 2^(k+1)]: round up to a multiple of 2^(k-2), and of 64.
+  int k = std::bit_width(nbytes - 1) - 1;
+  size_t step = k >= 8 ? size_t(1) << (k - 2) : kMin;
+  return (nbytes + step - 1) / step * step;
+}
+
+std::shared_ptr<Storage> PoolAllocator::allocate(size_t nbytes) {
+  size_t cls = size_class(nbytes);
+  void* p = nullptr;
+  {
+    std::lock_guard lock(state_->mu);
+    PoolStats& s = state_->stats;
+    ++s.num_allocations;
+    auto it = state_->free_lists.find(cls);
+    if (it != state_->free_lists.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      s.bytes_cached -= cls;
+      ++s.num_reused;
+    }
+    s.bytes_in_use += cls;
+    if (s.bytes_in_use > s.peak_bytes_in_use) s.peak_bytes_in_use = s.bytes_in_use;
+  }
+  if (!p) {
+    p = std::aligned_alloc(Storage::kAlignment, cls);
+    if (!p) {
+      std::lock_guard lock(state_->mu);
+      state_->stats.bytes_in_use -= cls;
+      rt_fail("out of memory allocating ", nbytes, " bytes");
+    }
+  }
+  std::shared_ptr<void> owner(p, PoolBlock{state_, cls});
+  return std::make_shared<Storage>(p, nbytes, std::move(owner));
+}
+
+PoolStats PoolAllocator::stats() const {
+  std::lock_guard lock(state_->mu);
+  return state_->stats;
+}
+
+void PoolAllocator::release_cached() {
+  std::lock_guard lock(state_->mu);
+  state_->release_all();
+}
+
+}  // namespace relax::rt

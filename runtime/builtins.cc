@@ -1,0 +1,178 @@
+// The core builtins the VM lowering emits: shape checks and binding, shape
+// values, allocation, tuples. Data-dependent ops and library kernels
+// register their own (runtime/builtins_*.cc).
+#include <cstring>
+
+#include "runtime/error.h"
+#include "runtime/vm.h"
+
+namespace relax::rt {
+namespace {
+
+namespace P = ShapePattern;
+
+std::vector<std::string> split_names(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t end = s.find('\x1f', start);
+    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+bool is_number(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("-0123456789") == std::string::npos;
+}
+
+// match_shape(value, pattern, context, dim names, dtype)
+void match_shape(BuiltinCall& c) {
+  const Value& value = c.arg(0);
+  const std::vector<int64_t>& pat = c.arg(1).shape("match_shape pattern");
+  const std::string& ctx = c.arg(2).str();
+  int64_t ndim = pat.at(0);
+  std::vector<int64_t> dims;
+  if (const auto* t = std::get_if<Tensor>(&value.v)) {
+    DType want = DType::unpack(c.arg(4).int_value());
+    if (!want.is_void() && !(t->dtype() == want))
+      rt_fail(ctx, ": has dtype ", t->dtype().str(), ", expected ", want.str());
+    dims = t->shape();
+  } else if (value.is_shape()) {
+    dims = value.shape();
+  } else if (value.is_int()) {
+    dims = {value.int_value()};
+  } else if (ndim == -2) {
+    rt_fail(ctx, ": expected an integer, got a ", value.kind_name());
+  } else {
+    rt_fail(ctx, ": expected a tensor or a shape, got a ", value.kind_name());
+  }
+  if (ndim == -1) return;
+  if (ndim >= 0 && int64_t(dims.size()) != ndim)
+    rt_fail(ctx, ": has rank ", dims.size(), ", expected ", ndim, " (got shape ", shape_str(dims), ")");
+  std::vector<std::string> names = split_names(c.arg(3).str());
+  auto dim_label = [&](size_t i) {
+    std::string n = i < names.size() ? names[i] : "?";
+    return ndim == -2 ? std::string("the value") : rt_str("dim ", i, is_number(n) ? "" : " (" + n + ")");
+  };
+  // Binds first, then the expressions that may use them.
+  for (int pass = 0; pass < 2; ++pass) {
+    size_t k = 1;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      int64_t tag = pat.at(k);
+      if (tag == P::kAny) {
+        k += 1;
+      } else if (tag == P::kBind) {
+        int64_t slot = pat.at(k + 1), lo = pat.at(k + 2), hi = pat.at(k + 3);
+        k += 4;
+        if (pass != 0) continue;
+        if (dims[i] < lo || dims[i] > hi) {
+          std::string n = i < names.size() ? names[i] : "?";
+          rt_fail(ctx, ": ", dim_label(i), " is ", dims[i], ", outside the bounds of ", n, " [", lo, ", ",
+                  hi == INT64_MAX ? std::string("inf") : std::to_string(hi), "]");
+        }
+        c.heap.at(size_t(slot)) = dims[i];
+      } else if (tag == P::kExpr) {
+        int64_t len = pat.at(k + 1);
+        if (k + 2 + size_t(len) > pat.size()) rt_fail("match_shape: malformed pattern");
+        const int64_t* code = pat.data() + k + 2;
+        k += 2 + size_t(len);
+        if (pass != 1) continue;
+        int64_t want = eval_shape_code(code, len, c.heap.data(), int64_t(c.heap.size()));
+        if (dims[i] != want) {
+          std::string n = i < names.size() ? names[i] : "?";
+          rt_fail(ctx, ": ", dim_label(i), " is ", dims[i], ", expected ",
+                  is_number(n) ? std::to_string(want) : rt_str(n, " = ", want));
+        }
+      } else {
+        rt_fail("match_shape: malformed pattern");
+      }
+    }
+  }
+}
+
+std::vector<int64_t> eval_pattern(BuiltinCall& c, const std::vector<int64_t>& pat) {
+  std::vector<int64_t> out;
+  size_t k = 1;
+  int64_t n = pat.at(0) == -2 ? 1 : pat.at(0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (pat.at(k) != P::kExpr) rt_fail("make_shape: malformed pattern");
+    int64_t len = pat.at(k + 1);
+    if (k + 2 + size_t(len) > pat.size()) rt_fail("make_shape: malformed pattern");
+    out.push_back(eval_shape_code(pat.data() + k + 2, len, c.heap.data(), int64_t(c.heap.size())));
+    k += 2 + size_t(len);
+  }
+  return out;
+}
+
+void make_shape_b(BuiltinCall& c) {
+  std::vector<int64_t> dims = eval_pattern(c, c.arg(0).shape("make_shape pattern"));
+  c.out = make_shape(std::move(dims));
+}
+
+void make_prim(BuiltinCall& c) { c.out = eval_pattern(c, c.arg(0).shape("make_prim pattern")).at(0); }
+
+void alloc_tensor(BuiltinCall& c) {
+  const std::vector<int64_t>& shape = c.arg(0).shape("alloc_tensor shape");
+  for (int64_t d : shape)
+    if (d < 0) rt_fail("cannot allocate a tensor of shape ", shape_str(shape), ": a dim is negative");
+  c.out = Tensor::empty(DType::unpack(c.arg(1).int_value()), shape, c.vm.pool());
+}
+
+void make_tuple_b(BuiltinCall& c) {
+  std::vector<Value> fields;
+  for (size_t i = 0; i < c.num_args; ++i) fields.push_back(*c.args[i]);
+  c.out = make_tuple(std::move(fields));
+}
+
+void tuple_get(BuiltinCall& c) {
+  const std::vector<Value>& t = c.arg(0).tuple("tuple_get");
+  int64_t i = c.arg(1).int_value();
+  if (i < 0 || size_t(i) >= t.size()) rt_fail("tuple index ", i, " out of range for a tuple of ", t.size());
+  c.out = t[size_t(i)];
+}
+
+void move(BuiltinCall& c) { c.out = c.arg(0); }
+
+void shape_of(BuiltinCall& c) { c.out = make_shape(c.arg(0).tensor("shape_of").shape()); }
+
+void tensor_to_shape(BuiltinCall& c) {
+  const Tensor& t = c.arg(0).tensor("tensor_to_shape");
+  if (t.ndim() != 1) rt_fail("tensor_to_shape: expected a 1-D tensor, got ", t.type_str());
+  std::vector<int64_t> dims(size_t(t.numel()));
+  DType d = t.dtype();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (d == DType::i64())
+      dims[i] = t.data_as<int64_t>()[i];
+    else if (d == DType::i32())
+      dims[i] = t.data_as<int32_t>()[i];
+    else
+      rt_fail("tensor_to_shape: expected an i64 or i32 tensor, got ", t.type_str());
+  }
+  c.out = make_shape(std::move(dims));
+}
+
+void shape_to_tensor(BuiltinCall& c) {
+  const std::vector<int64_t>& s = c.arg(0).shape("shape_to_tensor");
+  Tensor t = Tensor::empty(DType::i64(), {int64_t(s.size())}, c.vm.pool());
+  if (!s.empty()) std::memcpy(t.data(), s.data(), s.size() * 8);
+  c.out = std::move(t);
+}
+
+}  // namespace
+
+void register_core_builtins() {
+  register_builtin("relax.match_shape", match_shape);
+  register_builtin("relax.make_shape", make_shape_b);
+  register_builtin("relax.make_prim", make_prim);
+  register_builtin("relax.alloc_tensor", alloc_tensor);
+  register_builtin("relax.make_tuple", make_tuple_b);
+  register_builtin("relax.tuple_get", tuple_get);
+  register_builtin("relax.move", move);
+  register_builtin("relax.shape_of", shape_of);
+  register_builtin("relax.tensor_to_shape", tensor_to_shape);
+  register_builtin("relax.shape_to_tensor", shape_to_tensor);
+}
+
+}  // namespace relax::rt

@@ -1,0 +1,57 @@
+// Loads the cpu kernels of a package: the bytes of its `kernels.cpu` section,
+// an ELF shared object written by the cpu backend (docs/runtime_abi.md,
+// section 2). The bytes go to an anonymous memory file (memfd_create), or a
+// private temporary file removed right after dlopen, so nothing is left on
+// disk. After dlopen the loader checks `relax_abi_version` and fills the
+// object's `relax_runtime_hooks` so that kernels reach the thread pool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace relax::rt {
+
+class ThreadPool;
+
+// The hooks struct of the kernel ABI, field for field.
+struct RelaxRuntimeHooks {
+  int32_t version;
+  int32_t num_threads;
+  void (*parallel_for)(int64_t n, void (*body)(int64_t begin, int64_t end, void* ctx), void* ctx);
+};
+
+// A compiled tensor program: buffers (inputs then outputs), then shape_args.
+using KernelFn = int32_t (*)(void* const* buffers, const int64_t* shape_args);
+
+constexpr int32_t kKernelAbiVersion = 1;
+
+class KernelLibrary {
+ public:
+  // Loads a shared object from its bytes. `label` names it in messages (the
+  // package path and section). Kernels run on ThreadPool::global(); its
+  // thread count is what they are told. Throws rt::Error when the object
+  // does not load, lacks relax_abi_version or relax_runtime_hooks, or has
+  // another ABI version.
+  static std::unique_ptr<KernelLibrary> load(std::span<const uint8_t> so_bytes, std::string label);
+  ~KernelLibrary();  // dlclose
+  KernelLibrary(const KernelLibrary&) = delete;
+  KernelLibrary& operator=(const KernelLibrary&) = delete;
+
+  // The kernel exported as `symbol`; throws rt::Error naming it when absent.
+  KernelFn kernel(std::string_view symbol) const;
+  // nullptr when absent.
+  void* find_symbol(std::string_view symbol) const;
+  const std::string& label() const { return label_; }
+
+ private:
+  KernelLibrary(void* handle, int fd, std::string label) : handle_(handle), fd_(fd), label_(std::move(label)) {}
+
+  void* handle_;
+  int fd_;  // the memfd, kept open while loaded (see kernel_library.cc); -1 if none
+  std::string label_;
+};
+
+}  // namespace relax::rt

@@ -1,0 +1,88 @@
+#include "runtime/model.h"
+
+#include <map>
+
+#include "runtime/error.h"
+
+namespace relax::rt {
+namespace {
+
+std::vector<TensorDesc> descs(const nlohmann::json& list) {
+  std::vector<TensorDesc> out;
+  for (const auto& j : list) {
+    TensorDesc d;
+    d.name = j.value("name", "");
+    d.dtype = j.value("dtype", "");
+    if (j.contains("shape")) {
+      for (const auto& dim : j["shape"]) d.dims.push_back(dim.is_string() ? dim.get<std::string>() : dim.dump());
+      d.ndim = int(d.dims.size());
+    } else {
+      d.ndim = j.value("ndim", -1);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  auto m = std::unique_ptr<Model>(new Model);
+  m->pkg_ = Package::open(path);
+  try {
+    m->manifest_ = nlohmann::json::parse(m->pkg_.section_text("manifest"));
+    m->inputs_ = descs(m->manifest_.at("inputs"));
+    m->outputs_ = descs(m->manifest_.at("outputs"));
+    m->output_is_tuple_ = m->manifest_.value("output_is_tuple", false);
+  } catch (const nlohmann::json::exception& e) {
+    rt_fail(path, ": the manifest is malformed: ", e.what());
+  }
+  if (m->manifest_.value("format", 0) != 1)
+    rt_fail(path, ": manifest format ", m->manifest_.value("format", 0), " is not supported by this runtime (1)");
+  std::string target = m->manifest_.value("/target/kind"_json_pointer, std::string("?"));
+  if (target != "cpu") rt_fail(path, ": built for target '", target, "', which this runtime cannot run");
+  if (auto so = m->pkg_.find("kernels.cpu")) m->kernels_ = KernelLibrary::load(*so, path + ":kernels.cpu");
+
+  // Weights are views of the mapping; the package stays mapped while any lives.
+  std::map<std::string, Tensor> weights;
+  std::span<const uint8_t> wsec = m->pkg_.section("weights");
+  auto keep = m->pkg_.keep_alive();
+  try {
+    for (const auto& w : m->manifest_.at("weights")) {
+      std::string name = w.at("name");
+      auto dtype = DType::parse(w.at("dtype").get<std::string>());
+      if (!dtype) rt_fail(path, ": weight '", name, "' has unknown dtype ", w.at("dtype").dump());
+      uint64_t off = w.at("offset"), nbytes = w.at("nbytes");
+      if (off > wsec.size() || nbytes > wsec.size() - off) rt_fail(path, ": weight '", name, "' lies outside the weights section");
+      auto storage = Storage::wrap(wsec.data() + off, size_t(nbytes), keep);
+      weights[name] = Tensor(storage, *dtype, w.at("shape").get<std::vector<int64_t>>());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    rt_fail(path, ": the weights index is malformed: ", e.what());
+  }
+  Executable exe = Executable::deserialize(
+      std::string_view(reinterpret_cast<const char*>(m->pkg_.section("bytecode").data()), m->pkg_.section("bytecode").size()));
+  m->vm_ = std::make_unique<VirtualMachine>(
+      std::move(exe),
+      [&](const std::string& name) {
+        auto it = weights.find(name);
+        return it == weights.end() ? Tensor() : it->second;
+      },
+      m->kernels_.get());
+  return m;
+}
+
+std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) {
+  if (inputs.size() != inputs_.size()) rt_fail("the model takes ", inputs_.size(), " inputs, got ", inputs.size());
+  std::vector<Value> args(inputs.begin(), inputs.end());
+  Value r = vm_->invoke(0, std::move(args));
+  std::vector<Tensor> outs;
+  if (output_is_tuple_) {
+    for (const Value& v : r.tuple("the model's result")) outs.push_back(v.tensor("an output"));
+  } else {
+    outs.push_back(r.tensor("the model's result"));
+  }
+  return outs;
+}
+
+}  // namespace relax::rt

@@ -1,0 +1,48 @@
+// A loaded package, ready to run: the manifest read, the kernels loaded,
+// the weights mapped (not copied) and the VM built. This is what relax-run
+// and the C API hold.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/kernel_library.h"
+#include "runtime/package.h"
+#include "runtime/vm.h"
+
+namespace relax::rt {
+
+struct TensorDesc {
+  std::string name;
+  std::string dtype;               // "f32"; empty when unknown
+  std::vector<std::string> dims;   // "3", "batch", "n + 1"; empty with ndim -1 when unknown
+  int ndim = -1;
+};
+
+class Model {
+ public:
+  // Opens and validates `path` (throws rt::Error naming the file).
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const std::vector<TensorDesc>& inputs() const { return inputs_; }
+  const std::vector<TensorDesc>& outputs() const { return outputs_; }
+  const nlohmann::json& manifest() const { return manifest_; }
+
+  // Runs @main. Inputs in manifest order; outputs in manifest order.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  VirtualMachine& vm() { return *vm_; }
+
+ private:
+  Package pkg_;
+  nlohmann::json manifest_;
+  std::vector<TensorDesc> inputs_, outputs_;
+  bool output_is_tuple_ = false;
+  std::unique_ptr<KernelLibrary> kernels_;
+  std::unique_ptr<VirtualMachine> vm_;
+};
+
+}  // namespace relax::rt

@@ -1,0 +1,100 @@
+// The runtime's thread pool: compiled kernels run their outer `parallel`
+// loops on it through the RelaxRuntimeHooks::parallel_for callback
+// (docs/runtime_abi.md, section 2).
+//
+// A pool of N threads is the caller plus N - 1 workers (N = 1: no threads).
+// parallel_for(n, body, ctx) splits [0, n) statically into at most N
+// contiguous chunks, runs the first on the caller and the rest on the
+// workers, and returns when all are done. A parallel_for that starts while
+// the pool is busy (a kernel calling back from inside a body, or a second
+// thread using the same pool) runs its whole range serially on its own
+// thread instead of waiting, so nesting can never deadlock.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace relax::rt {
+
+class ThreadPool {
+ public:
+  using Body = void (*)(int64_t begin, int64_t end, void* ctx);
+
+  // num_threads <= 0: default_num_threads().
+  explicit ThreadPool(int num_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  void parallel_for(int64_t n, Body body, void* ctx);
+  // The same with a callable f(begin, end); an exception thrown by any chunk
+  // is rethrown here (the first one, once all chunks have finished).
+  template <class F>
+  void parallel_for(int64_t n, F&& f);
+
+  // The process-wide pool the C hook uses; created on first use with
+  // default_num_threads().
+  static std::shared_ptr<ThreadPool> global();
+  // Replaces the process-wide pool; the old one lives on until its last
+  // user lets go.
+  static void set_global_num_threads(int num_threads);
+  // $RELAX_NUM_THREADS if set, else the CPUs this process may run on.
+  static int default_num_threads();
+
+ private:
+  void worker_loop(int index);
+  void run_chunk(int index);
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex run_mu_;  // held by the parallel_for that owns the workers
+
+  // The current job; written by the owner before it bumps generation_.
+  int64_t n_ = 0;
+  int64_t chunk_ = 0;
+  int parts_ = 0;
+  Body body_ = nullptr;
+  void* ctx_ = nullptr;
+
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> remaining_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+};
+
+template <class F>
+void ThreadPool::parallel_for(int64_t n, F&& f) {
+  struct Ctx {
+    F* f;
+    std::mutex mu;
+    std::exception_ptr error;
+  } ctx{&f, {}, {}};
+  Body body = [](int64_t begin, int64_t end, void* p) {
+    auto* c = static_cast<Ctx*>(p);
+    try {
+      (*c->f)(begin, end);
+    } catch (...) {
+      std::lock_guard lock(c->mu);
+      if (!c->error) c->error = std::current_exception();
+    }
+  };
+  parallel_for(n, body, &ctx);
+  if (ctx.error) std::rethrow_exception(ctx.error);
+}
+
+}  // namespace relax::rt
+
+// The C-ABI adapter kernels get as RelaxRuntimeHooks::parallel_for: runs on
+// ThreadPool::global().
+extern "C" void relax_rt_parallel_for(int64_t n, void (*body)(int64_t, int64_t, void*), void* ctx);

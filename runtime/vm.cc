@@ -1,0 +1,241 @@
+#include "runtime/vm.h"
+
+#include <mutex>
+#include <unordered_map>
+
+#include "runtime/error.h"
+
+namespace relax::rt {
+
+// ---- Values -------------------------------------------------------------------
+
+const char* Value::kind_name() const {
+  static const char* names[] = {"nothing", "tensor", "shape", "int", "float", "string", "tuple"};
+  return names[v.index()];
+}
+
+const Tensor& Value::tensor(const char* what) const {
+  if (auto* t = std::get_if<Tensor>(&v)) return *t;
+  rt_fail(what, ": expected a tensor, got ", kind_name());
+}
+const std::vector<int64_t>& Value::shape(const char* what) const {
+  if (auto* s = std::get_if<Shape>(&v)) return **s;
+  rt_fail(what, ": expected a shape, got ", kind_name());
+}
+int64_t Value::int_value(const char* what) const {
+  if (auto* i = std::get_if<int64_t>(&v)) return *i;
+  rt_fail(what, ": expected an integer, got ", kind_name());
+}
+double Value::float_value(const char* what) const {
+  if (auto* f = std::get_if<double>(&v)) return *f;
+  if (auto* i = std::get_if<int64_t>(&v)) return double(*i);
+  rt_fail(what, ": expected a number, got ", kind_name());
+}
+const std::string& Value::str(const char* what) const {
+  if (auto* s = std::get_if<std::string>(&v)) return *s;
+  rt_fail(what, ": expected a string, got ", kind_name());
+}
+const std::vector<Value>& Value::tuple(const char* what) const {
+  if (auto* t = std::get_if<Tuple>(&v)) return **t;
+  rt_fail(what, ": expected a tuple, got ", kind_name());
+}
+
+Shape make_shape(std::vector<int64_t> dims) { return std::make_shared<const std::vector<int64_t>>(std::move(dims)); }
+Tuple make_tuple(std::vector<Value> fields) { return std::make_shared<const std::vector<Value>>(std::move(fields)); }
+
+const Value& BuiltinCall::arg(size_t i) const {
+  if (i >= num_args) rt_fail("builtin: argument ", i, " is missing (", num_args, " given)");
+  return *args[i];
+}
+
+// ---- The builtin table ----------------------------------------------------------
+
+void register_core_builtins();  // runtime/builtins.cc
+
+namespace {
+std::unordered_map<std::string, Builtin>& builtin_map() {
+  static auto* m = new std::unordered_map<std::string, Builtin>;
+  return *m;
+}
+std::mutex& builtin_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+}  // namespace
+
+void register_builtin(const std::string& name, Builtin fn) {
+  std::lock_guard lock(builtin_mutex());
+  builtin_map()[name] = fn;
+}
+
+const Builtin* find_builtin(const std::string& name) {
+  static std::once_flag core;
+  std::call_once(core, [] { register_core_builtins(); });
+  std::lock_guard lock(builtin_mutex());
+  auto it = builtin_map().find(name);
+  return it == builtin_map().end() ? nullptr : &it->second;
+}
+
+// ---- The machine ------------------------------------------------------------------
+
+VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const std::string&)>& weights,
+                               const KernelLibrary* kernels, std::shared_ptr<PoolAllocator> pool)
+    : exe_(std::move(exe)), pool_(pool ? std::move(pool) : std::make_shared<PoolAllocator>()) {
+  for (const Constant& c : exe_.constants) {
+    switch (c.kind) {
+      case Constant::Kind::Int: consts_.emplace_back(c.i); break;
+      case Constant::Kind::Float: consts_.emplace_back(c.f); break;
+      case Constant::Kind::String: consts_.emplace_back(c.s); break;
+      case Constant::Kind::IntList: consts_.emplace_back(make_shape(c.list)); break;
+      case Constant::Kind::DType: consts_.emplace_back(c.i); break;
+      case Constant::Kind::Weight: {
+        Tensor t = weights(c.s);
+        if (!t.defined()) rt_fail("the package has no weight '", c.s, "'");
+        consts_.emplace_back(std::move(t));
+        break;
+      }
+    }
+  }
+  for (const std::string& k : exe_.kernels) {
+    if (!kernels) rt_fail("the program calls kernel ", k, " but the package has no kernels");
+    kernels_.push_back(kernels->kernel(k));
+  }
+  for (const std::string& b : exe_.builtins) {
+    const Builtin* fn = find_builtin(b);
+    if (!fn) rt_fail("this runtime has no builtin '", b, "' (the package needs a newer runtime)");
+    builtins_.push_back(*fn);
+  }
+}
+
+Value VirtualMachine::invoke(const std::string& name, std::vector<Value> args) {
+  int f = exe_.find_function(name);
+  if (f < 0) rt_fail("the package has no function '", name, "'");
+  return invoke(f, std::move(args));
+}
+
+Value VirtualMachine::invoke(int function, std::vector<Value> args) {
+  if (function < 0 || size_t(function) >= exe_.functions.size()) rt_fail("no function #", function);
+  const Function& f = exe_.functions[size_t(function)];
+  if (args.size() != f.params.size())
+    rt_fail(f.name, " takes ", f.params.size(), " inputs, got ", args.size());
+  std::vector<Value> regs(size_t(f.num_registers));
+  for (size_t i = 0; i < args.size(); ++i) regs[i] = std::move(args[i]);
+  return run(function, regs);
+}
+
+namespace {
+
+bool truthy(const Value& v) {
+  if (auto* i = std::get_if<int64_t>(&v.v)) return *i != 0;
+  if (auto* t = std::get_if<Tensor>(&v.v)) {
+    if (t->numel() != 1) rt_fail("a condition must be a single value, got ", t->type_str());
+    const void* p = t->data();
+    DType d = t->dtype();
+    switch (d.code) {
+      case DType::kBool: return *static_cast<const uint8_t*>(p) != 0;
+      case DType::kInt:
+      case DType::kUInt:
+        switch (d.bits) {
+          case 8: return *static_cast<const uint8_t*>(p) != 0;
+          case 16: return *static_cast<const uint16_t*>(p) != 0;
+          case 32: return *static_cast<const uint32_t*>(p) != 0;
+          case 64: return *static_cast<const uint64_t*>(p) != 0;
+        }
+        break;
+      case DType::kFloat:
+        if (d.bits == 32) return *static_cast<const float*>(p) != 0;
+        if (d.bits == 64) return *static_cast<const double*>(p) != 0;
+        break;
+    }
+    rt_fail("a condition of type ", t->type_str(), " is not supported");
+  }
+  rt_fail("a condition must be a tensor or an integer, got ", v.kind_name());
+}
+
+}  // namespace
+
+Value VirtualMachine::run(int function, std::vector<Value>& regs) {
+  const Function& f = exe_.functions[size_t(function)];
+  std::vector<int64_t> heap(size_t(f.heap_size), 0);
+  std::vector<const Value*> argp;
+  std::vector<Value> imms;
+  std::vector<void*> buffers;
+  std::vector<int64_t> shape_args;
+  size_t pc = 0;
+  while (pc < f.code.size()) {
+    const Instr& in = f.code[pc];
+    switch (in.op) {
+      case Opcode::Ret: return std::move(regs[size_t(in.dst)]);
+      case Opcode::Goto: pc = size_t(int64_t(pc) + in.offset); continue;
+      case Opcode::If:
+        pc = truthy(regs[size_t(in.dst)]) ? pc + 1 : size_t(int64_t(pc) + in.offset);
+        continue;
+      case Opcode::Call: break;
+    }
+    // Resolve the arguments without copying registers or constants.
+    argp.clear();
+    imms.clear();
+    imms.reserve(in.args.size());
+    for (const Arg& a : in.args) {
+      switch (a.kind) {
+        case ArgKind::Register: argp.push_back(&regs[size_t(a.value)]); break;
+        case ArgKind::Const: argp.push_back(&consts_[size_t(a.value)]); break;
+        case ArgKind::Imm:
+          imms.emplace_back(a.value);
+          argp.push_back(&imms.back());
+          break;
+      }
+    }
+    try {
+      switch (in.callee_kind) {
+        case CalleeKind::Builtin: {
+          Value out;
+          BuiltinCall call{*this, heap, argp.data(), argp.size(), out};
+          builtins_[size_t(in.callee)](call);
+          if (in.dst >= 0) regs[size_t(in.dst)] = std::move(out);
+          break;
+        }
+        case CalleeKind::Kernel: {
+          buffers.clear();
+          shape_args.clear();
+          const Value* syms = nullptr;
+          for (const Value* a : argp) {
+            if (const auto* t = std::get_if<Tensor>(&a->v)) {
+              buffers.push_back(t->data());
+              shape_args.insert(shape_args.end(), t->shape().begin(), t->shape().end());
+            } else if (a->is_shape()) {
+              syms = a;
+            } else {
+              rt_fail("a kernel argument must be a tensor, got ", a->kind_name());
+            }
+          }
+          if (syms) shape_args.insert(shape_args.end(), syms->shape().begin(), syms->shape().end());
+          int32_t rc = kernels_[size_t(in.callee)](buffers.data(), shape_args.data());
+          if (rc != 0) rt_fail("returned error code ", rc);
+          break;
+        }
+        case CalleeKind::Function: {
+          const Function& g = exe_.functions[size_t(in.callee)];
+          if (argp.size() != g.params.size()) rt_fail("takes ", g.params.size(), " arguments, got ", argp.size());
+          std::vector<Value> callee_regs(size_t(g.num_registers));
+          for (size_t i = 0; i < argp.size(); ++i) callee_regs[i] = *argp[i];
+          Value r = run(in.callee, callee_regs);
+          if (in.dst >= 0) regs[size_t(in.dst)] = std::move(r);
+          break;
+        }
+      }
+    } catch (const Error& e) {
+      const std::string& callee = in.callee_kind == CalleeKind::Function ? exe_.functions[size_t(in.callee)].name
+                                  : in.callee_kind == CalleeKind::Kernel ? exe_.kernels[size_t(in.callee)]
+                                                                         : exe_.builtins[size_t(in.callee)];
+      std::string msg = e.what();
+      // Shape checks already say where they are; others get the place.
+      if (in.callee_kind == CalleeKind::Builtin && callee == "relax.match_shape") throw;
+      throw Error(rt_str("in ", f.name, " at ", pc, " (", callee, "): ", msg));
+    }
+    ++pc;
+  }
+  rt_fail(f.name, ": fell off the end of the code");
+}
+
+}  // namespace relax::rt

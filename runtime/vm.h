@@ -1,0 +1,100 @@
+// The virtual machine that runs a package's bytecode (runtime/bytecode.h).
+//
+// A frame holds registers (Values) and the shape heap (the function's
+// symbolic variables, bound on entry and by match_cast). Calls go to VM
+// functions, to compiled kernels (through the ABI of docs/runtime_abi.md)
+// or to builtins, which do everything else: shape checks, allocation,
+// tuples, shape values, library kernels, data-dependent ops.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "runtime/bytecode.h"
+#include "runtime/kernel_library.h"
+#include "runtime/tensor.h"
+
+namespace relax::rt {
+
+struct Value;
+using Shape = std::shared_ptr<const std::vector<int64_t>>;
+using Tuple = std::shared_ptr<const std::vector<Value>>;
+
+struct Value {
+  std::variant<std::monostate, Tensor, Shape, int64_t, double, std::string, Tuple> v;
+
+  Value() = default;
+  Value(Tensor t) : v(std::move(t)) {}  // NOLINT
+  Value(Shape s) : v(std::move(s)) {}   // NOLINT
+  Value(int64_t i) : v(i) {}            // NOLINT
+  Value(double f) : v(f) {}             // NOLINT
+  Value(std::string s) : v(std::move(s)) {}  // NOLINT
+  Value(Tuple t) : v(std::move(t)) {}   // NOLINT
+
+  bool is_tensor() const { return std::holds_alternative<Tensor>(v); }
+  bool is_shape() const { return std::holds_alternative<Shape>(v); }
+  bool is_int() const { return std::holds_alternative<int64_t>(v); }
+  bool is_tuple() const { return std::holds_alternative<Tuple>(v); }
+  // Each accessor throws rt::Error naming `what` when the value is of another kind.
+  const Tensor& tensor(const char* what = "value") const;
+  const std::vector<int64_t>& shape(const char* what = "value") const;
+  int64_t int_value(const char* what = "value") const;
+  double float_value(const char* what = "value") const;  // ints convert
+  const std::string& str(const char* what = "value") const;
+  const std::vector<Value>& tuple(const char* what = "value") const;
+  const char* kind_name() const;
+};
+
+Shape make_shape(std::vector<int64_t> dims);
+Tuple make_tuple(std::vector<Value> fields);
+
+class VirtualMachine;
+
+// What a builtin sees: the VM (its allocator), the frame's shape heap, and
+// its arguments; it writes its result (if any) to `out`.
+struct BuiltinCall {
+  VirtualMachine& vm;
+  std::vector<int64_t>& heap;
+  const Value* const* args;
+  size_t num_args;
+  Value& out;
+  const Value& arg(size_t i) const;  // throws when missing
+};
+using Builtin = void (*)(BuiltinCall& call);
+
+// The process-wide table of builtins, by name ("relax.match_shape", ...).
+const Builtin* find_builtin(const std::string& name);
+void register_builtin(const std::string& name, Builtin fn);
+
+class VirtualMachine {
+ public:
+  // `weights` resolves the executable's Weight constants by name; `kernels`
+  // holds the compiled kernels the executable calls (may be null when it
+  // calls none). Throws rt::Error for an unknown builtin, a missing weight
+  // or kernel.
+  VirtualMachine(Executable exe, const std::function<Tensor(const std::string&)>& weights,
+                 const KernelLibrary* kernels, std::shared_ptr<PoolAllocator> pool = nullptr);
+
+  // Runs function `name` (default: the first, @main).
+  Value invoke(const std::string& name, std::vector<Value> args);
+  Value invoke(int function, std::vector<Value> args);
+
+  const Executable& exe() const { return exe_; }
+  PoolAllocator* pool() const { return pool_.get(); }
+
+ private:
+  Value run(int function, std::vector<Value>& regs);
+
+  Executable exe_;
+  std::vector<Value> consts_;
+  std::vector<KernelFn> kernels_;
+  std::vector<Builtin> builtins_;
+  std::shared_ptr<PoolAllocator> pool_;
+};
+
+}  // namespace relax::rt

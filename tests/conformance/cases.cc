@@ -1,0 +1,186 @@
+#include "tests/conformance/cases.h"
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+
+namespace relax::conformance {
+namespace {
+
+std::vector<std::string> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (int k = 0;; ++k) {
+    fs::path p = dir / (prefix + std::to_string(k) + ".pb");
+    if (!fs::exists(p)) break;
+    out.push_back(p.string());
+  }
+  return out;
+}
+
+// The child's side: run, write "status\treason" to `fd`, exit.
+[[noreturn]] void child(const std::function<Result()>& fn, int fd, int timeout_s) {
+  alarm(unsigned(timeout_s));
+  Result r;
+  try {
+    r = fn();
+  } catch (const std::exception& e) {
+    r = {"crash", std::string("uncaught exception: ") + e.what()};
+  }
+  std::string msg = r.status + "\t" + r.reason;
+  for (size_t off = 0; off < msg.size();) {
+    ssize_t n = write(fd, msg.data() + off, msg.size() - off);
+    if (n <= 0) break;
+    off += size_t(n);
+  }
+  _exit(0);
+}
+
+Result parse_child(const std::string& msg, int status, int timeout_s) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return {"crash", sig == SIGALRM ? "timed out after " + std::to_string(timeout_s) + " s"
+                                    : "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")"};
+  }
+  size_t tab = msg.find('\t');
+  if (tab == std::string::npos) return {"crash", "no result (exit status " + std::to_string(WEXITSTATUS(status)) + ")"};
+  return {msg.substr(0, tab), msg.substr(tab + 1)};
+}
+
+}  // namespace
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::vector<Case> find_cases(const std::string& root_dir) {
+  fs::path root(root_dir);
+  std::vector<Case> cases;
+  for (const char* folder : {"node", "simple", "pytorch-converted", "pytorch-operator"}) {
+    if (!fs::is_directory(root / folder)) continue;
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(root / folder))
+      if (fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (const fs::path& d : dirs) {
+      fs::path data = d / "test_data_set_0";
+      cases.push_back({std::string(folder) + "/" + d.filename().string(), folder, (d / "model.onnx").string(),
+                       numbered(data, "input_"), numbered(data, "output_")});
+    }
+  }
+  if (fs::is_directory(root / "light")) {
+    std::vector<fs::path> models;
+    for (const auto& e : fs::directory_iterator(root / "light"))
+      if (e.path().extension() == ".onnx") models.push_back(e.path());
+    std::sort(models.begin(), models.end());
+    for (const fs::path& m : models) {
+      std::string stem = m.stem().string();
+      cases.push_back(
+          {"light/" + stem, "light", m.string(), {}, {(root / "light" / (stem + "_output_0.pb")).string()}});
+    }
+  }
+  return cases;
+}
+
+void default_dataset(const std::string& source_dir, std::string& root, std::string& description, std::string& key) {
+  fs::path shared = fs::path(source_dir) / ".." / "shared" / "onnx-backend-tests";
+  if (fs::is_directory(shared)) {
+    root = shared.lexically_normal().string();
+    description = "onnx-backend-tests (ONNX 1.23, ../shared)";
+    key = "onnx-backend-tests";
+  } else {
+    root = "/usr/include/onnx/backend/test/data";
+    description = "Debian libonnx-testdata (ONNX 1.12)";
+    key = "libonnx-testdata";
+  }
+}
+
+Result run_isolated(const std::function<Result()>& fn, int timeout_s) {
+  int fds[2];
+  if (pipe(fds) != 0) return {"crash", "pipe failed"};
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    child(fn, fds[1], timeout_s);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return parse_child(msg, status, timeout_s);
+}
+
+void run_all(const std::vector<Case>& cases, const std::function<Result(const Case&)>& fn, int timeout_s, int jobs,
+             const std::function<void(const Case&, const Result&)>& done) {
+  struct Running {
+    pid_t pid;
+    int fd;
+    size_t index;
+    std::string msg;
+    bool eof = false;
+  };
+  std::vector<Running> running;
+  size_t next = 0;
+  jobs = std::max(jobs, 1);
+  while (next < cases.size() || !running.empty()) {
+    while (next < cases.size() && int(running.size()) < jobs) {
+      int fds[2];
+      if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+      const Case& c = cases[next];
+      pid_t pid = fork();
+      if (pid == 0) {
+        close(fds[0]);
+        child([&] { return fn(c); }, fds[1], timeout_s);
+      }
+      close(fds[1]);
+      running.push_back({pid, fds[0], next++, "", false});
+    }
+    // Read whatever the children wrote; reap those that closed their pipe.
+    std::vector<pollfd> pfds;
+    for (const Running& r : running) pfds.push_back({r.fd, POLLIN, 0});
+    poll(pfds.data(), pfds.size(), -1);
+    for (size_t i = 0; i < running.size(); ++i) {
+      if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[4096];
+      ssize_t n = read(running[i].fd, buf, sizeof buf);
+      if (n > 0)
+        running[i].msg.append(buf, size_t(n));
+      else
+        running[i].eof = true;
+    }
+    for (size_t i = 0; i < running.size();) {
+      if (!running[i].eof) {
+        ++i;
+        continue;
+      }
+      int status = 0;
+      waitpid(running[i].pid, &status, 0);
+      close(running[i].fd);
+      done(cases[running[i].index], parse_child(running[i].msg, status, timeout_s));
+      running.erase(running.begin() + long(i));
+    }
+  }
+}
+
+std::map<std::string, std::string> read_baseline(const std::string& path, const std::string& def) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  std::map<std::string, std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t sp = line.find(' ');
+    out[line.substr(0, sp)] = sp == std::string::npos ? def : line.substr(sp + 1);
+  }
+  return out;
+}
+
+}  // namespace relax::conformance

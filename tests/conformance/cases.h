@@ -1,0 +1,49 @@
+// The ONNX backend test data as a list of cases, and running one case in a
+// child process so that a crash or a hang is reported as such: shared by
+// onnx-import-report and onnx-conformance.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace relax::conformance {
+
+struct Case {
+  std::string name;    // "node/test_abs"
+  std::string folder;  // "node"
+  std::string model;
+  std::vector<std::string> inputs;   // input_K.pb, empty for light models
+  std::vector<std::string> outputs;  // output_K.pb
+};
+
+struct Result {
+  std::string status;
+  std::string reason;
+};
+
+// Every case under `root` (node, simple, pytorch-converted,
+// pytorch-operator, light), sorted by name within each folder.
+std::vector<Case> find_cases(const std::string& root);
+
+// The data set to use when none is given: ../shared/onnx-backend-tests
+// beside the source tree, else Debian's libonnx-testdata. Sets the root, a
+// description and the key that names its baseline file.
+void default_dataset(const std::string& source_dir, std::string& root, std::string& description, std::string& key);
+
+// Runs `fn` in a forked child with a time limit; a signal or a timeout
+// becomes {"crash", why}.
+Result run_isolated(const std::function<Result()>& fn, int timeout_s);
+
+// Runs every case through `fn`, up to `jobs` children at a time; calls
+// `done` in the parent as each finishes (in completion order).
+void run_all(const std::vector<Case>& cases, const std::function<Result(const Case&)>& fn, int timeout_s, int jobs,
+             const std::function<void(const Case&, const Result&)>& done);
+
+// "name status" lines ('#' comments); a missing status reads as `def`.
+std::map<std::string, std::string> read_baseline(const std::string& path, const std::string& def);
+
+std::string first_line(const std::string& s);
+
+}  // namespace relax::conformance

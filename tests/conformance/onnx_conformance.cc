@@ -1,0 +1,253 @@
+// onnx-conformance: builds every case of the ONNX backend test data into a
+// package for a target, runs it on the case's inputs and compares each
+// output with the expected one.
+//
+//   onnx-conformance [--target cpu] [--root DIR] [--filter REGEX] [-j N]
+//                    [--json FILE] [--table FILE] [--baseline DIR] [--write-baseline FILE]
+//
+// Statuses, one per case, with the reason:
+//   pass         every output matches (rtol 1e-3, atol 1e-7 unless the case
+//                says otherwise below)
+//   wrong        an output differs (the first difference is the reason)
+//   unsupported  the importer reports something unsupported
+//   build-error  importing, legalising, lowering or code generation failed
+//   run-error    the package refused the inputs or a kernel failed
+//   crash        the case crashed or timed out
+// With --baseline, every case listed as passing must still pass: the
+// ratchet CI runs. Each case runs in its own process.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "backends/driver/build.h"
+#include "frontends/onnx/importer.h"
+#include "ir/error.h"
+#include "runtime/compare.h"
+#include "runtime/error.h"
+#include "runtime/model.h"
+#include "runtime/tensor_proto.h"
+#include "runtime/thread_pool.h"
+#include "tests/conformance/cases.h"
+
+namespace fs = std::filesystem;
+using namespace relax;
+using namespace relax::conformance;
+
+namespace {
+
+// Cases whose expected values come from a random generator: only the dtype
+// and shape of their outputs can be compared.
+bool shape_only(const std::string& name) {
+  static const std::regex re("node/test_(bernoulli.*|training_dropout(_default|_mask|_default_mask)?)$");
+  return std::regex_match(name, re);
+}
+
+// The input ONNX builds for the light models: arange(n).reshape(shape) / n.
+rt::Tensor light_input(const rt::TensorDesc& d) {
+  std::vector<int64_t> shape;
+  for (const std::string& s : d.dims) {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+      rt::rt_fail("light model input '", d.name, "' has a symbolic dim ", s);
+    shape.push_back(std::stoll(s));
+  }
+  rt::Tensor t = rt::Tensor::empty(rt::DType::f32(), shape);
+  int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) t.data_as<float>()[i] = float(double(i) / double(n));
+  return t;
+}
+
+Result run_case(const Case& c, const BuildOptions& opts) {
+  char tmpl[] = "/tmp/relax-conformance-XXXXXX";
+  if (!mkdtemp(tmpl)) return {"crash", "mkdtemp failed"};
+  std::string dir = tmpl;
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } cleanup{dir};
+  std::string pkg = dir + "/model.rpkg";
+  try {
+    build_package(c.model, pkg, opts);
+  } catch (const onnx_fe::UnsupportedModel& u) {
+    return {"unsupported", first_line(u.what())};
+  } catch (const std::exception& e) {
+    return {"build-error", first_line(e.what())};
+  }
+  std::vector<rt::Tensor> outputs, expected;
+  try {
+    auto model = rt::Model::load(pkg);
+    std::vector<rt::Tensor> inputs;
+    if (c.folder == "light") {
+      for (const auto& d : model->inputs()) inputs.push_back(light_input(d));
+    } else {
+      for (const std::string& p : c.inputs) inputs.push_back(rt::read_tensor_proto(p).tensor);
+    }
+    for (const std::string& p : c.outputs) expected.push_back(rt::read_tensor_proto(p).tensor);
+    outputs = model->run(inputs);
+  } catch (const std::exception& e) {
+    return {"run-error", first_line(e.what())};
+  }
+  if (outputs.size() != expected.size())
+    return {"wrong", "produced " + std::to_string(outputs.size()) + " outputs, expected " +
+                         std::to_string(expected.size())};
+  bool only_shape = shape_only(c.name);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (only_shape) {
+      if (!(outputs[i].dtype() == expected[i].dtype()) || outputs[i].shape() != expected[i].shape())
+        return {"wrong", "output " + std::to_string(i) + ": " + outputs[i].type_str() + ", expected " +
+                             expected[i].type_str()};
+      continue;
+    }
+    rt::Comparison cmp = rt::compare_tensors(outputs[i], expected[i]);
+    if (!cmp.ok) return {"wrong", "output " + std::to_string(i) + ": " + cmp.detail};
+  }
+  return {"pass", only_shape ? "random values: dtype and shape compared" : ""};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"onnx-conformance: build, run and check every ONNX backend test case on a target."};
+  std::string root, filter = ".*", json_path, table_path, baseline, write_baseline;
+  BuildOptions opts;
+  int jobs = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  int timeout_s = 120;
+  bool verbose = false;
+  app.add_option("--target", opts.target, "the target")->capture_default_str();
+  app.add_option("--root", root,
+                 "the test data (default: ../shared/onnx-backend-tests, else Debian's libonnx-testdata)");
+  app.add_option("--filter", filter, "only cases whose name (e.g. node/test_abs) matches this regex");
+  app.add_option("-j,--jobs", jobs, "cases run at once")->capture_default_str();
+  app.add_option("--json", json_path, "write every case's status and reason to this file");
+  app.add_option("--table", table_path, "write the readable report (summary and every case not passing) to this file");
+  app.add_option("--baseline", baseline,
+                 "fail if a case listed as passing in this file (a folder: <dataset>-<target>.txt) no longer passes");
+  app.add_option("--write-baseline", write_baseline, "write the passing cases to this file");
+  app.add_option("--timeout", timeout_s, "seconds per case")->capture_default_str();
+  app.add_flag("-v,--verbose", verbose, "print every case as it finishes");
+  CLI11_PARSE(app, argc, argv);
+
+  std::string dataset, dataset_key = "custom";
+  if (root.empty())
+    default_dataset(RELAX_SOURCE_DIR, root, dataset, dataset_key);
+  else
+    dataset = root;
+  if (!fs::is_directory(root)) {
+    std::cerr << "onnx-conformance: no test data at " << root << "\n";
+    return 1;
+  }
+  std::regex re(filter);
+  std::vector<Case> cases;
+  for (Case& c : find_cases(root))
+    if (std::regex_search(c.name, re)) cases.push_back(std::move(c));
+  // Each child compiles with one thread; kernels run on one thread too, so
+  // parallel cases do not fight over the cores.
+  rt::ThreadPool::set_global_num_threads(1);
+
+  auto start = std::chrono::steady_clock::now();
+  std::map<std::string, Result> results;
+  std::map<std::string, std::map<std::string, int>> table;  // folder -> status -> count
+  run_all(
+      cases, [&](const Case& c) { return run_case(c, opts); }, timeout_s, jobs,
+      [&](const Case& c, const Result& r) {
+        results[c.name] = r;
+        table[c.folder][r.status]++;
+        if (verbose) std::cout << r.status << "  " << c.name << "  " << r.reason << std::endl;
+      });
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const char* statuses[] = {"pass", "wrong", "unsupported", "build-error", "run-error", "crash"};
+  std::ostringstream rep;
+  rep << "ONNX conformance on " << opts.target << ": " << dataset << ", " << cases.size() << " cases, " << int(secs)
+      << " s\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-20s", "folder");
+  rep << line;
+  for (const char* st : statuses) {
+    std::snprintf(line, sizeof line, " %11s", st);
+    rep << line;
+  }
+  rep << "   total\n";
+  std::map<std::string, int> total;
+  for (const auto& [folder, counts] : table) {
+    int n = 0;
+    std::snprintf(line, sizeof line, "%-20s", folder.c_str());
+    rep << line;
+    for (const char* st : statuses) {
+      int k = counts.count(st) ? counts.at(st) : 0;
+      n += k;
+      total[st] += k;
+      std::snprintf(line, sizeof line, " %11d", k);
+      rep << line;
+    }
+    std::snprintf(line, sizeof line, " %7d\n", n);
+    rep << line;
+  }
+  std::snprintf(line, sizeof line, "%-20s", "all");
+  rep << line;
+  for (const char* st : statuses) {
+    std::snprintf(line, sizeof line, " %11d", total[st]);
+    rep << line;
+  }
+  std::snprintf(line, sizeof line, " %7zu\n", cases.size());
+  rep << line;
+  std::cout << "\n" << rep.str();
+  if (!table_path.empty()) {
+    std::ofstream out(table_path);
+    out << rep.str() << "\n";
+    for (const auto& [name, r] : results)
+      if (r.status != "pass") out << r.status << "  " << name << "  " << r.reason << "\n";
+  }
+  if (!json_path.empty()) {
+    nlohmann::ordered_json j;
+    j["dataset"] = dataset;
+    j["target"] = opts.target;
+    j["seconds"] = secs;
+    for (const char* s : statuses) j["summary"][s] = total[s];
+    for (const auto& [name, r] : results) j["cases"][name] = {{"status", r.status}, {"reason", r.reason}};
+    std::ofstream(json_path) << j.dump(1) << "\n";
+  }
+  if (!write_baseline.empty()) {
+    std::ofstream out(write_baseline);
+    out << "# Cases of the ONNX backend test data that pass on " << opts.target << " (" << dataset << ").\n"
+        << "# Written by onnx-conformance --write-baseline; CI fails if one of them stops passing.\n";
+    for (const auto& [name, r] : results)
+      if (r.status == "pass") out << name << "\n";
+  }
+  if (!baseline.empty() && fs::is_directory(baseline)) {
+    baseline = (fs::path(baseline) / (dataset_key + "-" + opts.target + ".txt")).string();
+    if (!fs::exists(baseline)) {
+      std::cout << "baseline: none for " << dataset_key << " on " << opts.target << " (" << baseline << ")\n";
+      baseline.clear();
+    }
+  }
+  if (!baseline.empty()) {
+    std::map<std::string, std::string> want = read_baseline(baseline, "pass");
+    int absent = 0;
+    std::vector<std::string> lost;
+    for (const auto& [name, status] : want) {
+      auto it = results.find(name);
+      if (it == results.end()) {
+        ++absent;
+        continue;
+      }
+      if (it->second.status != "pass") lost.push_back(name + ": now " + it->second.status + " " + it->second.reason);
+    }
+    std::cout << "baseline: " << want.size() - absent - lost.size() << " of " << want.size() - absent
+              << " passing cases still pass";
+    if (absent) std::cout << " (" << absent << " not selected)";
+    std::cout << "\n";
+    for (const std::string& l : lost) std::cout << "REGRESSION  " << l << "\n";
+    if (!lost.empty()) return 1;
+  }
+  return 0;
+}

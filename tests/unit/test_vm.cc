@@ -1,0 +1,186 @@
+// VM lowering and the VM on graph functions that need no kernels: input
+// checks, symbolic shapes computed from the heap, match_cast, If, tuples,
+// bytecode serialisation. Kernel calls are covered end to end by the
+// conformance runner and the model tests.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "backends/common/vm_lower.h"
+#include "ir/error.h"
+#include "ir/parser.h"
+#include "runtime/error.h"
+#include "runtime/vm.h"
+
+using namespace relax;
+
+namespace {
+
+std::unique_ptr<rt::VirtualMachine> make_vm(const std::string& text, const VMLowerOptions& opts = {}) {
+  IRModule mod = parse_module(text);
+  VMLowered l = lower_to_vm(mod, opts);
+  // Through the bytes, as a package carries it.
+  rt::Executable exe = rt::Executable::deserialize(l.exe.serialize());
+  return std::make_unique<rt::VirtualMachine>(
+      std::move(exe), [](const std::string&) { return rt::Tensor(); }, nullptr);
+}
+
+rt::Tensor tensor(rt::DType d, std::vector<int64_t> shape) { return rt::Tensor::zeros(d, std::move(shape)); }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const rt::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("vm: symbolic shapes are bound from inputs and computed") {
+  auto vm = make_vm(R"(
+fn @main(x: Tensor[(n, 4), f32], y: Tensor[(n,), i64]) -> Shape[(n * 2 + 1, 4)] {
+  s: Shape[(n * 2 + 1, 4)] = shape(n * 2 + 1, 4)
+  return s
+}
+)");
+  rt::Value r = vm->invoke("main", {tensor(rt::DType::f32(), {3, 4}), tensor(rt::DType::i64(), {3})});
+  CHECK(r.shape() == std::vector<int64_t>{7, 4});
+  r = vm->invoke("main", {tensor(rt::DType::f32(), {0, 4}), tensor(rt::DType::i64(), {0})});
+  CHECK(r.shape() == std::vector<int64_t>{1, 4});
+
+  std::string e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {3, 4}), tensor(rt::DType::i64(), {5})}); });
+  CHECK(e.find("input 'y'") != std::string::npos);
+  CHECK(e.find("dim 0 (n) is 5, expected n = 3") != std::string::npos);
+  e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {3, 5}), tensor(rt::DType::i64(), {3})}); });
+  CHECK(e.find("input 'x'") != std::string::npos);
+  CHECK(e.find("dim 1 is 5, expected 4") != std::string::npos);
+  e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f16(), {3, 4}), tensor(rt::DType::i64(), {3})}); });
+  CHECK(e.find("has dtype f16, expected f32") != std::string::npos);
+  e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {3, 4, 1}), tensor(rt::DType::i64(), {3})}); });
+  CHECK(e.find("has rank 3, expected 2") != std::string::npos);
+  e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {3, 4})}); });
+  CHECK(e.find("takes 2 inputs, got 1") != std::string::npos);
+}
+
+TEST_CASE("vm: a compound dim of an earlier input is checked once a later one binds its variable") {
+  auto vm = make_vm(R"(
+fn @main(a: Tensor[(n + 1,), f32], b: Tensor[(n,), f32]) -> Shape[(n,)] {
+  return shape(n)
+}
+)");
+  CHECK(vm->invoke("main", {tensor(rt::DType::f32(), {4}), tensor(rt::DType::f32(), {3})}).shape() ==
+        std::vector<int64_t>{3});
+  std::string e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {3}), tensor(rt::DType::f32(), {3})}); });
+  CHECK(e.find("input 'a'") != std::string::npos);
+  CHECK(e.find("expected n + 1 = 4") != std::string::npos);
+}
+
+TEST_CASE("vm: bounds of symbolic dims are checked on entry") {
+  VMLowerOptions opts;
+  opts.bounds["n"] = Interval{1, 8};
+  auto vm = make_vm("fn @main(x: Tensor[(n,), f32]) -> Shape[(n,)] {\n  return shape(n)\n}\n", opts);
+  CHECK(vm->invoke("main", {tensor(rt::DType::f32(), {8})}).shape() == std::vector<int64_t>{8});
+  std::string e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {9})}); });
+  CHECK(e.find("dim 0 (n) is 9, outside the bounds of n [1, 8]") != std::string::npos);
+  e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {0})}); });
+  CHECK(e.find("outside the bounds") != std::string::npos);
+}
+
+TEST_CASE("vm: match_cast binds new variables from a runtime shape") {
+  auto vm = make_vm(R"(
+fn @main(t: Tensor[(k,), i64]) -> Shape[(a * b, k)] {
+  s: Shape[ndim=2] = tensor_to_shape(t)
+  s2 = match_cast(s, Shape[(a, b)])
+  r: Shape[(a * b, k)] = shape(a * b, k)
+  return r
+}
+)");
+  rt::Tensor t = tensor(rt::DType::i64(), {2});
+  t.data_as<int64_t>()[0] = 3;
+  t.data_as<int64_t>()[1] = 5;
+  CHECK(vm->invoke("main", {t}).shape() == std::vector<int64_t>{15, 2});
+  rt::Tensor t3 = tensor(rt::DType::i64(), {3});
+  std::string e = error_of([&] { vm->invoke("main", {t3}); });
+  CHECK(e.find("match_cast of 's2'") != std::string::npos);
+  CHECK(e.find("has rank 3, expected 2") != std::string::npos);
+}
+
+TEST_CASE("vm: If picks a branch; tuples and shape_to_tensor") {
+  auto vm = make_vm(R"(
+fn @main(c: Tensor[(), bool], x: Tensor[(n,), f32]) -> Tuple[Shape[ndim=1], Tensor[(1,), i64]] {
+  y: Shape[ndim=1] = if (c) {
+    a: Shape[(n,)] = shape(n)
+    a
+  } else {
+    b: Shape[(n + 10,)] = shape(n + 10)
+    b
+  }
+  t: Tensor[(1,), i64] = shape_to_tensor(y)
+  r: Tuple[Shape[ndim=1], Tensor[(1,), i64]] = (y, t)
+  return r
+}
+)");
+  rt::Tensor c = tensor(rt::DType::boolean(), {});
+  for (int flag : {1, 0}) {
+    c.data_as<uint8_t>()[0] = uint8_t(flag);
+    rt::Value r = vm->invoke("main", {c, tensor(rt::DType::f32(), {4})});
+    const auto& fields = r.tuple();
+    REQUIRE(fields.size() == 2);
+    int64_t want = flag ? 4 : 14;
+    CHECK(fields[0].shape() == std::vector<int64_t>{want});
+    CHECK(fields[1].tensor().data_as<int64_t>()[0] == want);
+  }
+}
+
+TEST_CASE("vm: graph functions call each other") {
+  auto vm = make_vm(R"(
+fn @main(x: Tensor[(n,), f32]) -> Shape[(n, n)] {
+  r: Shape[(n, n)] = @square(x)
+  return r
+}
+
+fn @square(y: Tensor[(m,), f32]) -> Shape[(m, m)] {
+  return shape(m, m)
+}
+)");
+  CHECK(vm->invoke("main", {tensor(rt::DType::f32(), {6})}).shape() == std::vector<int64_t>{6, 6});
+}
+
+TEST_CASE("vm lowering: an op that was not legalised is named with its variable") {
+  IRModule mod = parse_module(R"(
+fn @main(x: Tensor[(n,), f32]) -> Tensor[(n,), f32] {
+  y: Tensor[(n,), f32] = exp(x)
+  return y
+}
+)");
+  std::string e;
+  try {
+    lower_to_vm(mod);
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  CHECK(e.find("'y'") != std::string::npos);
+  CHECK(e.find("op exp was not legalised") != std::string::npos);
+}
+
+TEST_CASE("bytecode: damaged bytes are refused, never read out of bounds") {
+  IRModule mod = parse_module("fn @main(x: Tensor[(n, 2), f32]) -> Shape[(n,)] {\n  return shape(n)\n}\n");
+  std::string bytes = lower_to_vm(mod).exe.serialize();
+  CHECK_NOTHROW(rt::Executable::deserialize(bytes));
+  for (size_t cut = 0; cut < bytes.size(); cut += 3)
+    CHECK_THROWS_AS(rt::Executable::deserialize(std::string_view(bytes).substr(0, cut)), rt::Error);
+  std::string bad = bytes;
+  bad[0] = 'X';
+  CHECK_THROWS_WITH_AS(rt::Executable::deserialize(bad), doctest::Contains("bad magic"), rt::Error);
+  // Every single-byte change either still parses into a checked program or is refused.
+  for (size_t i = 8; i < bytes.size(); i += 5) {
+    std::string b = bytes;
+    b[i] = char(b[i] ^ 0x5a);
+    try {
+      rt::Executable::deserialize(b);
+    } catch (const rt::Error&) {
+    }
+  }
+}

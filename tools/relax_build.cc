@@ -1,0 +1,101 @@
+// relax-build: a model (ONNX or IR text) -> one package (*.rpkg) for a target.
+//
+//   relax-build MODEL.onnx|MODEL.relax --target cpu [-o OUT.rpkg] [-O0|-O1|-O2] [--json]
+//
+// Exit codes as relax-import: 0 built; 2 the model uses something
+// unsupported (every unsupported op listed at once, with node names); 1 any
+// other error. The package is written through a temporary file, so nothing
+// is left behind when the build fails.
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "backends/driver/build.h"
+#include "frontends/onnx/importer.h"
+#include "ir/error.h"
+#include "ir/printer.h"
+#include "runtime/error.h"
+
+namespace fs = std::filesystem;
+using namespace relax;
+
+namespace {
+
+// "n=1..4096" -> (n, [1, 4096]).
+std::pair<std::string, Interval> parse_bound(const std::string& s) {
+  size_t eq = s.find('='), dots = s.find("..");
+  if (eq == std::string::npos || dots == std::string::npos || dots < eq)
+    fail("--bound expects NAME=LO..HI, got '", s, "'");
+  try {
+    return {s.substr(0, eq), Interval{std::stoll(s.substr(eq + 1, dots - eq - 1)), std::stoll(s.substr(dots + 2))}};
+  } catch (const std::exception&) {
+    fail("--bound expects NAME=LO..HI with integer bounds, got '", s, "'");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"relax-build: compile a model (ONNX or IR text) into a package (*.rpkg) for a target."};
+  std::string model, output, target = "cpu", emit;
+  BuildOptions opts;
+  bool json = false, o0 = false, o1 = false, o2 = false;
+  std::vector<std::string> bounds;
+  app.add_option("model", model, "the model: *.onnx, or *.relax with its weights file")->required();
+  app.add_option("--target", target, "the target: cpu")->capture_default_str();
+  app.add_option("-o,--output", output, "the package (default: MODEL.<target>.rpkg beside the model)");
+  app.add_flag("-O0", o0, "no optimisation passes (normalize only)");
+  app.add_flag("-O1", o1, "the O1 pipeline");
+  app.add_flag("-O2", o2, "the O2 pipeline (default)");
+  app.add_option("--cpu", opts.cpu, "the CPU to compile for: host, x86-64, x86-64-v2, x86-64-v3, znver3, ...")
+      ->capture_default_str();
+  app.add_option("--bound", bounds, "bounds of a symbolic dim, checked at run time: NAME=LO..HI (repeatable)");
+  app.add_option("--emit", emit, "instead of a package, print the IR after the passes: relax");
+  app.add_flag("--time-passes", opts.time_passes, "print the time each pass took");
+  app.add_flag("--json", json, "print a JSON report on standard output");
+  CLI11_PARSE(app, argc, argv);
+
+  opts.target = target;
+  opts.opt_level = o0 ? 0 : o1 ? 1 : 2;
+  if (output.empty()) output = fs::path(model).replace_extension("." + target + ".rpkg").string();
+  nlohmann::json rep{{"model", model}, {"target", target}};
+  auto finish = [&](int code, const std::string& error) {
+    rep["ok"] = code == 0;
+    if (!error.empty()) rep["error"] = error;
+    if (json) std::cout << rep.dump(2) << "\n";
+    return code;
+  };
+  try {
+    for (const std::string& b : bounds) opts.bounds.insert(parse_bound(b));
+    if (!emit.empty()) {
+      if (emit != "relax") fail("--emit: unknown kind '", emit, "'; known: relax");
+      std::cout << print_module(build_module(model, opts));
+      return 0;
+    }
+    BuildReport r = build_package(model, output, opts);
+    rep["package"] = r.package_path;
+    rep["bytes"] = r.package_bytes;
+    rep["kernels"] = r.num_kernels;
+    rep["weights"] = r.num_weights;
+    for (const auto& [name, s] : r.phase_seconds) rep["seconds"][name] = s;
+    if (!json) std::cerr << "relax-build: wrote " << r.package_path << " (" << r.num_kernels << " kernels)\n";
+    return finish(0, "");
+  } catch (const onnx_fe::UnsupportedModel& u) {
+    std::cerr << "relax-build: " << model << ": " << u.what() << "\n";
+    rep["unsupported"] = nlohmann::json::array();
+    for (const auto& item : u.items)
+      rep["unsupported"].push_back(
+          {{"domain", item.domain}, {"op", item.op_type}, {"opset", item.opset}, {"nodes", item.nodes}});
+    return finish(2, u.what());
+  } catch (const Error& e) {
+    std::cerr << "relax-build: error: " << e.what() << "\n";
+    return finish(1, e.what());
+  } catch (const rt::Error& e) {
+    std::cerr << "relax-build: error: " << e.what() << "\n";
+    return finish(1, e.what());
+  } catch (const std::exception& e) {
+    std::cerr << "relax-build: internal error: " << e.what() << "\n";
+    return finish(1, e.what());
+  }
+}

@@ -1,0 +1,166 @@
+// relax-run: run a package on inputs from files.
+//
+//   relax-run PKG --input NAME=FILE ... [--output-dir DIR] [--threads N] [--bench N] [--json]
+//   relax-run PKG --test-data DIR [--rtol R] [--atol A] [--json]
+//
+// Inputs are NumPy .npy files or ONNX TensorProto .pb files. With
+// --output-dir each output goes to DIR/<name>.npy (characters other than
+// letters, digits, '.', '_' and '-' become '_'). --test-data DIR reads
+// DIR/input_K.pb, runs, and compares every output with DIR/output_K.pb;
+// the exit code is 0 only when all match. This tool links the runtime
+// alone: no LLVM, no protobuf.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/compare.h"
+#include "runtime/error.h"
+#include "runtime/model.h"
+#include "runtime/npy.h"
+#include "runtime/tensor_proto.h"
+#include "runtime/thread_pool.h"
+
+namespace fs = std::filesystem;
+using namespace relax::rt;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Tensor read_input(const std::string& path) {
+  if (ends_with(path, ".npy")) return read_npy(path);
+  if (ends_with(path, ".pb")) return read_tensor_proto(path).tensor;
+  rt_fail(path, ": unknown input format (expected .npy or .pb)");
+}
+
+std::string safe_name(const std::string& name) {
+  std::string s = name;
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
+  return s.empty() ? "_" : s;
+}
+
+// The inputs in the model's order, from NAME=FILE pairs.
+std::vector<Tensor> named_inputs(const Model& m, const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> files;
+  for (const std::string& s : specs) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos) rt_fail("--input expects NAME=FILE, got '", s, "'");
+    files[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  std::vector<Tensor> out;
+  for (const TensorDesc& d : m.inputs()) {
+    auto it = files.find(d.name);
+    if (it == files.end()) rt_fail("no --input for the model's input '", d.name, "'");
+    out.push_back(read_input(it->second));
+    files.erase(it);
+  }
+  if (!files.empty()) rt_fail("the model has no input named '", files.begin()->first, "'");
+  return out;
+}
+
+std::vector<Tensor> files_in(const std::string& dir, const std::string& prefix) {
+  std::vector<Tensor> out;
+  for (size_t k = 0;; ++k) {
+    fs::path p = fs::path(dir) / (prefix + std::to_string(k) + ".pb");
+    if (!fs::exists(p)) break;
+    out.push_back(read_tensor_proto(p.string()).tensor);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"relax-run: run a package (*.rpkg) on inputs from .npy or .pb files."};
+  std::string pkg, output_dir, test_data;
+  std::vector<std::string> inputs;
+  int threads = 0, bench = 0;
+  bool json = false;
+  Tolerance tol;
+  app.add_option("package", pkg, "the package")->required();
+  app.add_option("--input", inputs, "an input: NAME=FILE (.npy or .pb); repeat for each input");
+  app.add_option("--output-dir", output_dir, "write each output to DIR/<name>.npy");
+  app.add_option("--test-data", test_data,
+                 "a directory with input_K.pb and output_K.pb: run and compare (exit 1 when any output differs)");
+  app.add_option("--rtol", tol.rtol, "relative tolerance for --test-data")->capture_default_str();
+  app.add_option("--atol", tol.atol, "absolute tolerance for --test-data")->capture_default_str();
+  app.add_option("--threads", threads, "threads for kernels (default: the number of cores)");
+  app.add_option("--bench", bench, "run N more times and print the median latency");
+  app.add_flag("--json", json, "print the result as JSON on standard output");
+  CLI11_PARSE(app, argc, argv);
+
+  nlohmann::json rep{{"package", pkg}};
+  try {
+    if (threads > 0) ThreadPool::set_global_num_threads(threads);
+    auto model = Model::load(pkg);
+    std::vector<Tensor> in = test_data.empty() ? named_inputs(*model, inputs) : files_in(test_data, "input_");
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<Tensor> out = model->run(in);
+    rep["first_run_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (bench > 0) {
+      std::vector<double> ms;
+      for (int i = 0; i < bench; ++i) {
+        auto t = std::chrono::steady_clock::now();
+        model->run(in);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+      }
+      rep["bench"] = {{"runs", bench}, {"median_ms", median(ms)}, {"min_ms", *std::min_element(ms.begin(), ms.end())}};
+      if (!json) std::cout << "median latency: " << median(ms) << " ms over " << bench << " runs\n";
+    }
+    const auto& descs = model->outputs();
+    rep["outputs"] = nlohmann::json::array();
+    bool all_ok = true;
+    std::vector<Tensor> expected;
+    if (!test_data.empty()) {
+      expected = files_in(test_data, "output_");
+      if (expected.size() != out.size())
+        rt_fail(test_data, ": has ", expected.size(), " expected outputs, the model produces ", out.size());
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      std::string name = i < descs.size() ? descs[i].name : "output_" + std::to_string(i);
+      nlohmann::json o{{"name", name}, {"dtype", out[i].dtype().str()}, {"shape", out[i].shape()}};
+      if (!output_dir.empty()) {
+        fs::create_directories(output_dir);
+        fs::path p = fs::path(output_dir) / (safe_name(name) + ".npy");
+        write_npy(p.string(), out[i]);
+        o["file"] = p.string();
+      }
+      if (!expected.empty()) {
+        Comparison c = compare_tensors(out[i], expected[i], tol);
+        all_ok = all_ok && c.ok;
+        o["match"] = c.ok;
+        o["max_abs_error"] = c.max_abs_error;
+        o["max_rel_error"] = c.max_rel_error;
+        if (!c.ok) o["detail"] = c.detail;
+        if (!json)
+          std::cout << name << ": " << (c.ok ? "match" : "MISMATCH") << "  max abs error " << c.max_abs_error
+                    << "  max rel error " << c.max_rel_error << (c.ok ? "" : "  (" + c.detail + ")") << "\n";
+      } else if (!json) {
+        std::cout << name << ": " << out[i].type_str() << (o.contains("file") ? " -> " + o["file"].get<std::string>() : "")
+                  << "\n";
+      }
+      rep["outputs"].push_back(o);
+    }
+    rep["ok"] = all_ok;
+    if (json) std::cout << rep.dump(2) << "\n";
+    return all_ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    rep["ok"] = false;
+    rep["error"] = e.what();
+    if (json)
+      std::cout << rep.dump(2) << "\n";
+    std::cerr << "relax-run: error: " << e.what() << "\n";
+    return 1;
+  }
+}
