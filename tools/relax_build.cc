@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "backends/common/vm_lower.h"
 #include "backends/driver/build.h"
 #include "frontends/onnx/importer.h"
 #include "ir/error.h"
@@ -88,6 +89,11 @@ int main(int argc, char** argv) {
       rep["unsupported"].push_back(
           {{"domain", item.domain}, {"op", item.op_type}, {"opset", item.opset}, {"nodes", item.nodes}});
     return finish(2, u.what());
+  } catch (const NotLowered& n) {
+    std::cerr << "relax-build: " << model << ": " << n.what() << "\n";
+    rep["unsupported"] = nlohmann::json::array();
+    for (const auto& [op, vars] : n.ops) rep["unsupported"].push_back({{"op", op}, {"graph_op", true}, {"nodes", vars}});
+    return finish(2, n.what());
   } catch (const Error& e) {
     std::cerr << "relax-build: error: " << e.what() << "\n";
     return finish(1, e.what());

@@ -1,6 +1,7 @@
 #include "backends/common/vm_lower.h"
 
 #include <functional>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -515,7 +516,58 @@ class FunctionLowering {
   std::string current_;
 };
 
+bool lowered_by_vm(const std::string& op) {
+  static const std::set<std::string> ops = {"call_tir",        "call_library",    "call_builtin", "shape_of",
+                                            "tensor_to_shape", "shape_to_tensor", "loop",         "scan"};
+  return ops.count(op) != 0;
+}
+
+void find_unlowered(const Expr& e, const std::string& var, std::map<std::string, std::vector<std::string>>& out) {
+  if (!e) return;
+  switch (e->kind) {
+    case ExprKind::Call: {
+      const auto* c = static_cast<const CallNode*>(e.get());
+      if (const OpInfo* op = c->op(); op && !lowered_by_vm(op->name)) out[op->name].push_back(var);
+      for (const Expr& a : c->args) find_unlowered(a, var, out);
+      break;
+    }
+    case ExprKind::SeqExpr: {
+      const auto* s = static_cast<const SeqExprNode*>(e.get());
+      for (const BindingBlock& b : s->blocks)
+        for (const Binding& bd : b.bindings) find_unlowered(bd.value, bd.var->name, out);
+      find_unlowered(s->body, var, out);
+      break;
+    }
+    case ExprKind::If: {
+      const auto* i = static_cast<const IfNode*>(e.get());
+      find_unlowered(i->then_branch, var, out);
+      find_unlowered(i->else_branch, var, out);
+      break;
+    }
+    case ExprKind::Function: find_unlowered(static_cast<const FunctionNode*>(e.get())->body, var, out); break;
+    case ExprKind::Tuple:
+      for (const Expr& f : static_cast<const TupleNode*>(e.get())->fields) find_unlowered(f, var, out);
+      break;
+    default: break;
+  }
+}
+
 VMLowered ModuleLowering::run() {
+  std::map<std::string, std::vector<std::string>> left;
+  for (const auto& [name, item] : mod_.items())
+    if (const auto* f = std::get_if<Function>(&item)) find_unlowered((*f)->body, name, left);
+  if (!left.empty()) {
+    std::ostringstream msg;
+    msg << "no tensor program or builtin implements " << (left.size() == 1 ? "this op" : "these ops") << " yet:";
+    for (const auto& [op, vars] : left) {
+      msg << "\n  " << op << " (" << vars.size() << (vars.size() == 1 ? " use" : " uses") << ": ";
+      for (size_t i = 0; i < vars.size() && i < 5; ++i) msg << (i ? ", " : "") << vars[i];
+      if (vars.size() > 5) msg << ", ...";
+      msg << ")";
+    }
+    throw NotLowered(msg.str(), std::move(left));
+  }
+
   std::vector<std::pair<std::string, Function>> fns;
   for (const auto& [name, item] : mod_.items())
     if (const auto* f = std::get_if<Function>(&item)) fns.emplace_back(name, *f);

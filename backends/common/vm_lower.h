@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/analyzer.h"
+#include "ir/error.h"
 #include "ir/module.h"
 #include "runtime/bytecode.h"
 
@@ -34,6 +35,16 @@ struct VMLowered {
   std::vector<std::string> weights;   // weight names the bytecode loads
 };
 
+// The module still calls ops that nothing lowers; every one is listed with
+// the variables it binds (the ONNX node outputs), as relax-import lists
+// unsupported ONNX ops.
+struct NotLowered : Error {
+  NotLowered(std::string msg, std::map<std::string, std::vector<std::string>> o)
+      : Error(std::move(msg)), ops(std::move(o)) {}
+  std::map<std::string, std::vector<std::string>> ops;  // op -> variables
+};
+
+// Throws NotLowered before anything else when ops are left.
 VMLowered lower_to_vm(const IRModule& mod, const VMLowerOptions& opts = {});
 
 }  // namespace relax

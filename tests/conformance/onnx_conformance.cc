@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "backends/common/vm_lower.h"
 #include "backends/driver/build.h"
 #include "frontends/onnx/importer.h"
 #include "ir/error.h"
@@ -79,6 +80,10 @@ Result run_case(const Case& c, const BuildOptions& opts) {
     build_package(c.model, pkg, opts);
   } catch (const onnx_fe::UnsupportedModel& u) {
     return {"unsupported", first_line(u.what())};
+  } catch (const NotLowered& n) {
+    std::string ops;
+    for (const auto& [op, vars] : n.ops) ops += (ops.empty() ? "" : ", ") + op;
+    return {"build-error", "not legalised: " + ops};
   } catch (const std::exception& e) {
     return {"build-error", first_line(e.what())};
   }
