@@ -128,6 +128,42 @@ def export(model, args, names_in, names_out, axes, path):
     print("wrote", path)
 
 
+def write_case(model, args, names_in, name, case):
+    """Runs the PyTorch module on `args` and writes input_K.pb / output_K.pb
+    (ONNX TensorProto, as the backend test data) under data/<name>/<case>/."""
+    import onnx.numpy_helper as nh
+    with torch.no_grad():
+        outs = model(*args)
+    if isinstance(outs, torch.Tensor):
+        outs = (outs,)
+    d = os.path.join(HERE, "data", name, case)
+    os.makedirs(d, exist_ok=True)
+    for k, (a, n) in enumerate(zip(args, names_in)):
+        with open(os.path.join(d, f"input_{k}.pb"), "wb") as f:
+            f.write(nh.from_array(a.numpy(), n).SerializeToString())
+    for k, o in enumerate(outs):
+        with open(os.path.join(d, f"output_{k}.pb"), "wb") as f:
+            f.write(nh.from_array(o.numpy(), f"output_{k}").SerializeToString())
+
+
+def write_reference_data(gpt, bert, cnn, layers):
+    """Reference outputs from PyTorch at several shapes, for the end-to-end
+    model tests (tests/models/test_run_models.py): one package must serve all."""
+    torch.manual_seed(1)
+    past_names = [f"past_key_values.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+    for batch, seq, past in [(1, 1, 7), (1, 7, 0), (2, 64, 3)]:
+        ids = torch.randint(0, 100, (batch, seq))
+        pkv = [torch.randn(batch, 4, past, 16) for _ in range(2 * layers)]
+        write_case(gpt, (ids, *pkv), ["input_ids", *past_names], "gpt2_tiny", f"b{batch}_s{seq}_p{past}")
+    for batch, seq in [(1, 1), (2, 7), (1, 64)]:
+        ids = torch.randint(0, 100, (batch, seq))
+        mask = torch.ones(batch, seq, dtype=torch.int64)
+        mask[:, seq // 2 + 1:] = 0
+        write_case(bert, (ids, mask), ["input_ids", "attention_mask"], "bert_tiny", f"b{batch}_s{seq}")
+    for batch, h, w in [(1, 32, 32), (3, 16, 24), (2, 8, 8)]:
+        write_case(cnn, (torch.randn(batch, 3, h, w),), ["image"], "cnn_tiny", f"b{batch}_{h}x{w}")
+
+
 def main():
     layers = 2
     gpt = GPT2(layers=layers)
@@ -153,6 +189,8 @@ def main():
     cnn = CNN()
     export(cnn, (torch.randn(2, 3, 32, 32),), ["image"], ["logits"],
            {"image": {0: "batch", 2: "height", 3: "width"}, "logits": {0: "batch"}}, "cnn_tiny.onnx")
+
+    write_reference_data(gpt, bert, cnn, layers)
 
 
 if __name__ == "__main__":
