@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace relax::rt {
@@ -76,7 +77,7 @@ class ThreadPool {
 template <class F>
 void ThreadPool::parallel_for(int64_t n, F&& f) {
   struct Ctx {
-    F* f;
+    std::remove_reference_t<F>* f;
     std::mutex mu;
     std::exception_ptr error;
   } ctx{&f, {}, {}};

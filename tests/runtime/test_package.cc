@@ -1,0 +1,224 @@
+// The package file: round trip, alignment, and refusal of damaged files.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/package.h"
+#include "runtime/tensor.h"
+#include "tests/runtime/rt_test_util.h"
+
+namespace relax::rt {
+using test::contains;
+using test::error_of;
+using test::slurp;
+using test::spit;
+using test::TempDir;
+
+namespace {
+
+std::string weights_bytes() {
+  std::string w(10000, '\0');
+  for (size_t i = 0; i < w.size(); ++i) w[i] = char(i * 7 + 3);
+  return w;
+}
+
+std::string write_sample(const TempDir& dir, const std::string& name = "model.rpkg") {
+  PackageWriter w;
+  w.add("manifest", std::string(R"({"format": 1})"));
+  w.add("bytecode", std::string(100, 'b'));
+  w.add("weights", weights_bytes());
+  w.add("kernels.cpu", std::string(33, 'k'));
+  std::string path = dir / name;
+  w.write(path);
+  return path;
+}
+
+void put64(std::string& b, size_t at, uint64_t v) { std::memcpy(b.data() + at, &v, 8); }
+uint64_t get64(const std::string& b, size_t at) {
+  uint64_t v;
+  std::memcpy(&v, b.data() + at, 8);
+  return v;
+}
+// Recomputes the checksum after an edit, so that only the edit is wrong.
+void reseal(std::string& b) { put64(b, b.size() - 8, checksum64(b.data(), b.size() - 8)); }
+
+}  // namespace
+
+TEST_CASE("package: write and open round trip, weights aligned to 4096") {
+  TempDir dir;
+  std::string path = write_sample(dir);
+  Package pkg = Package::open(path);
+  CHECK(pkg.path() == path);
+  CHECK(pkg.sections().size() == 4);
+  CHECK(pkg.section_text("manifest") == R"({"format": 1})");
+  CHECK(pkg.section_text("bytecode") == std::string(100, 'b'));
+  CHECK(pkg.section_text("kernels.cpu") == std::string(33, 'k'));
+  auto w = pkg.section("weights");
+  CHECK(std::string(reinterpret_cast<const char*>(w.data()), w.size()) == weights_bytes());
+  for (const SectionInfo& s : pkg.sections()) CHECK(s.offset % (s.name == "weights" ? 4096 : 64) == 0);
+  CHECK(reinterpret_cast<uintptr_t>(w.data()) % 4096 == 0);  // zero copy: inside the page-aligned mapping
+  CHECK(pkg.file_size() == std::filesystem::file_size(path));
+  CHECK(pkg.file_size() % 8 == 0);
+  CHECK(!pkg.has("nope"));
+  CHECK(contains(error_of([&] { pkg.section("nope"); }), "no section 'nope'"));
+  // Nothing but the package is left in the directory.
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
+  CHECK(files == 1);
+}
+
+TEST_CASE("package: a weight tensor over the mapping outlives the Package object") {
+  TempDir dir;
+  std::string path = write_sample(dir);
+  Tensor t;
+  {
+    Package pkg = Package::open(path);
+    auto w = pkg.section("weights");
+    t = Tensor(Storage::wrap(w.data(), w.size(), pkg.keep_alive()), DType::u(8), {int64_t(w.size())});
+  }
+  std::filesystem::remove(path);
+  CHECK(std::string(static_cast<const char*>(t.data()), t.nbytes()) == weights_bytes());
+}
+
+TEST_CASE("package: writer refuses bad names and leaves nothing behind on failure") {
+  PackageWriter w;
+  w.add("a", std::string("x"));
+  CHECK(contains(error_of([&] { w.add("a", std::string("y")); }), "added twice"));
+  CHECK(contains(error_of([&] { w.add(std::string(25, 'n'), std::string("y")); }), "1 to 24 bytes"));
+  CHECK(contains(error_of([&] { w.add("b", std::string("y"), 100); }), "not a power of two"));
+  CHECK(contains(error_of([&] { w.write("/nonexistent-dir/x.rpkg"); }), "/nonexistent-dir/x.rpkg"));
+  // An empty package is still a package.
+  TempDir dir;
+  PackageWriter().write(dir / "empty.rpkg");
+  CHECK(Package::open(dir / "empty.rpkg").sections().empty());
+}
+
+TEST_CASE("package: refuses damaged and foreign files, naming the file") {
+  TempDir dir;
+  const std::string good = slurp(write_sample(dir));
+  const std::string path = dir / "bad.rpkg";
+  auto open_bytes = [&](const std::string& bytes) {
+    spit(path, bytes);
+    return error_of([&] { Package::open(path); });
+  };
+  CHECK(open_bytes(good) == "<no error>");
+
+  SUBCASE("truncated") {
+    std::string msg = open_bytes(good.substr(0, good.size() / 2));
+    CHECK(contains(msg, path + ": "));
+    CHECK(contains(msg, "truncated: header says " + std::to_string(good.size()) + " bytes, file has " +
+                            std::to_string(good.size() / 2)));
+    CHECK(contains(open_bytes(good.substr(0, 20)), "truncated"));
+    CHECK(contains(open_bytes(""), "not a relax package (bad magic)"));
+    CHECK(contains(open_bytes(good + "extra..."), "trailing bytes"));
+  }
+  SUBCASE("bad magic") {
+    std::string b = good;
+    b[3] = 'Y';
+    CHECK(contains(open_bytes(b), path + ": not a relax package (bad magic)"));
+    CHECK(contains(open_bytes("hello world, this is not a package at all........"), "bad magic"));
+  }
+  SUBCASE("newer version") {
+    std::string b = good;
+    b[8] = 7;
+    reseal(b);
+    CHECK(contains(open_bytes(b), path + ": format version 7 is newer than this runtime (1)"));
+  }
+  SUBCASE("a flipped byte anywhere") {
+    // Every byte after the fixed header fields is covered by the checksum.
+    // Opening a file per byte is slow, so the header, the table and every
+    // 7th byte go through Package::open; every byte is checked against the
+    // stored checksum directly.
+    const uint64_t stored = get64(good, good.size() - 8);
+    for (size_t i = 0; i < good.size(); ++i) {
+      std::string b = good;
+      b[i] ^= char(1 << (i % 8));
+      if (i < good.size() - 8) REQUIRE(checksum64(b.data(), b.size() - 8) != stored);
+      if (i >= 512 && i % 7 != 0 && i < good.size() - 8) continue;
+      std::string msg = open_bytes(b);
+      if (i >= 24) {
+        CHECK_MESSAGE(contains(msg, "checksum mismatch: the file is damaged"), "byte ", i, ": ", msg);
+      } else {
+        CHECK_MESSAGE(msg != "<no error>", "byte ", i);
+      }
+    }
+  }
+  SUBCASE("a section pointing past the end") {
+    std::string b = good;
+    // Entry 2 is the weights: push its size past the end.
+    size_t entry = 24 + 2 * 40;
+    put64(b, entry + 32, b.size());
+    reseal(b);
+    std::string msg = open_bytes(b);
+    CHECK(contains(msg, "section 'weights'"));
+    CHECK(contains(msg, "points past the end of the file"));
+    // An offset past the end, and one that wraps around.
+    b = good;
+    put64(b, entry + 24, uint64_t(1) << 62);
+    reseal(b);
+    CHECK(contains(open_bytes(b), "points past the end"));
+    b = good;
+    put64(b, entry + 24, 4096);
+    put64(b, entry + 32, ~uint64_t(0) - 100);
+    reseal(b);
+    CHECK(contains(open_bytes(b), "points past the end"));
+  }
+  SUBCASE("overlapping, misaligned and duplicate sections; a table too long") {
+    std::string b = good;
+    size_t bytecode = 24 + 1 * 40;
+    put64(b, bytecode + 32, get64(b, bytecode + 32) + 64);  // runs into the next section
+    uint64_t manifest_off = get64(b, 24 + 24);
+    put64(b, bytecode + 24, manifest_off);
+    reseal(b);
+    CHECK(contains(open_bytes(b), "overlap"));
+    b = good;
+    put64(b, 24 + 2 * 40 + 24, get64(b, 24 + 2 * 40 + 24) - 64);
+    reseal(b);
+    CHECK(contains(open_bytes(b), "not aligned to 4096"));
+    b = good;
+    std::memcpy(b.data() + 24 + 40, "manifest\0\0\0\0\0\0\0\0", 16);
+    reseal(b);
+    CHECK(contains(open_bytes(b), "appears twice"));
+    b = good;
+    uint32_t huge = 1u << 30;
+    std::memcpy(b.data() + 12, &huge, 4);
+    reseal(b);
+    CHECK(contains(open_bytes(b), "does not fit"));
+  }
+}
+
+TEST_CASE("checksum64: streaming equals one shot; any one-byte change is seen; it is fast") {
+  std::string data(100003, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = char((i * 2654435761u) >> 13);
+  uint64_t whole = checksum64(data.data(), data.size());
+  for (size_t piece : {1, 3, 7, 8, 31, 32, 33, 1000}) {
+    Checksum64 c;
+    for (size_t at = 0; at < data.size(); at += piece) c.update(data.data() + at, std::min(piece, data.size() - at));
+    CHECK(c.finish() == whole);
+  }
+  // Short inputs: every single-byte change of every length up to 80.
+  for (size_t n = 1; n <= 80; ++n) {
+    std::string s = data.substr(0, n);
+    uint64_t h = checksum64(s.data(), n);
+    for (size_t i = 0; i < n; ++i)
+      for (int v : {1, 0x80, 0xff}) {
+        std::string t = s;
+        t[i] = char(t[i] ^ v);
+        REQUIRE(checksum64(t.data(), n) != h);
+      }
+  }
+  CHECK(checksum64("", 0) != checksum64("\0", 1));
+
+  std::string big(64 << 20, 'x');
+  auto start = std::chrono::steady_clock::now();
+  volatile uint64_t sink = checksum64(big.data(), big.size());
+  (void)sink;
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double gbps = double(big.size()) / s / 1e9;
+  MESSAGE("checksum64: ", gbps, " GB/s");
+  CHECK(gbps > 0.5);  // loose: shared, possibly unoptimised CI machines
+}
+
+}  // namespace relax::rt

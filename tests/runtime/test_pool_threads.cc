@@ -1,0 +1,183 @@
+// The pool allocator and the thread pool.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "runtime/thread_pool.h"
+
+namespace relax::rt {
+
+TEST_CASE("pool: size classes are 64-byte multiples with at most 25% waste") {
+  CHECK(PoolAllocator::size_class(0) == 64);
+  CHECK(PoolAllocator::size_class(1) == 64);
+  CHECK(PoolAllocator::size_class(64) == 64);
+  CHECK(PoolAllocator::size_class(65) == 128);
+  CHECK(PoolAllocator::size_class(1024) == 1024);
+  CHECK(PoolAllocator::size_class(1025) == 1280);
+  for (size_t n = 1; n < (1 << 22); n = n * 3 / 2 + 7) {
+    size_t c = PoolAllocator::size_class(n);
+    CHECK(c >= n);
+    CHECK(c % 64 == 0);
+    if (n > 256) CHECK(c <= n + n / 4 + 64);
+  }
+}
+
+TEST_CASE("pool: freed blocks are reused and counted") {
+  PoolAllocator pool;
+  void* first = nullptr;
+  {
+    Tensor a = Tensor::empty(DType::f32(), {1000}, &pool);
+    first = a.data();
+    CHECK(reinterpret_cast<uintptr_t>(first) % 64 == 0);
+    PoolStats s = pool.stats();
+    CHECK(s.bytes_in_use == PoolAllocator::size_class(4000));
+    CHECK(s.num_allocations == 1);
+    CHECK(s.num_reused == 0);
+  }
+  PoolStats s = pool.stats();
+  CHECK(s.bytes_in_use == 0);
+  CHECK(s.bytes_cached == PoolAllocator::size_class(4000));
+  // 3990 bytes fall in the same class: the same block comes back.
+  Tensor b = Tensor::empty(DType::u(8), {3990}, &pool);
+  CHECK(b.data() == first);
+  s = pool.stats();
+  CHECK(s.num_allocations == 2);
+  CHECK(s.num_reused == 1);
+  CHECK(s.bytes_cached == 0);
+  Tensor c = Tensor::empty(DType::u(8), {3990}, &pool);  // the class's list is empty now
+  CHECK(c.data() != first);
+  s = pool.stats();
+  CHECK(s.peak_bytes_in_use == 2 * PoolAllocator::size_class(4000));
+  CHECK(s.num_reused == 1);
+  b = Tensor();
+  c = Tensor();
+  CHECK(pool.stats().bytes_cached == 2 * PoolAllocator::size_class(4000));
+  pool.release_cached();
+  CHECK(pool.stats().bytes_cached == 0);
+}
+
+TEST_CASE("pool: cache limit, thread safety, storage outliving the pool") {
+  {
+    PoolAllocator pool(/*max_cached_bytes=*/0);
+    { Tensor a = Tensor::empty(DType::f32(), {16}, &pool); }
+    CHECK(pool.stats().bytes_cached == 0);
+  }
+  PoolAllocator pool;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&pool, t] {
+      for (int i = 0; i < 500; ++i) {
+        Tensor a = Tensor::empty(DType::u(8), {64 * (1 + (i + t) % 7)}, &pool);
+        static_cast<uint8_t*>(a.data())[0] = uint8_t(i);
+      }
+    });
+  for (auto& th : threads) th.join();
+  PoolStats s = pool.stats();
+  CHECK(s.num_allocations == 2000);
+  CHECK(s.bytes_in_use == 0);
+  CHECK(s.num_reused >= 2000 - 4 * 7);
+
+  Tensor survivor;
+  {
+    PoolAllocator short_lived;
+    survivor = Tensor::empty(DType::f32(), {8}, &short_lived);
+  }
+  survivor.data_as<float>()[7] = 1.0f;  // still valid; freed when `survivor` goes
+}
+
+namespace {
+
+// Counts how often each index is visited.
+void count_body(int64_t begin, int64_t end, void* ctx) {
+  auto* hits = static_cast<std::vector<std::atomic<int>>*>(ctx);
+  for (int64_t i = begin; i < end; ++i) (*hits)[size_t(i)].fetch_add(1);
+}
+
+}  // namespace
+
+TEST_CASE("threads: parallel_for covers [0, n) exactly once") {
+  for (int threads : {1, 2, 3, 4, 8}) {
+    ThreadPool pool(threads);
+    CHECK(pool.num_threads() == threads);
+    for (int64_t n : {0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 100, 1001, 4096}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.parallel_for(n, count_body, &hits);
+      bool once = true;
+      for (auto& h : hits) once &= h.load() == 1;
+      CHECK_MESSAGE(once, "threads=", threads, " n=", n);
+    }
+  }
+}
+
+TEST_CASE("threads: chunks are static and contiguous, the caller runs one") {
+  ThreadPool pool(4);
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  bool caller_ran = false;
+  auto caller = std::this_thread::get_id();
+  pool.parallel_for(10, [&](int64_t b, int64_t e) {
+    std::lock_guard lock(mu);
+    ranges.emplace_back(b, e);
+    if (std::this_thread::get_id() == caller) caller_ran = true;
+  });
+  std::sort(ranges.begin(), ranges.end());
+  CHECK(ranges == std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 9}, {9, 10}});
+  CHECK(caller_ran);
+}
+
+TEST_CASE("threads: nested and concurrent calls run, serially where needed") {
+  ThreadPool pool(4);
+  for (int rep = 0; rep < 50; ++rep) {
+    std::vector<std::atomic<int>> hits(64 * 64);
+    pool.parallel_for(64, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        pool.parallel_for(64, [&](int64_t jb, int64_t je) {
+          for (int64_t j = jb; j < je; ++j) hits[size_t(i * 64 + j)].fetch_add(1);
+        });
+    });
+    bool once = true;
+    for (auto& h : hits) once &= h.load() == 1;
+    REQUIRE(once);
+  }
+  // Two outside threads sharing the pool.
+  std::atomic<int64_t> total{0};
+  std::vector<std::thread> users;
+  for (int t = 0; t < 3; ++t)
+    users.emplace_back([&] {
+      for (int rep = 0; rep < 200; ++rep) pool.parallel_for(100, [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
+    });
+  for (auto& u : users) u.join();
+  CHECK(total.load() == 3 * 200 * 100);
+}
+
+TEST_CASE("threads: an exception in a chunk reaches the caller") {
+  ThreadPool pool(3);
+  CHECK_THROWS_WITH(pool.parallel_for(30,
+                                      [](int64_t b, int64_t) {
+                                        if (b > 0) throw std::runtime_error("chunk failed");
+                                      }),
+                    "chunk failed");
+  std::atomic<int64_t> total{0};
+  auto add = [&](int64_t b, int64_t e) { total += e - b; };
+  pool.parallel_for(30, add);  // still works; an lvalue callable
+  CHECK(total.load() == 30);
+}
+
+TEST_CASE("threads: the C hook runs on the global pool") {
+  ThreadPool::set_global_num_threads(3);
+  CHECK(ThreadPool::global()->num_threads() == 3);
+  std::vector<std::atomic<int>> hits(1000);
+  relax_rt_parallel_for(1000, count_body, &hits);
+  bool once = true;
+  for (auto& h : hits) once &= h.load() == 1;
+  CHECK(once);
+  ThreadPool::set_global_num_threads(0);
+  CHECK(ThreadPool::global()->num_threads() == ThreadPool::default_num_threads());
+}
+
+}  // namespace relax::rt
