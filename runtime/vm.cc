@@ -10,7 +10,7 @@ namespace relax::rt {
 // ---- Values -------------------------------------------------------------------
 
 const char* Value::kind_name() const {
-  static const char* names[] = {"nothing", "tensor", "shape", "int", "float", "string", "tuple"};
+  static const char* names[] = {"nothing", "tensor", "shape", "int", "float", "string", "tuple", "function"};
   return names[v.index()];
 }
 
@@ -121,6 +121,14 @@ Value VirtualMachine::invoke(int function, std::vector<Value> args) {
   std::vector<Value> regs(size_t(f.num_registers));
   for (size_t i = 0; i < args.size(); ++i) regs[i] = std::move(args[i]);
   return run(function, regs);
+}
+
+Value VirtualMachine::call(const Value& closure, std::vector<Value> args) {
+  const auto* c = std::get_if<Closure>(&closure.v);
+  if (!c) rt_fail("expected a function value, got ", closure.kind_name());
+  std::vector<Value> all = (*c)->captured;
+  for (Value& a : args) all.push_back(std::move(a));
+  return invoke((*c)->function, std::move(all));
 }
 
 namespace {

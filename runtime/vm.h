@@ -22,11 +22,13 @@
 namespace relax::rt {
 
 struct Value;
+struct ClosureObj;
 using Shape = std::shared_ptr<const std::vector<int64_t>>;
 using Tuple = std::shared_ptr<const std::vector<Value>>;
+using Closure = std::shared_ptr<const ClosureObj>;
 
 struct Value {
-  std::variant<std::monostate, Tensor, Shape, int64_t, double, std::string, Tuple> v;
+  std::variant<std::monostate, Tensor, Shape, int64_t, double, std::string, Tuple, Closure> v;
 
   Value() = default;
   Value(Tensor t) : v(std::move(t)) {}  // NOLINT
@@ -35,6 +37,7 @@ struct Value {
   Value(double f) : v(f) {}             // NOLINT
   Value(std::string s) : v(std::move(s)) {}  // NOLINT
   Value(Tuple t) : v(std::move(t)) {}   // NOLINT
+  Value(Closure c) : v(std::move(c)) {}  // NOLINT
 
   bool is_tensor() const { return std::holds_alternative<Tensor>(v); }
   bool is_shape() const { return std::holds_alternative<Shape>(v); }
@@ -48,6 +51,13 @@ struct Value {
   const std::string& str(const char* what = "value") const;
   const std::vector<Value>& tuple(const char* what = "value") const;
   const char* kind_name() const;
+};
+
+// A VM function with the values it captured, which come before the
+// arguments of a call (loop and scan bodies, nested functions).
+struct ClosureObj {
+  int function = 0;
+  std::vector<Value> captured;
 };
 
 Shape make_shape(std::vector<int64_t> dims);
@@ -83,6 +93,8 @@ class VirtualMachine {
   // Runs function `name` (default: the first, @main).
   Value invoke(const std::string& name, std::vector<Value> args);
   Value invoke(int function, std::vector<Value> args);
+  // Calls a closure value with `args` after its captured values.
+  Value call(const Value& closure, std::vector<Value> args);
 
   const Executable& exe() const { return exe_; }
   PoolAllocator* pool() const { return pool_.get(); }

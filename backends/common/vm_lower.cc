@@ -1,5 +1,6 @@
 #include "backends/common/vm_lower.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -36,6 +37,13 @@ class ModuleLowering {
     }
     return it->second;
   }
+  // A slot for a function lowered later (nested functions, lifted).
+  int reserve_function() {
+    out_.exe.functions.emplace_back();
+    return int(out_.exe.functions.size() - 1);
+  }
+  void set_function(int index, rt::Function f) { out_.exe.functions[size_t(index)] = std::move(f); }
+
   int builtin_index(const std::string& name) {
     auto [it, fresh] = builtin_index_.emplace(name, int(out_.exe.builtins.size()));
     if (fresh) out_.exe.builtins.push_back(name);
@@ -87,7 +95,35 @@ std::string sinfo_text(const StructInfo& si) { return print_sinfo(si); }
 // One graph function -> one VM function.
 class FunctionLowering {
  public:
-  FunctionLowering(ModuleLowering& m, rt::Function& out) : m_(m), fn_(out) {}
+  explicit FunctionLowering(ModuleLowering& m) : m_(m) {}
+  rt::Function take() { return std::move(fn_); }
+
+  // A nested function lifted to the module: the values it captures come
+  // first, then (when it uses symbolic variables of the enclosing scope) a
+  // shape holding their values, then its own parameters.
+  void lower_lifted(const std::string& name, const Function& f, const std::vector<const VarNode*>& captured,
+                    const std::vector<SymExpr>& syms) {
+    fn_.name = name;
+    for (const VarNode* v : captured) {
+      fn_.params.push_back(v->name);
+      reg_of_[v] = new_reg();
+    }
+    if (!syms.empty()) {
+      fn_.params.push_back("captured shape variables");
+      int r = new_reg();
+      std::vector<int64_t> pattern{int64_t(syms.size())};
+      std::string names;
+      for (const SymExpr& v : syms) {
+        int64_t slot = next_slot_++;
+        slot_of_.emplace(v, slot);
+        pattern.insert(pattern.end(), {P::kBind, slot, Interval::kNegInf, Interval::kPosInf});
+        names += (names.empty() ? "" : "\x1f") + v.name();
+      }
+      emit_builtin("relax.match_shape", {Arg::reg(r), m_.list_const(std::move(pattern)), m_.string_const(name),
+                                         m_.string_const(names), m_.dtype_const(DataType::void_())});
+    }
+    lower(name, f);
+  }
 
   void lower(const std::string& name, const Function& f) {
     fn_.name = name;
@@ -373,10 +409,165 @@ class FunctionLowering {
       case ExprKind::Call: return lower_call(*static_cast<const CallNode*>(e.get()), name);
       case ExprKind::If: return lower_if(*static_cast<const IfNode*>(e.get()), name);
       case ExprKind::SeqExpr: return Arg::reg(lower_seq(std::static_pointer_cast<const SeqExprNode>(e)));
+      case ExprKind::Function: return lower_closure(std::static_pointer_cast<const FunctionNode>(e), name);
       default:
         fail("vm lowering: in @", fn_.name, ", '", name, "': cannot lower a ", expr_kind_name(e->kind),
              " (nested functions and closures are not supported yet)");
     }
+  }
+
+  // ---- Nested functions -----------------------------------------------------
+
+  // Variables `e` uses that it does not bind, in order of first use.
+  static void free_vars_of(const Expr& e, std::set<const VarNode*>& bound, std::vector<const VarNode*>& out) {
+    if (!e) return;
+    switch (e->kind) {
+      case ExprKind::Var:
+      case ExprKind::DataflowVar: {
+        auto* v = static_cast<const VarNode*>(e.get());
+        if (!bound.count(v) && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+        break;
+      }
+      case ExprKind::Tuple:
+        for (const Expr& f : static_cast<const TupleNode*>(e.get())->fields) free_vars_of(f, bound, out);
+        break;
+      case ExprKind::TupleGetItem: free_vars_of(static_cast<const TupleGetItemNode*>(e.get())->tuple, bound, out); break;
+      case ExprKind::Call: {
+        auto* c = static_cast<const CallNode*>(e.get());
+        free_vars_of(c->callee, bound, out);
+        for (const Expr& a : c->args) free_vars_of(a, bound, out);
+        break;
+      }
+      case ExprKind::If: {
+        auto* i = static_cast<const IfNode*>(e.get());
+        free_vars_of(i->cond, bound, out);
+        free_vars_of(i->then_branch, bound, out);
+        free_vars_of(i->else_branch, bound, out);
+        break;
+      }
+      case ExprKind::SeqExpr: {
+        auto* s = static_cast<const SeqExprNode*>(e.get());
+        for (const BindingBlock& b : s->blocks)
+          for (const Binding& bd : b.bindings) {
+            free_vars_of(bd.value, bound, out);
+            bound.insert(bd.var.get());
+          }
+        free_vars_of(s->body, bound, out);
+        break;
+      }
+      case ExprKind::Function: {
+        auto* f = static_cast<const FunctionNode*>(e.get());
+        for (const Var& p : f->params) bound.insert(p.get());
+        free_vars_of(f->body, bound, out);
+        break;
+      }
+      default: break;
+    }
+  }
+
+  // Symbolic variables mentioned anywhere in `e`.
+  static void sym_vars_of(const Expr& e, std::vector<SymExpr>& out) {
+    if (!e) return;
+    if (e->sinfo) collect_vars(e->sinfo, out);
+    switch (e->kind) {
+      case ExprKind::ShapeExpr:
+        for (const SymExpr& v : static_cast<const ShapeExprNode*>(e.get())->values) collect_vars(v, out);
+        break;
+      case ExprKind::PrimValue: {
+        auto* p = static_cast<const PrimValueNode*>(e.get());
+        if (p->int_value.defined()) collect_vars(p->int_value, out);
+        break;
+      }
+      case ExprKind::Tuple:
+        for (const Expr& f : static_cast<const TupleNode*>(e.get())->fields) sym_vars_of(f, out);
+        break;
+      case ExprKind::TupleGetItem: sym_vars_of(static_cast<const TupleGetItemNode*>(e.get())->tuple, out); break;
+      case ExprKind::Call: {
+        auto* c = static_cast<const CallNode*>(e.get());
+        for (const Expr& a : c->args) sym_vars_of(a, out);
+        for (const StructInfo& si : c->sinfo_args)
+          if (si) collect_vars(si, out);
+        break;
+      }
+      case ExprKind::If: {
+        auto* i = static_cast<const IfNode*>(e.get());
+        sym_vars_of(i->cond, out);
+        sym_vars_of(i->then_branch, out);
+        sym_vars_of(i->else_branch, out);
+        break;
+      }
+      case ExprKind::SeqExpr: {
+        auto* s = static_cast<const SeqExprNode*>(e.get());
+        for (const BindingBlock& b : s->blocks)
+          for (const Binding& bd : b.bindings) {
+            if (bd.var->sinfo) collect_vars(bd.var->sinfo, out);
+            if (bd.cast) collect_vars(bd.cast, out);
+            sym_vars_of(bd.value, out);
+          }
+        sym_vars_of(s->body, out);
+        break;
+      }
+      case ExprKind::Function: {
+        auto* f = static_cast<const FunctionNode*>(e.get());
+        for (const Var& p : f->params) collect_vars(p->sinfo, out);
+        if (f->ret) collect_vars(f->ret, out);
+        sym_vars_of(f->body, out);
+        break;
+      }
+      default: break;
+    }
+  }
+
+  Arg lower_closure(const Function& f, const std::string& name) {
+    std::set<const VarNode*> bound;
+    std::vector<const VarNode*> captured;
+    free_vars_of(f, bound, captured);
+    std::vector<SymExpr> used, syms;
+    sym_vars_of(f, used);
+    for (const SymExpr& v : used)
+      if (slot_of_.count(v)) syms.push_back(v);
+    int index = m_.reserve_function();
+    FunctionLowering sub(m_);
+    sub.lower_lifted(fn_.name + "." + (name.empty() ? "fn" : name), f, captured, syms);
+    m_.set_function(index, sub.take());
+    std::vector<Arg> args{Arg::imm(index)};
+    for (const VarNode* v : captured) {
+      auto it = reg_of_.find(v);
+      if (it == reg_of_.end()) fail("vm lowering: in @", fn_.name, ": '", v->name, "' is used by a nested function before it is bound");
+      args.push_back(Arg::reg(it->second));
+    }
+    if (!syms.empty()) args.push_back(shape_arg(syms));
+    int r = new_reg();
+    emit_builtin("relax.make_closure", std::move(args), r);
+    return Arg::reg(r);
+  }
+
+  Arg lower_loop(const CallNode& call, const std::string& name) {
+    Arg body = lower_value(call.args[0], name), trip = lower_value(call.args[1], name),
+        cond = lower_value(call.args[2], name), init = lower_value(call.args[3], name);
+    std::vector<int64_t> scan_dtypes;
+    size_t carried = as<TupleNode>(call.args[3]) ? as<TupleNode>(call.args[3])->fields.size() : 0;
+    if (const auto* t = as<TupleSI>(call.sinfo)) {
+      for (size_t k = carried; k < t->fields.size(); ++k) {
+        const auto* ts = as<TensorSI>(t->fields[k]);
+        DataType d = ts ? ts->dtype : DataType::void_();
+        scan_dtypes.push_back(int64_t(d.code) | int64_t(d.bits) << 8 | int64_t(d.lanes) << 16);
+      }
+    }
+    int r = new_reg();
+    emit_builtin("relax.loop", {body, trip, cond, init, m_.list_const(std::move(scan_dtypes))}, r);
+    return Arg::reg(r);
+  }
+
+  Arg lower_scan(const CallNode& call, const std::string& name) {
+    std::vector<Arg> args;
+    for (const Expr& a : call.args) args.push_back(lower_value(a, name));
+    for (const char* attr : {"scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"})
+      args.push_back(m_.list_const(call.attrs.get_ints(attr)));
+    args.push_back(Arg::imm(call.attrs.get_bool("batched") ? 1 : 0));
+    int r = new_reg();
+    emit_builtin("relax.scan", std::move(args), r);
+    return Arg::reg(r);
   }
 
   Arg lower_if(const IfNode& n, const std::string& name) {
@@ -458,6 +649,13 @@ class FunctionLowering {
       fn_.code.push_back(std::move(in));
       return Arg::reg(r);
     }
+    if (is_var(call.callee)) {  // a function value: a closure
+      std::vector<Arg> args{lower_value(call.callee, name)};
+      for (const Expr& a : call.args) args.push_back(lower_value(a, name));
+      int r = new_reg();
+      emit_builtin("relax.call_closure", std::move(args), r);
+      return Arg::reg(r);
+    }
     const OpInfo* op = call.op();
     if (!op)
       fail("vm lowering: in @", fn_.name, ", '", name, "': calls of ", expr_kind_name(call.callee->kind),
@@ -497,6 +695,8 @@ class FunctionLowering {
       emit_builtin(fnname, std::move(args), r);
       return Arg::reg(r);
     }
+ if (opname == "loop") return lower_loop(call, name);
+    if (opname == "scan") return lower_scan(call, name);
     if (opname == "shape_of" || opname == "tensor_to_shape" || opname == "shape_to_tensor") {
       std::vector<Arg> args;
       for (const Expr& a : call.args) args.push_back(lower_value(a, name));
@@ -509,7 +709,7 @@ class FunctionLowering {
   }
 
   ModuleLowering& m_;
-  rt::Function& fn_;
+  rt::Function fn_;
   std::unordered_map<const VarNode*, int> reg_of_;
   SymMap<int64_t> slot_of_;
   int64_t next_slot_ = 0;
@@ -576,8 +776,9 @@ VMLowered ModuleLowering::run() {
   out_.exe.functions.resize(fns.size());
   for (size_t i = 0; i < fns.size(); ++i) function_index_[fns[i].first] = int(i);
   for (size_t i = 0; i < fns.size(); ++i) {
-    FunctionLowering fl(*this, out_.exe.functions[i]);
+    FunctionLowering fl(*this);
     fl.lower(fns[i].first, fns[i].second);
+    set_function(int(i), fl.take());
   }
   return std::move(out_);
 }

@@ -188,3 +188,34 @@ TEST_CASE("bytecode: damaged bytes are refused, never read out of bounds") {
     }
   }
 }
+
+TEST_CASE("vm: loop runs a nested function that captures values and shape variables") {
+  auto vm = make_vm(R"(
+fn @main(trip: Tensor[(), i64], c: Tensor[(), bool], x: Tensor[(n,), f32], w: Tensor[(3,), f32]) -> Tuple[Tensor[(n,), f32], Tensor[ndim=1, i64], Tensor[ndim=2, f32]] {
+  body: Func[(Tensor[(), i64], Tensor[(), bool], Tensor[(n,), f32]) -> Tuple[Tensor[(), bool], Tensor[(n,), f32], Tensor[(), i64], Tensor[(3,), f32]]] = fn (i: Tensor[(), i64], cin: Tensor[(), bool], v: Tensor[(n,), f32]) -> Tuple[Tensor[(), bool], Tensor[(n,), f32], Tensor[(), i64], Tensor[(3,), f32]] {
+    s: Shape[(n,)] = shape(n)
+    return (cin, v, i, w)
+  }
+  r: Tuple[Tensor[(n,), f32], Tensor[ndim=1, i64], Tensor[ndim=2, f32]] = loop(body, trip, c, (x,))
+  return r
+}
+)");
+  rt::Tensor trip = tensor(rt::DType::i64(), {});
+  trip.data_as<int64_t>()[0] = 3;
+  rt::Tensor c = tensor(rt::DType::boolean(), {});
+  c.data_as<uint8_t>()[0] = 1;
+  rt::Tensor w = tensor(rt::DType::f32(), {3});
+  w.data_as<float>()[1] = 2.5f;
+  rt::Value r = vm->invoke("main", {trip, c, tensor(rt::DType::f32(), {5}), w});
+  const auto& f = r.tuple();
+  REQUIRE(f.size() == 3);
+  CHECK(f[0].tensor().shape() == std::vector<int64_t>{5});
+  CHECK(f[1].tensor().shape() == std::vector<int64_t>{3});
+  CHECK(f[1].tensor().data_as<int64_t>()[2] == 2);
+  CHECK(f[2].tensor().shape() == std::vector<int64_t>{3, 3});
+  CHECK(f[2].tensor().data_as<float>()[4] == 2.5f);
+  // No iteration: the carried values come back and the scan outputs are empty.
+  c.data_as<uint8_t>()[0] = 0;
+  r = vm->invoke("main", {trip, c, tensor(rt::DType::f32(), {5}), w});
+  CHECK(r.tuple()[1].tensor().shape() == std::vector<int64_t>{0});
+}
