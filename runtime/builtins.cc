@@ -163,9 +163,11 @@ void shape_to_tensor(BuiltinCall& c) {
 }  // namespace
 
 void register_control_builtins();  // runtime/builtins_control.cc
+void register_blas_builtins();     // runtime/builtins_blas.cc
 
 void register_core_builtins() {
   register_control_builtins();
+  register_blas_builtins();
   register_builtin("relax.match_shape", match_shape);
   register_builtin("relax.make_shape", make_shape_b);
   register_builtin("relax.make_prim", make_prim);
