@@ -17,8 +17,8 @@ namespace relax {
 namespace {
 
 bool opaque_op(const std::string& name) {
-  return name == "call_tir" || name == "call_library" || name == "call_builtin" || name == "loop" ||
-         name == "scan" || name == "shape_of";
+  return name == "call_tir" || name == "call_library" || name == "call_builtin" || name == "loop" || name == "scan" ||
+         name == "shape_of";
 }
 
 class ShapeBinder : public ExprMutator {

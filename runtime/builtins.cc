@@ -23,9 +23,7 @@ std::vector<std::string> split_names(const std::string& s) {
   return out;
 }
 
-bool is_number(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("-0123456789") == std::string::npos;
-}
+bool is_number(const std::string& s) { return !s.empty() && s.find_first_not_of("-0123456789") == std::string::npos; }
 
 // match_shape(value, pattern, context, dim names, dtype)
 void match_shape(BuiltinCall& c) {
@@ -164,10 +162,12 @@ void shape_to_tensor(BuiltinCall& c) {
 
 void register_control_builtins();  // runtime/builtins_control.cc
 void register_blas_builtins();     // runtime/builtins_blas.cc
+void register_data_builtins();     // runtime/builtins_data.cc
 
 void register_core_builtins() {
   register_control_builtins();
   register_blas_builtins();
+  register_data_builtins();
   register_builtin("relax.match_shape", match_shape);
   register_builtin("relax.make_shape", make_shape_b);
   register_builtin("relax.make_prim", make_prim);

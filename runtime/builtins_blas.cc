@@ -80,8 +80,8 @@ void matmul(BuiltinCall& c) {
                   reinterpret_cast<float*>(pc), blasint(N));
     else
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(N), blasint(K), 1.0,
-                  reinterpret_cast<const double*>(pa), blasint(K), reinterpret_cast<const double*>(pb), blasint(N),
-                  0.0, reinterpret_cast<double*>(pc), blasint(N));
+                  reinterpret_cast<const double*>(pa), blasint(K), reinterpret_cast<const double*>(pb), blasint(N), 0.0,
+                  reinterpret_cast<double*>(pc), blasint(N));
     for (size_t k = ob.size(); k-- > 0;) {
       if (++idx[k] < ob[k]) break;
       idx[k] = 0;

@@ -48,7 +48,8 @@ Tensor slice_along(const Tensor& x, int axis, int64_t index, PoolAllocator* pool
   size_t eb = elem_bytes(x), chunk = size_t(inner) * eb;
   const char* src = static_cast<const char*>(x.data());
   char* dst = static_cast<char*>(out.data());
-  for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + size_t(o) * chunk, src + size_t(o * len + index) * chunk, chunk);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + size_t(o) * chunk, src + size_t(o * len + index) * chunk, chunk);
   return out;
 }
 
@@ -57,7 +58,8 @@ Tensor stack(const std::vector<Tensor>& parts, int axis, PoolAllocator* pool, co
   const Tensor& first = parts.at(0);
   for (const Tensor& p : parts)
     if (p.shape() != first.shape() || !(p.dtype() == first.dtype()))
-      rt_fail(what, ": iterations produced ", first.type_str(), " and ", p.type_str(), "; they must agree to be stacked");
+      rt_fail(what, ": iterations produced ", first.type_str(), " and ", p.type_str(),
+              "; they must agree to be stacked");
   std::vector<int64_t> shape = first.shape();
   if (axis < 0 || axis > int(shape.size())) rt_fail(what, ": axis ", axis, " out of range");
   int64_t outer = 1, inner = 1;
@@ -70,8 +72,8 @@ Tensor stack(const std::vector<Tensor>& parts, int axis, PoolAllocator* pool, co
   char* dst = static_cast<char*>(out.data());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t k = 0; k < len; ++k)
-      std::memcpy(dst + size_t(o * len + k) * chunk, static_cast<const char*>(parts[size_t(k)].data()) + size_t(o) * chunk,
-                  chunk);
+      std::memcpy(dst + size_t(o * len + k) * chunk,
+                  static_cast<const char*>(parts[size_t(k)].data()) + size_t(o) * chunk, chunk);
   return out;
 }
 
@@ -113,7 +115,8 @@ void loop(BuiltinCall& c) {
       rt_fail("Loop's body returned ", r.size(), " values, expected ", 1 + carried.size() + scans.size());
     cond = scalar_int(r[0], "Loop's condition") != 0;
     for (size_t k = 0; k < carried.size(); ++k) carried[k] = r[1 + k];
-    for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(r[1 + carried.size() + k].tensor("a Loop scan output"));
+    for (size_t k = 0; k < scans.size(); ++k)
+      scans[k].push_back(r[1 + carried.size() + k].tensor("a Loop scan output"));
   }
   std::vector<Value> out = carried;
   for (size_t k = 0; k < scans.size(); ++k) {
@@ -153,7 +156,8 @@ std::vector<Value> scan_once(BuiltinCall& c, std::vector<Value> states, const st
       args.emplace_back(slice_along(inputs[j], axes[j], rev ? len - 1 - t : t, pool));
     }
     std::vector<Value> r = results_of(c.vm.call(c.arg(0), std::move(args)));
-    if (r.size() < states.size()) rt_fail("Scan's body returned ", r.size(), " values, expected at least ", states.size());
+    if (r.size() < states.size())
+      rt_fail("Scan's body returned ", r.size(), " values, expected at least ", states.size());
     for (size_t k = 0; k < states.size(); ++k) states[k] = r[k];
     if (outs.empty()) outs.resize(r.size() - states.size());
     for (size_t k = 0; k < outs.size(); ++k) outs[k].push_back(r[states.size() + k].tensor("a Scan output"));

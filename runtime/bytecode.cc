@@ -78,9 +78,12 @@ class Reader {
 
 const char* callee_kind_name(CalleeKind k) {
   switch (k) {
-    case CalleeKind::Function: return "fn";
-    case CalleeKind::Kernel: return "kernel";
-    case CalleeKind::Builtin: return "builtin";
+    case CalleeKind::Function:
+      return "fn";
+    case CalleeKind::Kernel:
+      return "kernel";
+    case CalleeKind::Builtin:
+      return "builtin";
   }
   return "?";
 }
@@ -207,8 +210,12 @@ Executable Executable::deserialize(std::string_view bytes) {
           }
           break;
         }
-        case Opcode::Ret: check_reg(in.dst, false); break;
-        case Opcode::If: check_reg(in.dst, false); [[fallthrough]];
+        case Opcode::Ret:
+          check_reg(in.dst, false);
+          break;
+        case Opcode::If:
+          check_reg(in.dst, false);
+          [[fallthrough]];
         case Opcode::Goto: {
           int64_t target = int64_t(pc) + in.offset;
           if (target < 0 || target > int64_t(f.code.size())) bad(f, pc, "jump out of range");
@@ -224,16 +231,30 @@ std::string Executable::dump() const {
   std::ostringstream os;
   auto arg = [&](const Arg& a) {
     switch (a.kind) {
-      case ArgKind::Register: os << "%" << a.value; break;
-      case ArgKind::Imm: os << a.value; break;
+      case ArgKind::Register:
+        os << "%" << a.value;
+        break;
+      case ArgKind::Imm:
+        os << a.value;
+        break;
       case ArgKind::Const: {
         const Constant& c = constants[size_t(a.value)];
         switch (c.kind) {
-          case Constant::Kind::Int: os << c.i; break;
-          case Constant::Kind::Float: os << c.f; break;
-          case Constant::Kind::String: os << '"' << c.s << '"'; break;
-          case Constant::Kind::Weight: os << "const(\"" << c.s << "\")"; break;
-          case Constant::Kind::DType: os << "dtype(" << c.i << ")"; break;
+          case Constant::Kind::Int:
+            os << c.i;
+            break;
+          case Constant::Kind::Float:
+            os << c.f;
+            break;
+          case Constant::Kind::String:
+            os << '"' << c.s << '"';
+            break;
+          case Constant::Kind::Weight:
+            os << "const(\"" << c.s << "\")";
+            break;
+          case Constant::Kind::DType:
+            os << "dtype(" << c.i << ")";
+            break;
           case Constant::Kind::IntList: {
             os << "[";
             for (size_t i = 0; i < c.list.size(); ++i) os << (i ? " " : "") << c.list[i];
@@ -266,9 +287,15 @@ std::string Executable::dump() const {
           os << ")";
           break;
         }
-        case Opcode::Ret: os << "ret %" << in.dst; break;
-        case Opcode::Goto: os << "goto " << int64_t(pc) + in.offset; break;
-        case Opcode::If: os << "if !%" << in.dst << " goto " << int64_t(pc) + in.offset; break;
+        case Opcode::Ret:
+          os << "ret %" << in.dst;
+          break;
+        case Opcode::Goto:
+          os << "goto " << int64_t(pc) + in.offset;
+          break;
+        case Opcode::If:
+          os << "if !%" << in.dst << " goto " << int64_t(pc) + in.offset;
+          break;
       }
       os << "\n";
     }
@@ -295,9 +322,15 @@ int64_t eval_shape_code(const int64_t* code, int64_t len, const int64_t* heap, i
     if (sp < 2) throw Error("shape code: stack underflow");
     int64_t b = stack[--sp], a = stack[sp - 1], r = 0;
     switch (op) {
-      case P::kAdd: r = a + b; break;
-      case P::kSub: r = a - b; break;
-      case P::kMul: r = a * b; break;
+      case P::kAdd:
+        r = a + b;
+        break;
+      case P::kSub:
+        r = a - b;
+        break;
+      case P::kMul:
+        r = a * b;
+        break;
       case P::kFloorDiv:
       case P::kFloorMod: {
         if (b == 0) throw Error("shape computation divides by zero");
@@ -309,9 +342,14 @@ int64_t eval_shape_code(const int64_t* code, int64_t len, const int64_t* heap, i
         r = op == P::kFloorDiv ? q : m;
         break;
       }
-      case P::kMin: r = std::min(a, b); break;
-      case P::kMax: r = std::max(a, b); break;
-      default: throw Error("shape code: bad op " + std::to_string(op));
+      case P::kMin:
+        r = std::min(a, b);
+        break;
+      case P::kMax:
+        r = std::max(a, b);
+        break;
+      default:
+        throw Error("shape code: bad op " + std::to_string(op));
     }
     stack[sp - 1] = r;
   }

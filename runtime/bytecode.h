@@ -49,17 +49,17 @@ struct Instr {
 struct Constant {
   enum class Kind : uint8_t { Int = 0, Float = 1, String = 2, IntList = 3, Weight = 4, DType = 5 };
   Kind kind = Kind::Int;
-  int64_t i = 0;               // Int; DType: code | bits << 8 | lanes << 16
-  double f = 0;                // Float
-  std::string s;               // String; Weight: the weight's name
-  std::vector<int64_t> list;   // IntList (shapes, shape patterns)
+  int64_t i = 0;              // Int; DType: code | bits << 8 | lanes << 16
+  double f = 0;               // Float
+  std::string s;              // String; Weight: the weight's name
+  std::vector<int64_t> list;  // IntList (shapes, shape patterns)
 };
 
 struct Function {
   std::string name;
   std::vector<std::string> params;  // names, for messages
   int32_t num_registers = 0;
-  int32_t heap_size = 0;            // shape-heap slots
+  int32_t heap_size = 0;  // shape-heap slots
   std::vector<Instr> code;
 };
 

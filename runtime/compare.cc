@@ -35,11 +35,15 @@ double half_bits_to_double(uint16_t h) {
 bool readable(DType d) {
   if (d.lanes != 1) return false;
   switch (d.code) {
-    case DType::kBool: return true;
+    case DType::kBool:
+      return true;
     case DType::kInt:
-    case DType::kUInt: return d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64;
-    case DType::kFloat: return d.bits == 16 || d.bits == 32 || d.bits == 64;
-    case DType::kBFloat: return d.bits == 16;
+    case DType::kUInt:
+      return d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64;
+    case DType::kFloat:
+      return d.bits == 16 || d.bits == 32 || d.bits == 64;
+    case DType::kBFloat:
+      return d.bits == 16;
   }
   return false;
 }
@@ -54,28 +58,40 @@ double element_as_double(const Tensor& t, int64_t i) {
     return v;
   };
   switch (d.code) {
-    case DType::kBool: return rd(uint8_t()) != 0;
+    case DType::kBool:
+      return rd(uint8_t()) != 0;
     case DType::kInt:
       switch (d.bits) {
-        case 8: return rd(int8_t());
-        case 16: return rd(int16_t());
-        case 32: return rd(int32_t());
-        case 64: return double(rd(int64_t()));
+        case 8:
+          return rd(int8_t());
+        case 16:
+          return rd(int16_t());
+        case 32:
+          return rd(int32_t());
+        case 64:
+          return double(rd(int64_t()));
       }
       break;
     case DType::kUInt:
       switch (d.bits) {
-        case 8: return rd(uint8_t());
-        case 16: return rd(uint16_t());
-        case 32: return rd(uint32_t());
-        case 64: return double(rd(uint64_t()));
+        case 8:
+          return rd(uint8_t());
+        case 16:
+          return rd(uint16_t());
+        case 32:
+          return rd(uint32_t());
+        case 64:
+          return double(rd(uint64_t()));
       }
       break;
     case DType::kFloat:
       switch (d.bits) {
-        case 16: return half_bits_to_double(rd(uint16_t()));
-        case 32: return rd(float());
-        case 64: return rd(double());
+        case 16:
+          return half_bits_to_double(rd(uint16_t()));
+        case 32:
+          return rd(float());
+        case 64:
+          return rd(double());
       }
       break;
     case DType::kBFloat: {

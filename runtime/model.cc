@@ -53,15 +53,16 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
       auto dtype = DType::parse(w.at("dtype").get<std::string>());
       if (!dtype) rt_fail(path, ": weight '", name, "' has unknown dtype ", w.at("dtype").dump());
       uint64_t off = w.at("offset"), nbytes = w.at("nbytes");
-      if (off > wsec.size() || nbytes > wsec.size() - off) rt_fail(path, ": weight '", name, "' lies outside the weights section");
+      if (off > wsec.size() || nbytes > wsec.size() - off)
+        rt_fail(path, ": weight '", name, "' lies outside the weights section");
       auto storage = Storage::wrap(wsec.data() + off, size_t(nbytes), keep);
       weights[name] = Tensor(storage, *dtype, w.at("shape").get<std::vector<int64_t>>());
     }
   } catch (const nlohmann::json::exception& e) {
     rt_fail(path, ": the weights index is malformed: ", e.what());
   }
-  Executable exe = Executable::deserialize(
-      std::string_view(reinterpret_cast<const char*>(m->pkg_.section("bytecode").data()), m->pkg_.section("bytecode").size()));
+  Executable exe = Executable::deserialize(std::string_view(
+      reinterpret_cast<const char*>(m->pkg_.section("bytecode").data()), m->pkg_.section("bytecode").size()));
   m->vm_ = std::make_unique<VirtualMachine>(
       std::move(exe),
       [&](const std::string& name) {

@@ -4,10 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "runtime/kernel_library.h"
 #include "runtime/package.h"
@@ -17,8 +16,8 @@ namespace relax::rt {
 
 struct TensorDesc {
   std::string name;
-  std::string dtype;               // "f32"; empty when unknown
-  std::vector<std::string> dims;   // "3", "batch", "n + 1"; empty with ndim -1 when unknown
+  std::string dtype;              // "f32"; empty when unknown
+  std::vector<std::string> dims;  // "3", "batch", "n + 1"; empty with ndim -1 when unknown
   int ndim = -1;
 };
 

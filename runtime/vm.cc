@@ -83,11 +83,21 @@ VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const 
     : exe_(std::move(exe)), pool_(pool ? std::move(pool) : std::make_shared<PoolAllocator>()) {
   for (const Constant& c : exe_.constants) {
     switch (c.kind) {
-      case Constant::Kind::Int: consts_.emplace_back(c.i); break;
-      case Constant::Kind::Float: consts_.emplace_back(c.f); break;
-      case Constant::Kind::String: consts_.emplace_back(c.s); break;
-      case Constant::Kind::IntList: consts_.emplace_back(make_shape(c.list)); break;
-      case Constant::Kind::DType: consts_.emplace_back(c.i); break;
+      case Constant::Kind::Int:
+        consts_.emplace_back(c.i);
+        break;
+      case Constant::Kind::Float:
+        consts_.emplace_back(c.f);
+        break;
+      case Constant::Kind::String:
+        consts_.emplace_back(c.s);
+        break;
+      case Constant::Kind::IntList:
+        consts_.emplace_back(make_shape(c.list));
+        break;
+      case Constant::Kind::DType:
+        consts_.emplace_back(c.i);
+        break;
       case Constant::Kind::Weight: {
         Tensor t = weights(c.s);
         if (!t.defined()) rt_fail("the package has no weight '", c.s, "'");
@@ -116,8 +126,7 @@ Value VirtualMachine::invoke(const std::string& name, std::vector<Value> args) {
 Value VirtualMachine::invoke(int function, std::vector<Value> args) {
   if (function < 0 || size_t(function) >= exe_.functions.size()) rt_fail("no function #", function);
   const Function& f = exe_.functions[size_t(function)];
-  if (args.size() != f.params.size())
-    rt_fail(f.name, " takes ", f.params.size(), " inputs, got ", args.size());
+  if (args.size() != f.params.size()) rt_fail(f.name, " takes ", f.params.size(), " inputs, got ", args.size());
   std::vector<Value> regs(size_t(f.num_registers));
   for (size_t i = 0; i < args.size(); ++i) regs[i] = std::move(args[i]);
   return run(function, regs);
@@ -140,14 +149,19 @@ bool truthy(const Value& v) {
     const void* p = t->data();
     DType d = t->dtype();
     switch (d.code) {
-      case DType::kBool: return *static_cast<const uint8_t*>(p) != 0;
+      case DType::kBool:
+        return *static_cast<const uint8_t*>(p) != 0;
       case DType::kInt:
       case DType::kUInt:
         switch (d.bits) {
-          case 8: return *static_cast<const uint8_t*>(p) != 0;
-          case 16: return *static_cast<const uint16_t*>(p) != 0;
-          case 32: return *static_cast<const uint32_t*>(p) != 0;
-          case 64: return *static_cast<const uint64_t*>(p) != 0;
+          case 8:
+            return *static_cast<const uint8_t*>(p) != 0;
+          case 16:
+            return *static_cast<const uint16_t*>(p) != 0;
+          case 32:
+            return *static_cast<const uint32_t*>(p) != 0;
+          case 64:
+            return *static_cast<const uint64_t*>(p) != 0;
         }
         break;
       case DType::kFloat:
@@ -173,12 +187,16 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
   while (pc < f.code.size()) {
     const Instr& in = f.code[pc];
     switch (in.op) {
-      case Opcode::Ret: return std::move(regs[size_t(in.dst)]);
-      case Opcode::Goto: pc = size_t(int64_t(pc) + in.offset); continue;
+      case Opcode::Ret:
+        return std::move(regs[size_t(in.dst)]);
+      case Opcode::Goto:
+        pc = size_t(int64_t(pc) + in.offset);
+        continue;
       case Opcode::If:
         pc = truthy(regs[size_t(in.dst)]) ? pc + 1 : size_t(int64_t(pc) + in.offset);
         continue;
-      case Opcode::Call: break;
+      case Opcode::Call:
+        break;
     }
     // Resolve the arguments without copying registers or constants.
     argp.clear();
@@ -186,8 +204,12 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
     imms.reserve(in.args.size());
     for (const Arg& a : in.args) {
       switch (a.kind) {
-        case ArgKind::Register: argp.push_back(&regs[size_t(a.value)]); break;
-        case ArgKind::Const: argp.push_back(&consts_[size_t(a.value)]); break;
+        case ArgKind::Register:
+          argp.push_back(&regs[size_t(a.value)]);
+          break;
+        case ArgKind::Const:
+          argp.push_back(&consts_[size_t(a.value)]);
+          break;
         case ArgKind::Imm:
           imms.emplace_back(a.value);
           argp.push_back(&imms.back());

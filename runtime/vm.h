@@ -31,13 +31,13 @@ struct Value {
   std::variant<std::monostate, Tensor, Shape, int64_t, double, std::string, Tuple, Closure> v;
 
   Value() = default;
-  Value(Tensor t) : v(std::move(t)) {}  // NOLINT
-  Value(Shape s) : v(std::move(s)) {}   // NOLINT
-  Value(int64_t i) : v(i) {}            // NOLINT
-  Value(double f) : v(f) {}             // NOLINT
+  Value(Tensor t) : v(std::move(t)) {}       // NOLINT
+  Value(Shape s) : v(std::move(s)) {}        // NOLINT
+  Value(int64_t i) : v(i) {}                 // NOLINT
+  Value(double f) : v(f) {}                  // NOLINT
   Value(std::string s) : v(std::move(s)) {}  // NOLINT
-  Value(Tuple t) : v(std::move(t)) {}   // NOLINT
-  Value(Closure c) : v(std::move(c)) {}  // NOLINT
+  Value(Tuple t) : v(std::move(t)) {}        // NOLINT
+  Value(Closure c) : v(std::move(c)) {}      // NOLINT
 
   bool is_tensor() const { return std::holds_alternative<Tensor>(v); }
   bool is_shape() const { return std::holds_alternative<Shape>(v); }
@@ -87,8 +87,8 @@ class VirtualMachine {
   // holds the compiled kernels the executable calls (may be null when it
   // calls none). Throws rt::Error for an unknown builtin, a missing weight
   // or kernel.
-  VirtualMachine(Executable exe, const std::function<Tensor(const std::string&)>& weights,
-                 const KernelLibrary* kernels, std::shared_ptr<PoolAllocator> pool = nullptr);
+  VirtualMachine(Executable exe, const std::function<Tensor(const std::string&)>& weights, const KernelLibrary* kernels,
+                 std::shared_ptr<PoolAllocator> pool = nullptr);
 
   // Runs function `name` (default: the first, @main).
   Value invoke(const std::string& name, std::vector<Value> args);

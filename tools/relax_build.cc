@@ -41,14 +41,15 @@ int main(int argc, char** argv) {
   CLI::App app{"relax-build: compile a model (ONNX or IR text) into a package (*.rpkg) for a target."};
   std::string model, output, target = "cpu", emit;
   BuildOptions opts;
-  bool json = false, o0 = false, o1 = false, o2 = false;
+  bool json = false;
+  int level = 2;
   std::vector<std::string> bounds;
   app.add_option("model", model, "the model: *.onnx, or *.relax with its weights file")->required();
   app.add_option("--target", target, "the target: cpu")->capture_default_str();
   app.add_option("-o,--output", output, "the package (default: MODEL.<target>.rpkg beside the model)");
-  app.add_flag("-O0", o0, "no optimisation passes (normalize only)");
-  app.add_flag("-O1", o1, "the O1 pipeline");
-  app.add_flag("-O2", o2, "the O2 pipeline (default)");
+  app.add_option("-O", level, "the pass pipeline: -O0 (normalize only), -O1, -O2 (default)")
+      ->check(CLI::Range(0, 2))
+      ->capture_default_str();
   app.add_option("--cpu", opts.cpu, "the CPU to compile for: host, x86-64, x86-64-v2, x86-64-v3, znver3, ...")
       ->capture_default_str();
   app.add_option("--bound", bounds, "bounds of a symbolic dim, checked at run time: NAME=LO..HI (repeatable)");
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   opts.target = target;
-  opts.opt_level = o0 ? 0 : o1 ? 1 : 2;
+  opts.opt_level = level;
   if (output.empty()) output = fs::path(model).replace_extension("." + target + ".rpkg").string();
   nlohmann::json rep{{"model", model}, {"target", target}};
   auto finish = [&](int code, const std::string& error) {
@@ -92,7 +93,8 @@ int main(int argc, char** argv) {
   } catch (const NotLowered& n) {
     std::cerr << "relax-build: " << model << ": " << n.what() << "\n";
     rep["unsupported"] = nlohmann::json::array();
-    for (const auto& [op, vars] : n.ops) rep["unsupported"].push_back({{"op", op}, {"graph_op", true}, {"nodes", vars}});
+    for (const auto& [op, vars] : n.ops)
+      rep["unsupported"].push_back({{"op", op}, {"graph_op", true}, {"nodes", vars}});
     return finish(2, n.what());
   } catch (const Error& e) {
     std::cerr << "relax-build: error: " << e.what() << "\n";

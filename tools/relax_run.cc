@@ -147,8 +147,8 @@ int main(int argc, char** argv) {
           std::cout << name << ": " << (c.ok ? "match" : "MISMATCH") << "  max abs error " << c.max_abs_error
                     << "  max rel error " << c.max_rel_error << (c.ok ? "" : "  (" + c.detail + ")") << "\n";
       } else if (!json) {
-        std::cout << name << ": " << out[i].type_str() << (o.contains("file") ? " -> " + o["file"].get<std::string>() : "")
-                  << "\n";
+        std::cout << name << ": " << out[i].type_str()
+                  << (o.contains("file") ? " -> " + o["file"].get<std::string>() : "") << "\n";
       }
       rep["outputs"].push_back(o);
     }
@@ -158,8 +158,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     rep["ok"] = false;
     rep["error"] = e.what();
-    if (json)
-      std::cout << rep.dump(2) << "\n";
+    if (json) std::cout << rep.dump(2) << "\n";
     std::cerr << "relax-run: error: " << e.what() << "\n";
     return 1;
   }

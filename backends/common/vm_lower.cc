@@ -181,7 +181,9 @@ class FunctionLowering {
       code.push_back(op);
     };
     switch (n.kind) {
-      case SymKind::Const: code.insert(code.end(), {P::kPushConst, n.value}); break;
+      case SymKind::Const:
+        code.insert(code.end(), {P::kPushConst, n.value});
+        break;
       case SymKind::Var: {
         auto it = slot_of_.find(e);
         if (it == slot_of_.end())
@@ -207,10 +209,18 @@ class FunctionLowering {
         }
         break;
       }
-      case SymKind::FloorDiv: binop(P::kFloorDiv); break;
-      case SymKind::FloorMod: binop(P::kFloorMod); break;
-      case SymKind::Min: binop(P::kMin); break;
-      case SymKind::Max: binop(P::kMax); break;
+      case SymKind::FloorDiv:
+        binop(P::kFloorDiv);
+        break;
+      case SymKind::FloorMod:
+        binop(P::kFloorMod);
+        break;
+      case SymKind::Min:
+        binop(P::kMin);
+        break;
+      case SymKind::Max:
+        binop(P::kMax);
+        break;
     }
   }
   void emit_dim_expr(const SymExpr& e, std::vector<int64_t>& pattern) {
@@ -293,9 +303,8 @@ class FunctionLowering {
     }
     std::string dim_names;
     for (size_t i = 0; i < names.size(); ++i) dim_names += (i ? "\x1f" : "") + names[i];
-    emit_builtin("relax.match_shape",
-                 {value, m_.list_const(std::move(pattern)), m_.string_const(ctx), m_.string_const(dim_names),
-                  m_.dtype_const(dtype)});
+    emit_builtin("relax.match_shape", {value, m_.list_const(std::move(pattern)), m_.string_const(ctx),
+                                       m_.string_const(dim_names), m_.dtype_const(dtype)});
     if (later.empty()) return;
     // Compound dims with variables bound later: check them once they are.
     auto check = [this, value, ndim, later, dims, ctx, dtype]() {
@@ -382,7 +391,8 @@ class FunctionLowering {
         emit_builtin("relax.make_prim", {m_.list_const(std::move(pattern))}, r);
         return Arg::reg(r);
       }
-      case ExprKind::StringImm: return m_.string_const(static_cast<const StringImmNode*>(e.get())->value);
+      case ExprKind::StringImm:
+        return m_.string_const(static_cast<const StringImmNode*>(e.get())->value);
       case ExprKind::ShapeExpr: {
         Arg s = shape_arg(static_cast<const ShapeExprNode*>(e.get())->values);
         if (s.kind == rt::ArgKind::Const) {
@@ -406,10 +416,14 @@ class FunctionLowering {
         emit_builtin("relax.tuple_get", {t, Arg::imm(g->index)}, r);
         return Arg::reg(r);
       }
-      case ExprKind::Call: return lower_call(*static_cast<const CallNode*>(e.get()), name);
-      case ExprKind::If: return lower_if(*static_cast<const IfNode*>(e.get()), name);
-      case ExprKind::SeqExpr: return Arg::reg(lower_seq(std::static_pointer_cast<const SeqExprNode>(e)));
-      case ExprKind::Function: return lower_closure(std::static_pointer_cast<const FunctionNode>(e), name);
+      case ExprKind::Call:
+        return lower_call(*static_cast<const CallNode*>(e.get()), name);
+      case ExprKind::If:
+        return lower_if(*static_cast<const IfNode*>(e.get()), name);
+      case ExprKind::SeqExpr:
+        return Arg::reg(lower_seq(std::static_pointer_cast<const SeqExprNode>(e)));
+      case ExprKind::Function:
+        return lower_closure(std::static_pointer_cast<const FunctionNode>(e), name);
       default:
         fail("vm lowering: in @", fn_.name, ", '", name, "': cannot lower a ", expr_kind_name(e->kind),
              " (nested functions and closures are not supported yet)");
@@ -431,7 +445,9 @@ class FunctionLowering {
       case ExprKind::Tuple:
         for (const Expr& f : static_cast<const TupleNode*>(e.get())->fields) free_vars_of(f, bound, out);
         break;
-      case ExprKind::TupleGetItem: free_vars_of(static_cast<const TupleGetItemNode*>(e.get())->tuple, bound, out); break;
+      case ExprKind::TupleGetItem:
+        free_vars_of(static_cast<const TupleGetItemNode*>(e.get())->tuple, bound, out);
+        break;
       case ExprKind::Call: {
         auto* c = static_cast<const CallNode*>(e.get());
         free_vars_of(c->callee, bound, out);
@@ -461,7 +477,8 @@ class FunctionLowering {
         free_vars_of(f->body, bound, out);
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
 
@@ -481,7 +498,9 @@ class FunctionLowering {
       case ExprKind::Tuple:
         for (const Expr& f : static_cast<const TupleNode*>(e.get())->fields) sym_vars_of(f, out);
         break;
-      case ExprKind::TupleGetItem: sym_vars_of(static_cast<const TupleGetItemNode*>(e.get())->tuple, out); break;
+      case ExprKind::TupleGetItem:
+        sym_vars_of(static_cast<const TupleGetItemNode*>(e.get())->tuple, out);
+        break;
       case ExprKind::Call: {
         auto* c = static_cast<const CallNode*>(e.get());
         for (const Expr& a : c->args) sym_vars_of(a, out);
@@ -514,7 +533,8 @@ class FunctionLowering {
         sym_vars_of(f->body, out);
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
 
@@ -533,7 +553,8 @@ class FunctionLowering {
     std::vector<Arg> args{Arg::imm(index)};
     for (const VarNode* v : captured) {
       auto it = reg_of_.find(v);
-      if (it == reg_of_.end()) fail("vm lowering: in @", fn_.name, ": '", v->name, "' is used by a nested function before it is bound");
+      if (it == reg_of_.end())
+        fail("vm lowering: in @", fn_.name, ": '", v->name, "' is used by a nested function before it is bound");
       args.push_back(Arg::reg(it->second));
     }
     if (!syms.empty()) args.push_back(shape_arg(syms));
@@ -695,7 +716,7 @@ class FunctionLowering {
       emit_builtin(fnname, std::move(args), r);
       return Arg::reg(r);
     }
- if (opname == "loop") return lower_loop(call, name);
+    if (opname == "loop") return lower_loop(call, name);
     if (opname == "scan") return lower_scan(call, name);
     if (opname == "shape_of" || opname == "tensor_to_shape" || opname == "shape_to_tensor") {
       std::vector<Arg> args;
@@ -744,11 +765,14 @@ void find_unlowered(const Expr& e, const std::string& var, std::map<std::string,
       find_unlowered(i->else_branch, var, out);
       break;
     }
-    case ExprKind::Function: find_unlowered(static_cast<const FunctionNode*>(e.get())->body, var, out); break;
+    case ExprKind::Function:
+      find_unlowered(static_cast<const FunctionNode*>(e.get())->body, var, out);
+      break;
     case ExprKind::Tuple:
       for (const Expr& f : static_cast<const TupleNode*>(e.get())->fields) find_unlowered(f, var, out);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 

@@ -14,8 +14,8 @@ namespace relax {
 
 struct BuildOptions {
   std::string target = "cpu";
-  std::string cpu = "host";  // the LLVM CPU the cpu target compiles for
-  int opt_level = 2;         // the pass pipeline O0/O1/O2
+  std::string cpu = "host";                // the LLVM CPU the cpu target compiles for
+  int opt_level = 2;                       // the pass pipeline O0/O1/O2
   std::map<std::string, Interval> bounds;  // --bound n=1..4096
   bool time_passes = false;
 };

@@ -1,0 +1,61 @@
+// The CPU backend: tensor programs compiled by LLVM into one x86-64 ELF
+// shared object that follows the kernel ABI of docs/runtime_abi.md section 2.
+//
+// Each program becomes `int32_t relax_k_<name>(void* const* buffers, const
+// int64_t* shape_args)`. The object also exports `relax_abi_version` (1)
+// and a zero-initialised `relax_runtime_hooks` that the loader fills; a
+// `parallel` loop runs through its `parallel_for` when set, serially
+// otherwise. The object needs libm.so.6 (a DT_NEEDED entry) and nothing else.
+//
+// The buffers of one call must not overlap where one is written (the
+// runtime allocates outputs fresh): accesses carry per-buffer alias scopes.
+// On CPUs without F16C (x86-64, x86-64-v2) f16 conversions call
+// __extendhfsf2 / __truncsfhf2, which the loading process must provide.
+//
+// Return codes of a kernel: 0 success; 2 when shape_args contradict the
+// program's declared shapes (a dim that is a constant or an expression of
+// already bound variables has another value).
+//
+// Values of the narrow float formats (bf16, float8, f4e2m1) are computed in
+// f32. bf16 results are rounded back to bf16 after every operation; float8
+// and f4 values are rounded only where they are cast or stored. A cast to a
+// float8 format does not saturate (ONNX's saturate=0: out of range gives
+// NaN, or inf for e5m2); the legaliser clamps first when it wants
+// saturation. f4e2m1 has no NaN or inf and always saturates.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/tir.h"
+
+namespace relax::cpu {
+
+struct CpuOptions {
+  std::string cpu = "host";  // an LLVM CPU name: "host" (the build machine), "x86-64", "x86-64-v3", "znver3", ...
+  int opt_level = 3;         // 0..3
+};
+
+struct KernelInfo {
+  std::string program;
+  std::string symbol;
+};
+
+struct CpuArtifact {
+  std::string shared_object;        // the bytes of the .so
+  std::vector<KernelInfo> kernels;  // program name -> exported symbol, in input order
+};
+
+// Throws relax::Error naming the program (and the variable or construct) on
+// anything it cannot compile.
+CpuArtifact compile_programs(const std::vector<tir::Program>& programs, const CpuOptions& opts);
+
+// The optimised LLVM IR of the programs, for inspection and tests.
+std::string emit_llvm_ir(const std::vector<tir::Program>& programs, const CpuOptions& opts);
+
+// The exported symbol of each program, in order: "relax_k_" + the name with
+// every character outside [A-Za-z0-9_] replaced by '_', "_1", "_2", ...
+// appended on a clash.
+std::vector<std::string> kernel_symbols(const std::vector<tir::Program>& programs);
+
+}  // namespace relax::cpu

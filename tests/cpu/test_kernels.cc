@@ -1,0 +1,257 @@
+// CPU backend: whole kernels run against values computed here: elementwise
+// and broadcast with symbolic sizes, the corpus's softmax, layer norm,
+// gather, sym_params and index arithmetic, loops of every cpu kind.
+#include <doctest/doctest.h>
+
+#include <numeric>
+#include <random>
+
+#include "cpu_test_util.h"
+
+namespace relax::cpu::test {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -2, float hi = 2) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+const char* kScale = R"(
+prog @scale(x: Buffer[(n,), f32]) -> (y: Buffer[(n,), f32]) {
+  for i in vectorized(n) {
+    y[i] = x[i] * 2.0f32 + 1.0f32
+  }
+}
+)";
+
+TEST_CASE("cpu: elementwise over a symbolic n, vector tails included") {
+  Library lib(compile_programs(programs_of(kScale), {}));
+  Kernel k = lib.kernel("scale");
+  for (int64_t n : {0, 1, 3, 7, 8, 9, 16, 31, 33, 1000, 1027}) {
+    CAPTURE(n);
+    std::vector<float> x = random_floats(size_t(n), uint32_t(n)), y(size_t(n) + 1, -7.0f);
+    REQUIRE(call(k, {x.data(), y.data()}, {n, n}) == 0);
+    for (int64_t i = 0; i < n; ++i) CHECK(y[i] == x[i] * 2.0f + 1.0f);
+    CHECK(y[n] == -7.0f);  // nothing written past the end
+  }
+}
+
+TEST_CASE("cpu: a vectorized f32 loop becomes <8 x float> code on an AVX2 cpu") {
+  std::string ir = emit_llvm_ir(programs_of(kScale), {"x86-64-v3", 3});
+  CHECK(ir.find("<8 x float>") != std::string::npos);
+  CHECK(ir.find("fmul <8 x float>") != std::string::npos);
+  // Without AVX the same loop uses SSE's 4 lanes at most.
+  std::string sse = emit_llvm_ir(programs_of(kScale), {"x86-64", 3});
+  CHECK(sse.find("<8 x float>") == std::string::npos);
+  CHECK(sse.find("<4 x float>") != std::string::npos);
+}
+
+TEST_CASE("cpu: the corpus's vectorized loops vectorise for AVX2 (bias add, softmax, layer norm, gather)") {
+  for (const char* file :
+       {"26_call_tir.relax", "30_tir_softmax.relax", "31_tir_layer_norm.relax", "39_tir_gather.relax"}) {
+    CAPTURE(file);
+    std::string ir = emit_llvm_ir(corpus_programs(file), {"x86-64-v3", 3});
+    size_t count = 0;
+    for (size_t p = ir.find("<8 x float>"); p != std::string::npos; p = ir.find("<8 x float>", p + 1)) ++count;
+    CHECK(count > 0);
+  }
+}
+
+TEST_CASE("cpu: every opt level and a named cpu compile and agree") {
+  for (int level : {0, 1, 2, 3}) {
+    CAPTURE(level);
+    Library lib(compile_programs(programs_of(kScale), {"x86-64", level}));
+    std::vector<float> x = random_floats(37, 5), y(37);
+    REQUIRE(call(lib.kernel("scale"), {x.data(), y.data()}, {37, 37}) == 0);
+    for (int i = 0; i < 37; ++i) CHECK(y[i] == x[i] * 2.0f + 1.0f);
+  }
+}
+
+TEST_CASE("cpu: broadcast add (add_bias, parallel + vectorized) calls parallel_for") {
+  Library lib(compile_programs(corpus_programs("26_call_tir.relax"), {}));
+  Kernel k = lib.kernel("add_bias");
+  for (int64_t n : {0, 1, 5, 64}) {
+    CAPTURE(n);
+    std::vector<float> x = random_floats(size_t(n * 128), 1), b = random_floats(128, 2), y(size_t(n * 128));
+    int before = parallel_calls;
+    REQUIRE(call(k, {x.data(), b.data(), y.data()}, {n, 128, 128, n, 128}) == 0);
+    CHECK(parallel_calls - before == (n > 0 ? 1 : 0));
+    for (int64_t i = 0; i < n; ++i)
+      for (int j = 0; j < 128; ++j) CHECK(y[i * 128 + j] == x[i * 128 + j] + b[j]);
+  }
+}
+
+TEST_CASE("cpu: parallel loops run serially when the runtime installs no parallel_for") {
+  Library lib(compile_programs(corpus_programs("26_call_tir.relax"), {}), /*with_pool=*/false);
+  std::vector<float> x = random_floats(3 * 128, 3), b = random_floats(128, 4), y(3 * 128);
+  int before = parallel_calls;
+  REQUIRE(call(lib.kernel("add_bias"), {x.data(), b.data(), y.data()}, {3, 128, 128, 3, 128}) == 0);
+  CHECK(parallel_calls == before);
+  for (int i = 0; i < 3 * 128; ++i) CHECK(y[i] == x[i] + b[i % 128]);
+}
+
+TEST_CASE("cpu: sym_params (split_rows) bind k from shape_args after the buffer dims") {
+  Library lib(compile_programs(corpus_programs("26_call_tir.relax"), {}));
+  Kernel k = lib.kernel("split_rows");
+  const int64_t n = 5, kk = 2;
+  std::vector<float> x(n * 4), lo(kk * 4), hi((n - kk) * 4);
+  std::iota(x.begin(), x.end(), 0.0f);
+  REQUIRE(call(k, {x.data(), lo.data(), hi.data()}, {n, 4, kk, 4, n - kk, 4, kk}) == 0);
+  for (int i = 0; i < kk * 4; ++i) CHECK(lo[i] == x[i]);
+  for (int i = 0; i < (n - kk) * 4; ++i) CHECK(hi[i] == x[kk * 4 + i]);
+  // A dim that contradicts the program's shapes is refused before any write.
+  std::fill(hi.begin(), hi.end(), -1.0f);
+  CHECK(call(k, {x.data(), lo.data(), hi.data()}, {n, 4, kk, 4, n - kk + 1, 4, kk}) == 2);
+  CHECK(hi[0] == -1.0f);
+}
+
+TEST_CASE("cpu: softmax rows (corpus 30) with local buffers inside a parallel loop") {
+  Library lib(compile_programs(corpus_programs("30_tir_softmax.relax"), {}));
+  for (int64_t n : {1, 3, 17}) {
+    CAPTURE(n);
+    std::vector<float> x = random_floats(size_t(n * 128), 7, -10, 10), y(size_t(n * 128));
+    REQUIRE(call(lib.kernel("softmax_rows"), {x.data(), y.data()}, {n, 128, n, 128}) == 0);
+    for (int64_t i = 0; i < n; ++i) {
+      float m = -INFINITY, s = 0;
+      for (int j = 0; j < 128; ++j) m = std::max(m, x[i * 128 + j]);
+      for (int j = 0; j < 128; ++j) s += std::exp(x[i * 128 + j] - m);
+      for (int j = 0; j < 128; ++j) CHECK(same(y[i * 128 + j], std::exp(x[i * 128 + j] - m) / s, 1e-5));
+    }
+  }
+}
+
+TEST_CASE("cpu: layer norm (corpus 31)") {
+  Library lib(compile_programs(corpus_programs("31_tir_layer_norm.relax"), {}));
+  const int64_t n = 3, d = 768;
+  std::vector<float> x = random_floats(n * d, 8), g = random_floats(d, 9), b = random_floats(d, 10), y(n * d);
+  REQUIRE(call(lib.kernel("layer_norm"), {x.data(), g.data(), b.data(), y.data()}, {n, d, d, d, n, d}) == 0);
+  for (int64_t i = 0; i < n; ++i) {
+    double mean = 0, var = 0;
+    for (int k = 0; k < d; ++k) mean += x[i * d + k], var += double(x[i * d + k]) * x[i * d + k];
+    mean /= d;
+    var = var / d - mean * mean;
+    for (int k = 0; k < d; ++k) {
+      double want = (x[i * d + k] - mean) / std::sqrt(var + 1e-5) * g[k] + b[k];
+      CHECK(same(y[i * d + k], want, 1e-3));
+    }
+  }
+}
+
+TEST_CASE("cpu: gather with loaded i64 indices and a histogram (corpus 39)") {
+  Library lib(compile_programs(corpus_programs("39_tir_gather.relax"), {}));
+  const int64_t v = 5, s = 7, d = 768;
+  std::vector<float> table = random_floats(v * d, 11), out(s * d);
+  std::vector<int64_t> ids{4, 0, 2, 2, 4, 1, 4};
+  std::vector<int32_t> hist(v, 0);
+  REQUIRE(call(lib.kernel("embedding"), {table.data(), ids.data(), out.data(), hist.data()}, {v, d, s, s, d, v}) == 0);
+  for (int i = 0; i < s; ++i)
+    for (int j = 0; j < d; ++j) CHECK(out[i * d + j] == table[ids[i] * d + j]);
+  CHECK(hist == std::vector<int32_t>{1, 1, 2, 0, 3});
+}
+
+TEST_CASE("cpu: causal mask with a sym_param offset (corpus 40)") {
+  Library lib(compile_programs(corpus_programs("40_tir_sym_params.relax"), {}));
+  const int64_t h = 2, q = 3, kv = 5, offset = 2;
+  std::vector<float> s = random_floats(h * q * kv, 12), out(h * q * kv);
+  REQUIRE(call(lib.kernel("causal_mask"), {s.data(), out.data()}, {h, q, kv, h, q, kv, offset}) == 0);
+  for (int a = 0; a < h; ++a)
+    for (int i = 0; i < q; ++i)
+      for (int j = 0; j < kv; ++j) {
+        int64_t at = (a * q + i) * kv + j;
+        CHECK(out[at] == (j <= i + offset ? s[at] : -INFINITY));
+      }
+}
+
+TEST_CASE("cpu: index arithmetic with // % min max (corpus 41)") {
+  Library lib(compile_programs(corpus_programs("41_tir_index_arith.relax"), {}));
+  for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{3, 5}, {1, 1}, {7, 20}}) {
+    std::vector<float> x = random_floats(n * m, 13), y(n * m);
+    REQUIRE(call(lib.kernel("transpose_flat"), {x.data(), y.data()}, {n, m, m, n}) == 0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) CHECK(y[j * n + i] == x[i * m + j]);
+  }
+  for (int64_t n : {1, 4, 9}) {
+    std::vector<float> x = random_floats(n, 14), y(n);
+    REQUIRE(call(lib.kernel("tail"), {x.data(), y.data()}, {n, n}) == 0);
+    for (int64_t i = 0; i < n; ++i) CHECK(y[i] == x[std::max<int64_t>(i - 1, 0)]);
+  }
+}
+
+TEST_CASE("cpu: local allocations, symbolic (heap) and constant (stack) (corpus 42)") {
+  Library lib(compile_programs(corpus_programs("42_tir_alloc_scopes.relax"), {}));
+  std::vector<float> x{1, 2, 3, 4}, y(4);
+  REQUIRE(call(lib.kernel("two_phase"), {x.data(), y.data()}, {4, 4}) == 0);
+  CHECK(y == std::vector<float>{21, 5, 7, 9});  // y = 2x, y[0] = sum(y), then +1
+}
+
+TEST_CASE("cpu: if / else (corpus 34) and unrolled loops") {
+  Library lib(compile_programs(corpus_programs("34_tir_if_else.relax"), {}));
+  std::vector<float> x{-1, 0, 3, 6, 7, NAN}, y(6);
+  REQUIRE(call(lib.kernel("relu6"), {x.data(), y.data()}, {6, 6}) == 0);
+  CHECK(y[0] == 0);
+  CHECK(y[2] == 3);
+  CHECK(y[3] == 6);
+  CHECK(y[4] == 6);
+  CHECK(std::isnan(y[5]));
+
+  auto progs = programs_of(R"(
+prog @unroll(x: Buffer[(n, 4), i32]) -> (y: Buffer[(n,), i32]) {
+  for i in range(n) {
+    y[i] = 0i32
+    for u in unrolled(4) {
+      y[i] = y[i] * 10i32 + x[i, u]
+    }
+  }
+}
+)");
+  CHECK(emit_llvm_ir(progs, {"x86-64", 3}).find("llvm.loop.unroll") == std::string::npos);  // fully unrolled
+  Library lib2(compile_programs(progs, {}));
+  std::vector<int32_t> xi{1, 2, 3, 4, 5, 6, 7, 8}, yi(2);
+  REQUIRE(call(lib2.kernel("unroll"), {xi.data(), yi.data()}, {2, 4, 2}) == 0);
+  CHECK(yi == std::vector<int32_t>{1234, 5678});
+}
+
+TEST_CASE("cpu: nested parallel loops: the inner one runs serially inside the outer body") {
+  Library lib(compile_programs(programs_of(R"(
+prog @nested(x: Buffer[(n, m), f32]) -> (y: Buffer[(n, m), f32]) {
+  for i in parallel(n) {
+    for j in parallel(m) {
+      y[i, j] = x[i, j] + 1.0f32
+    }
+  }
+}
+)"),
+                               {}));
+  std::vector<float> x = random_floats(6 * 9, 15), y(6 * 9);
+  int before = parallel_calls;
+  REQUIRE(call(lib.kernel("nested"), {x.data(), y.data()}, {6, 9, 6, 9}) == 0);
+  CHECK(parallel_calls - before == 1);
+  for (int i = 0; i < 6 * 9; ++i) CHECK(y[i] == x[i] + 1.0f);
+}
+
+TEST_CASE("cpu: kernel symbols are sanitised and unique, one per program in order") {
+  auto progs = programs_of(R"(
+prog @"a.b"(x: Buffer[(1,), f32]) -> (y: Buffer[(1,), f32]) {
+  y[0] = x[0]
+}
+prog @a_b(x: Buffer[(1,), f32]) -> (y: Buffer[(1,), f32]) {
+  y[0] = x[0] + 1.0f32
+}
+)");
+  CpuArtifact a = compile_programs(progs, {});
+  REQUIRE(a.kernels.size() == 2);
+  CHECK(a.kernels[0].program == "a.b");
+  CHECK(a.kernels[0].symbol == "relax_k_a_b");
+  CHECK(a.kernels[1].program == "a_b");
+  CHECK(a.kernels[1].symbol == "relax_k_a_b_1");
+  Library lib(a);
+  float x = 2, y = 0;
+  REQUIRE(call(lib.kernel("a_b"), {&x, &y}, {1, 1}) == 0);
+  CHECK(y == 3);
+}
+
+}  // namespace
+}  // namespace relax::cpu::test

@@ -1,0 +1,171 @@
+// The data-dependent builtins (runtime/builtins_data.cc) on hand-computed
+// cases: ties, empty inputs, every output of unique, NMS thresholds, and
+// the run-time parameters of reduce_dynamic and dynamic_strided_slice.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "runtime/error.h"
+#include "runtime/vm.h"
+
+using namespace relax::rt;
+
+namespace {
+
+Value call(const std::string& name, std::vector<Value> args) {
+  static VirtualMachine vm(
+      Executable{}, [](const std::string&) { return Tensor(); }, nullptr);
+  const Builtin* fn = find_builtin(name);
+  REQUIRE(fn);
+  std::vector<int64_t> heap;
+  std::vector<const Value*> ptrs;
+  for (const Value& a : args) ptrs.push_back(&a);
+  Value out;
+  BuiltinCall c{vm, heap, ptrs.data(), ptrs.size(), out};
+  (*fn)(c);
+  return out;
+}
+
+template <class T>
+Tensor make(DType d, std::vector<int64_t> shape, std::vector<T> v) {
+  Tensor t = Tensor::empty(d, std::move(shape));
+  REQUIRE(size_t(t.numel()) == v.size());
+  if (!v.empty()) std::memcpy(t.data(), v.data(), v.size() * sizeof(T));
+  return t;
+}
+Tensor f32(std::vector<int64_t> shape, std::vector<float> v) {
+  return make(DType::f32(), std::move(shape), std::move(v));
+}
+Tensor i64(std::vector<int64_t> shape, std::vector<int64_t> v) {
+  return make(DType::i64(), std::move(shape), std::move(v));
+}
+
+template <class T>
+std::vector<T> values(const Value& v) {
+  const Tensor& t = v.tensor();
+  return std::vector<T>(t.data_as<T>(), t.data_as<T>() + t.numel());
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+TEST_CASE("builtins: topk, largest and smallest, ties by the lower index") {
+  Tensor x = f32({2, 4}, {1, 3, 3, 2, 5, 5, 5, 0});
+  Value r = call("relax.topk", {x, int64_t(2), int64_t(-1), int64_t(1), int64_t(1)});
+  CHECK(values<float>(r.tuple()[0]) == std::vector<float>{3, 3, 5, 5});
+  CHECK(values<int64_t>(r.tuple()[1]) == std::vector<int64_t>{1, 2, 0, 1});
+  r = call("relax.topk", {x, int64_t(3), int64_t(1), int64_t(0), int64_t(1)});
+  CHECK(values<float>(r.tuple()[0]) == std::vector<float>{1, 2, 3, 0, 5, 5});
+  CHECK(values<int64_t>(r.tuple()[1]) == std::vector<int64_t>{0, 3, 1, 3, 0, 1});
+  // Along axis 0, and with k = 0.
+  r = call("relax.topk", {x, int64_t(1), int64_t(0), int64_t(1), int64_t(1)});
+  CHECK(values<int64_t>(r.tuple()[1]) == std::vector<int64_t>{1, 1, 1, 0});
+  r = call("relax.topk", {x, int64_t(0), int64_t(1), int64_t(1), int64_t(1)});
+  CHECK(r.tuple()[0].tensor().shape() == std::vector<int64_t>{2, 0});
+  // Integers compare exactly.
+  Tensor big = i64({3}, {int64_t(1) << 60, (int64_t(1) << 60) + 1, -5});
+  r = call("relax.topk", {big, int64_t(1), int64_t(0), int64_t(1), int64_t(1)});
+  CHECK(values<int64_t>(r.tuple()[1]) == std::vector<int64_t>{1});
+  CHECK(error_of([&] {
+          call("relax.topk", {x, int64_t(5), int64_t(1), int64_t(1), int64_t(1)});
+        }).find("k = 5") != std::string::npos);
+}
+
+TEST_CASE("builtins: nonzero in row-major order, empty and all-zero inputs") {
+  Value r = call("relax.nonzero", {f32({2, 2}, {1, 0, 0, -2})});
+  CHECK(r.tensor().shape() == std::vector<int64_t>{2, 2});
+  CHECK(values<int64_t>(r) == std::vector<int64_t>{0, 1, 0, 1});
+  r = call("relax.nonzero", {f32({3}, {0, 0, 0})});
+  CHECK(r.tensor().shape() == std::vector<int64_t>{1, 0});
+  r = call("relax.nonzero", {f32({0, 4}, {})});
+  CHECK(r.tensor().shape() == std::vector<int64_t>{2, 0});
+  Tensor b = make<uint8_t>(DType::boolean(), {3}, {0, 1, 1});
+  CHECK(values<int64_t>(call("relax.nonzero", {b})) == std::vector<int64_t>{1, 2});
+}
+
+TEST_CASE("builtins: unique, sorted or not, with every output") {
+  Tensor x = f32({6}, {2, 1, 2, 3, 1, 2});
+  Value r = call("relax.unique", {x, int64_t(0), int64_t(1)});
+  const auto& t = r.tuple();
+  CHECK(values<float>(t[0]) == std::vector<float>{1, 2, 3});
+  CHECK(values<int64_t>(t[1]) == std::vector<int64_t>{1, 0, 3});
+  CHECK(values<int64_t>(t[2]) == std::vector<int64_t>{1, 0, 1, 2, 0, 1});
+  CHECK(values<int64_t>(t[3]) == std::vector<int64_t>{2, 3, 1});
+  r = call("relax.unique", {x, int64_t(0), int64_t(0)});
+  CHECK(values<float>(r.tuple()[0]) == std::vector<float>{2, 1, 3});
+  CHECK(values<int64_t>(r.tuple()[2]) == std::vector<int64_t>{0, 1, 0, 2, 1, 0});
+  // Rows of a matrix (axis 0), and columns (axis 1).
+  Tensor m = f32({3, 2}, {1, 0, 0, 1, 1, 0});
+  r = call("relax.unique", {m, int64_t(0), int64_t(1)});
+  CHECK(values<float>(r.tuple()[0]) == std::vector<float>{0, 1, 1, 0});
+  CHECK(values<int64_t>(r.tuple()[3]) == std::vector<int64_t>{1, 2});
+  r = call("relax.unique", {m, int64_t(-1), int64_t(1)});
+  CHECK(r.tuple()[0].tensor().shape() == std::vector<int64_t>{3, 2});
+  CHECK(values<float>(r.tuple()[0]) == std::vector<float>{0, 1, 1, 0, 0, 1});
+  // Empty.
+  r = call("relax.unique", {f32({0}, {}), int64_t(0), int64_t(1)});
+  CHECK(r.tuple()[0].tensor().shape() == std::vector<int64_t>{0});
+  CHECK(r.tuple()[2].tensor().shape() == std::vector<int64_t>{0});
+}
+
+TEST_CASE("builtins: non_max_suppression keeps the best boxes per class") {
+  // Three boxes; 1 overlaps 0 heavily (IoU 0.83), 2 is apart.
+  Tensor boxes = f32({1, 3, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, 5, 1, 6});
+  Tensor scores = f32({1, 2, 3}, {0.9f, 0.95f, 0.3f, 0.1f, 0.2f, 0.6f});
+  Tensor iou = f32({1}, {0.5f});
+  Value r = call("relax.non_max_suppression", {boxes, scores, int64_t(0), i64({1}, {3}), iou});
+  CHECK(values<int64_t>(r) == std::vector<int64_t>{0, 0, 1, 0, 0, 2, 0, 1, 2, 0, 1, 1});
+  // A score threshold and at most one box per class.
+  r = call("relax.non_max_suppression", {boxes, scores, int64_t(0), i64({1}, {1}), iou, f32({1}, {0.5f})});
+  CHECK(values<int64_t>(r) == std::vector<int64_t>{0, 0, 1, 0, 1, 2});
+  // No max_output_boxes_per_class: nothing.
+  r = call("relax.non_max_suppression", {boxes, scores, int64_t(0)});
+  CHECK(r.tensor().shape() == std::vector<int64_t>{0, 3});
+  // Center format: (x center, y center, width, height).
+  Tensor centers = f32({1, 2, 4}, {0.5f, 0.5f, 1, 1, 0.5f, 0.6f, 1, 1});
+  r = call("relax.non_max_suppression", {centers, f32({1, 1, 2}, {0.5f, 0.9f}), int64_t(1), i64({1}, {2}), iou});
+  CHECK(values<int64_t>(r) == std::vector<int64_t>{0, 0, 1});
+}
+
+TEST_CASE("builtins: parameters of reduce_dynamic and dynamic_strided_slice") {
+  Tensor x = f32({2, 3, 4}, std::vector<float>(24, 0));
+  Value r = call("relax.reduce_dynamic_params", {x, i64({2}, {-1, 0}), int64_t(0), int64_t(0)});
+  CHECK(r.shape() == std::vector<int64_t>{1, 3, 1, 2, 1, 4, 3});
+  r = call("relax.reduce_dynamic_params", {x, i64({0}, {}), int64_t(1), int64_t(1)});
+  CHECK(r.shape() == std::vector<int64_t>{2, 3, 4, 1, 1, 1});
+  r = call("relax.reduce_dynamic_params", {x, i64({0}, {}), int64_t(0), int64_t(1)});
+  CHECK(r.shape() == std::vector<int64_t>{1, 1, 1, 2, 3, 4});
+  CHECK(error_of([&] {
+          call("relax.reduce_dynamic_params", {x, i64({1}, {3}), int64_t(0), int64_t(0)});
+        }).find("out of range") != std::string::npos);
+
+  // x[:, 2:0:-1, 1::2], axis 0 untouched.
+  r = call("relax.slice_params", {x, i64({2}, {2, 1}), i64({2}, {0, 100}), i64({2}, {1, -1}), i64({2}, {-1, 2})});
+  CHECK(r.shape() == std::vector<int64_t>{2, 2, 2, 0, 2, 1, 1, 0, 2, 0, 1, 0});
+  // Clamping: start beyond the end is empty; very negative bounds clamp.
+  r = call("relax.slice_params", {x, i64({1}, {10}), i64({1}, {20}), i64({1}, {2}), i64({1}, {1})});
+  CHECK(r.shape() == std::vector<int64_t>{2, 3, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0});
+  r = call("relax.slice_params", {x, i64({1}, {-100}), i64({1}, {INT64_MAX}), i64({1}, {1}), i64({1}, {1})});
+  CHECK(r.shape() == std::vector<int64_t>{2, 3, 4, 0, 0, 0, 1, 1, 1, 0, 0, 0});
+  r = call("relax.slice_params", {x, i64({1}, {-1}), i64({1}, {INT64_MIN}), i64({1}, {2}), i64({1}, {-1})});
+  CHECK(r.shape() == std::vector<int64_t>{2, 3, 4, 0, 0, 3, 1, 1, 0, 0, 0, 1});
+  CHECK(error_of([&] {
+          call("relax.slice_params", {x, i64({1}, {0}), i64({1}, {1}), i64({1}, {0}), i64({1}, {0})});
+        }).find("step") != std::string::npos);
+
+  // dft along axis 1 of [1, 10, 10, 1]: forward one-sided, inverse one-sided.
+  Tensor sig = f32({1, 10, 10, 1}, std::vector<float>(100, 0));
+  r = call("relax.dft_params", {sig, int64_t(1), int64_t(0), int64_t(1), int64_t(-1)});
+  CHECK(r.shape() == std::vector<int64_t>{1, 6, 10, 2, 1, 10, 10});
+  Tensor half = f32({1, 6, 10, 2}, std::vector<float>(120, 0));
+  r = call("relax.dft_params", {half, i64({}, {-3}), int64_t(1), int64_t(1), int64_t(-1)});
+  CHECK(r.shape() == std::vector<int64_t>{1, 10, 10, 1, 1, 10, 6});
+}

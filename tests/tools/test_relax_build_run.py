@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""relax-build and relax-run from the command line.
+
+Builds small models with Debian's python3-onnx and checks: relax-build
+writes MODEL.cpu.rpkg (or -o), exits 2 listing unsupported ops and 1 for
+broken input, never leaving a file behind; relax-run reads .npy and .pb
+inputs, writes outputs as DIR/<sanitised name>.npy with the right values,
+compares with --test-data (exit 0 / 1), refuses a damaged package and an
+input whose shape breaks the signature, naming the input and the dim;
+--json and --bench work.
+
+    tests/tools/test_relax_build_run.py --bin build/bin
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnx.numpy_helper as nh
+from onnx import TensorProto, helper
+
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, file=sys.stderr)
+
+
+def run(tool, *args):
+    return subprocess.run([tool, *args], capture_output=True, text=True, timeout=300)
+
+
+def save(model, path):
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+
+
+W = np.arange(40, dtype=np.float32).reshape(8, 5) / 40 - 0.3
+
+
+def mlp():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
+    y = helper.make_tensor_value_info("out/put:0", TensorProto.FLOAT, ["batch", 5])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Relu", ["h"], ["out/put:0"], name="act")]
+    g = helper.make_graph(nodes, "mlp", [x], [y], [nh.from_array(W, "w")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def unsupported():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("FancyOp", ["x"], ["y"], name="fancy_1", domain="com.example")]
+    g = helper.make_graph(nodes, "u", [x], [y])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+
+
+def write_pb(arr, name, path):
+    with open(path, "wb") as f:
+        f.write(nh.from_array(arr, name).SerializeToString())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    args = ap.parse_args()
+    build = os.path.join(args.bin, "relax-build")
+    rrun = os.path.join(args.bin, "relax-run")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "mlp.onnx")
+        save(mlp(), model)
+
+        # Build: default output name, --json.
+        r = run(build, model, "--target", "cpu", "--json")
+        check(r.returncode == 0, f"relax-build mlp: exit {r.returncode}: {r.stderr}")
+        pkg = os.path.join(tmp, "mlp.cpu.rpkg")
+        check(os.path.exists(pkg), "relax-build writes MODEL.cpu.rpkg by default")
+        rep = json.loads(r.stdout) if r.stdout.strip() else {}
+        check(rep.get("ok") is True and rep.get("package") == pkg, f"relax-build --json: {rep}")
+
+        # Run on .npy input at two batch sizes; outputs land as sanitised names.
+        for batch in (1, 6):
+            x = (np.arange(batch * 8, dtype=np.float32).reshape(batch, 8) / 10 - 1.5)
+            np.save(os.path.join(tmp, "x.npy"), x)
+            out = os.path.join(tmp, f"out{batch}")
+            r = run(rrun, pkg, "--input", "x=" + os.path.join(tmp, "x.npy"), "--output-dir", out)
+            check(r.returncode == 0, f"relax-run batch {batch}: exit {r.returncode}: {r.stderr}")
+            path = os.path.join(out, "out_put_0.npy")
+            check(os.path.exists(path), f"relax-run writes {path}")
+            if os.path.exists(path):
+                got = np.load(path)
+                want = np.maximum(x @ W, 0)
+                check(got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-6),
+                      f"batch {batch}: wrong values {got} vs {want}")
+
+        # --test-data: a match exits 0, a wrong expected value exits 1.
+        data = os.path.join(tmp, "data")
+        os.makedirs(data)
+        x = np.ones((3, 8), np.float32)
+        write_pb(x, "x", os.path.join(data, "input_0.pb"))
+        write_pb(np.maximum(x @ W, 0), "out/put:0", os.path.join(data, "output_0.pb"))
+        r = run(rrun, pkg, "--test-data", data, "--json")
+        check(r.returncode == 0, f"--test-data match: exit {r.returncode}: {r.stdout} {r.stderr}")
+        rep = json.loads(r.stdout) if r.stdout.strip() else {}
+        check(rep.get("ok") is True and rep["outputs"][0]["match"] is True, f"--test-data --json: {rep}")
+        write_pb(np.maximum(x @ W, 0) + 0.5, "out/put:0", os.path.join(data, "output_0.pb"))
+        r = run(rrun, pkg, "--test-data", data)
+        check(r.returncode == 1 and "MISMATCH" in r.stdout, f"--test-data mismatch: exit {r.returncode}: {r.stdout}")
+
+        # .pb input and --bench.
+        r = run(rrun, pkg, "--input", "x=" + os.path.join(data, "input_0.pb"), "--bench", "5")
+        check(r.returncode == 0 and "median latency" in r.stdout, f"--bench: {r.stdout} {r.stderr}")
+
+        # A wrong input shape names the input and the dim.
+        np.save(os.path.join(tmp, "bad.npy"), np.ones((2, 7), np.float32))
+        r = run(rrun, pkg, "--input", "x=" + os.path.join(tmp, "bad.npy"))
+        check(r.returncode == 1 and "input 'x'" in r.stderr and "dim 1 is 7, expected 8" in r.stderr,
+              f"wrong input shape: exit {r.returncode}: {r.stderr}")
+        r = run(rrun, pkg, "--input", "y=" + os.path.join(tmp, "x.npy"))
+        check(r.returncode == 1 and "'x'" in r.stderr, f"missing input: {r.stderr}")
+
+        # A damaged package is refused.
+        blob = bytearray(open(pkg, "rb").read())
+        blob[len(blob) // 2] ^= 0x40
+        bad_pkg = os.path.join(tmp, "bad.rpkg")
+        open(bad_pkg, "wb").write(bytes(blob))
+        r = run(rrun, bad_pkg, "--input", "x=" + os.path.join(tmp, "x.npy"))
+        check(r.returncode == 1 and "checksum" in r.stderr, f"damaged package: {r.stderr}")
+        open(bad_pkg, "wb").write(b"not a package at all, just some bytes" * 4)
+        r = run(rrun, bad_pkg, "--input", "x=" + os.path.join(tmp, "x.npy"))
+        check(r.returncode == 1 and "not a relax package" in r.stderr, f"foreign file: {r.stderr}")
+
+        # Unsupported ops: exit 2, listed, nothing written.
+        u = os.path.join(tmp, "u.onnx")
+        save(unsupported(), u)
+        r = run(build, u, "-o", os.path.join(tmp, "u.rpkg"))
+        check(r.returncode == 2 and "FancyOp" in r.stderr and "fancy_1" in r.stderr,
+              f"unsupported: exit {r.returncode}: {r.stderr}")
+        check(not os.path.exists(os.path.join(tmp, "u.rpkg")), "nothing written for an unsupported model")
+
+        # Broken input: exit 1, nothing written.
+        broken = os.path.join(tmp, "broken.onnx")
+        open(broken, "wb").write(b"\x08\x07garbage")
+        r = run(build, broken, "-o", os.path.join(tmp, "broken.rpkg"))
+        check(r.returncode == 1 and "broken.onnx" in r.stderr, f"broken model: exit {r.returncode}: {r.stderr}")
+        check(not os.path.exists(os.path.join(tmp, "broken.rpkg")), "nothing written for a broken model")
+        leftovers = [f for f in os.listdir(tmp) if ".tmp" in f]
+        check(not leftovers, f"temporary files left behind: {leftovers}")
+
+    if failures:
+        print(f"{len(failures)} failures")
+        return 1
+    print("relax-build / relax-run: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
