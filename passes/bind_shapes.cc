@@ -17,7 +17,7 @@ namespace relax {
 namespace {
 
 bool opaque_op(const std::string& name) {
-  return name == "call_tir" || name == "call_library" || name == "call_builtin" || name == "loop" || name == "scan" ||
+  return name == "call_tir" || name == "call_library" || name == "call_builtin" || name == "call_pure_builtin" || name == "loop" || name == "scan" ||
          name == "shape_of";
 }
 

@@ -16,7 +16,7 @@ namespace relax {
 namespace {
 
 bool left_to_vm(const std::string& op) {
-  static const char* kOps[] = {"call_tir",        "call_library",    "call_builtin", "shape_of",
+  static const char* kOps[] = {"call_tir",        "call_library",    "call_builtin", "call_pure_builtin", "shape_of",
                                "tensor_to_shape", "shape_to_tensor", "loop",         "scan"};
   for (const char* o : kOps)
     if (op == o) return true;

@@ -158,6 +158,15 @@ void shape_to_tensor(BuiltinCall& c) {
   c.out = std::move(t);
 }
 
+// reinterpret(x, packed dtype): x's bytes as another dtype of the same width.
+void reinterpret(BuiltinCall& c) {
+  const Tensor& x = c.arg(0).tensor("reinterpret");
+  DType d = DType::unpack(c.arg(1).int_value());
+  if (d.storage_bits() != x.dtype().storage_bits())
+    rt_fail("reinterpret: ", x.dtype().str(), " and ", d.str(), " differ in width");
+  c.out = x.view(d, x.shape());
+}
+
 }  // namespace
 
 void register_control_builtins();  // runtime/builtins_control.cc
@@ -178,6 +187,7 @@ void register_core_builtins() {
   register_builtin("relax.shape_of", shape_of);
   register_builtin("relax.tensor_to_shape", tensor_to_shape);
   register_builtin("relax.shape_to_tensor", shape_to_tensor);
+  register_builtin("relax.reinterpret", reinterpret);
 }
 
 }  // namespace relax::rt

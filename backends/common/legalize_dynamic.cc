@@ -28,9 +28,10 @@ namespace {
 
 using namespace te;
 
-// call_builtin("name", (args...), out=out), its struct info set.
+// call_pure_builtin("name", (args...), out=out), its struct info set: these
+// builtins depend only on their arguments, so they may sit in dataflow blocks.
 Expr call_builtin(const std::string& name, std::vector<Expr> args, const StructInfo& out) {
-  Expr call = make_op_call("call_builtin", {make_string(name), make_tuple(std::move(args))}, {}, {out});
+  Expr call = make_op_call("call_pure_builtin", {make_string(name), make_tuple(std::move(args))}, {}, {out});
   call->sinfo = out;
   return call;
 }
@@ -96,6 +97,7 @@ std::optional<Expr> legalize_reduce_dynamic(LegalizeContext& ctx, const CallNode
   if (keepdims && m != r) return std::nullopt;
   DataType t = out_si->dtype, acc = compute_dtype(t);
   if (t.is_bool() && kind != "max" && kind != "min") return std::nullopt;
+  if (t.is_bool()) acc = DataType::u(8);  // max = any, min = all
 
   Expr params = call_builtin(
       "relax.reduce_dynamic_params",
@@ -171,9 +173,22 @@ std::optional<Expr> legalize_dynamic_strided_slice(LegalizeContext& ctx, const C
   }));
 }
 
+// ---- bitcast ------------------------------------------------------------------------
+
+// The same bytes read as another dtype of the same width: a view the
+// runtime makes without copying (relax.reinterpret), not a loop nest.
+std::optional<Expr> legalize_bitcast(LegalizeContext&, const CallNode& call) {
+  const auto* out = as<TensorSI>(call.sinfo);
+  if (!out || !as<TensorSI>(call.args[0]->sinfo)) return std::nullopt;
+  DataType d = out->dtype;
+  int64_t packed = int64_t(d.code) | int64_t(d.bits) << 8 | int64_t(d.lanes) << 16;
+  return call_builtin("relax.reinterpret", {call.args[0], make_prim_int(packed)}, call.sinfo);
+}
+
 }  // namespace
 
 void register_dynamic_legalizers(LegalizerRegistry& reg) {
+  reg.add("bitcast", legalize_bitcast);
   reg.add("topk", legalize_topk);
   reg.add("nonzero", legalize_nonzero);
   reg.add("unique", legalize_unique);

@@ -17,7 +17,7 @@ using namespace te;
 
 // A scalar operand: a rank-0 tensor (loaded) or a Prim value.
 std::optional<TExpr> scalar_operand(ProgramBuilder& pb, const Expr& arg, const std::string& name) {
-  if (const auto* t = as<TensorSI>(arg->sinfo)) {
+  if (as<TensorSI>(arg->sinfo)) {
     Buffer b = pb.input(arg, name);
     if (!b || !b->shape.empty()) return std::nullopt;
     return load(b, {});
@@ -139,9 +139,6 @@ Combine combiner(const std::string& reduction, DataType t) {
 }
 
 Index slice(const Index& i, size_t begin, size_t end) { return Index(i.begin() + long(begin), i.begin() + long(end)); }
-std::vector<SymExpr> slice(const std::vector<SymExpr>& s, size_t begin, size_t end) {
-  return std::vector<SymExpr>(s.begin() + long(begin), s.begin() + long(end));
-}
 
 // The struct info of a result shaped like the (bound) data operand `x`: the
 // call's when it has a shape.
@@ -272,25 +269,46 @@ std::optional<Expr> legalize_scatter_nd(LegalizeContext& ctx, const CallNode& ca
 
 // ---- pad ----------------------------------------------------------------------------------
 
-// One axis of pad, in program terms. Negative pads crop first: x's elements
-// [lo, lo + keep) survive, then `pre` elements are added before them. Output
-// element i sits at t = i - pre in the kept window.
+// One axis of pad. Negative pads crop first: x's elements [lo, lo + keep)
+// survive, then `pre` elements are added before them; output element i sits
+// at t = i - pre in the kept window. The values are graph-level (pb.sym maps
+// them, so a run-time one is one sym_param). `period` (reflect) is
+// max(2 * (keep - 1), 1) and `divisor` (wrap, reflect) max(keep, 1): never
+// 0, even where the guard is false.
 struct PadAxis {
-  SymExpr lo, keep, pre;
-  bool padded;  // some pad of this axis may be non-zero
+  SymExpr lo, keep, pre, period, divisor;
+  bool padded = false;    // some pad of this axis may be non-zero
+  bool nonempty = false;  // keep >= 1 is proven
 };
 
-// The kept-window position that output index t reads under `mode` (t may
-// fall outside [0, keep)); keep >= 1 here.
-TExpr pad_source(const std::string& mode, const TExpr& t, const SymExpr& keep) {
+PadAxis pad_axis(const Analyzer& ana, const SymExpr& dim, const SymExpr& b, const SymExpr& e) {
+  SymExpr zero = 0, one = 1;
+  PadAxis p;
+  p.lo = ana.simplify(max(-b, zero));
+  p.keep = ana.simplify(max(dim - p.lo - max(-e, zero), zero));
+  p.pre = ana.simplify(max(b, zero));
+  p.period = ana.simplify(max(2 * (p.keep - 1), one));
+  p.divisor = ana.simplify(max(p.keep, one));
+  p.padded = !(b.is_const(0) && e.is_const(0));
+  p.nonempty = ana.can_prove_less_equal(one, p.keep);
+  return p;
+}
+
+// The x index that output index i reads on a padded axis under `mode`
+// (reflect, edge or wrap); the kept window is not empty here.
+TExpr pad_source(ProgramBuilder& pb, const std::string& mode, const TExpr& i, const PadAxis& p) {
   using tir::BinOp;
-  if (mode == "edge") return max_(min_(t, idx(keep - 1)), idx(0));
-  SymExpr n = max(keep, SymExpr(1));  // never a zero divisor, even where the guard is false
-  if (mode == "wrap") return tir::binary(BinOp::FloorMod, t, idx(n));
-  // reflect: period 2 * (keep - 1), the edge elements not repeated.
-  SymExpr period = max(2 * (keep - 1), SymExpr(1));
-  TExpr p = tir::binary(BinOp::FloorMod, t, idx(period));
-  return select(ge(p, idx(n)), idx(period) - p, p);
+  TExpr t = i - idx(pb.sym(p.pre)), src;
+  if (mode == "edge") {
+    src = max_(min_(t, idx(pb.sym(p.keep) - 1)), idx(0));
+  } else if (mode == "wrap") {
+    src = tir::binary(BinOp::FloorMod, t, idx(pb.sym(p.divisor)));
+  } else {  // reflect: the edge elements are not repeated
+    TExpr period = idx(pb.sym(p.period));
+    TExpr m = tir::binary(BinOp::FloorMod, t, period);
+    src = select(ge(m, idx(pb.sym(p.divisor))), period - m, m);
+  }
+  return p.lo.is_const(0) ? src : src + idx(pb.sym(p.lo));
 }
 
 std::optional<Expr> legalize_pad(LegalizeContext& ctx, const CallNode& call) {
@@ -298,13 +316,13 @@ std::optional<Expr> legalize_pad(LegalizeContext& ctx, const CallNode& call) {
   std::optional<std::vector<SymExpr>> pads = ctx.bind_shape(call.args[1], "pads");
   if (!data || !pads) return std::nullopt;
   const auto* xt = as<TensorSI>((*data)->sinfo);
-  size_t r = size_t(xt->ndim);
+  const std::vector<SymExpr>& xdims = *xt->shape;
+  size_t r = xdims.size();
   if (pads->size() != 2 * r) return std::nullopt;
   StructInfo out_si = call.sinfo;
   if (const auto* t = as<TensorSI>(call.sinfo); !t || !t->shape) {
     std::vector<SymExpr> dims;
-    for (size_t a = 0; a < r; ++a)
-      dims.push_back(ctx.analyzer().simplify((*xt->shape)[a] + (*pads)[a] + (*pads)[a + r]));
+    for (size_t a = 0; a < r; ++a) dims.push_back(ctx.analyzer().simplify(xdims[a] + (*pads)[a] + (*pads)[a + r]));
     out_si = tensor_si(xt->dtype, dims);
   }
   std::string mode = ops::attrs_of(call).get_string("mode", "constant");
@@ -317,28 +335,21 @@ std::optional<Expr> legalize_pad(LegalizeContext& ctx, const CallNode& call) {
   if (!value) return std::nullopt;
   TExpr fill =
       y->dtype.is_bool() && !(*value)->dtype.is_bool() ? ne(*value, zero((*value)->dtype)) : cast(y->dtype, *value);
-  // Pads may be negative; only the buffers' dims are sizes.
+  // Pads may be negative; only dims are sizes.
   Analyzer ana(Analyzer::Assume::Unbounded);
-  for (const Buffer& b : {x, y})
-    for (const SymExpr& d : b->shape)
-      if (d.is_var()) ana.bind(d, 0, Interval::kPosInf);
+  for (const SymExpr& d : xdims)
+    for (const SymExpr& v : free_vars(d)) ana.bind(v, 0, Interval::kPosInf);
   std::vector<PadAxis> axes;
-  for (size_t a = 0; a < r; ++a) {
-    SymExpr b = pb.sym((*pads)[a]), e = pb.sym((*pads)[a + r]);
-    SymExpr lo = ana.simplify(max(-b, SymExpr(0))), hi = ana.simplify(max(-e, SymExpr(0)));
-    bool padded = !(b.is_const(0) && e.is_const(0));
-    axes.push_back(
-        {lo, ana.simplify(max(x->shape[a] - lo - hi, SymExpr(0))), ana.simplify(max(b, SymExpr(0))), padded});
-  }
+  for (size_t a = 0; a < r; ++a) axes.push_back(pad_axis(ana, xdims[a], (*pads)[a], (*pads)[a + r]));
   if (mode == "constant") {
     // Fill, then copy the kept window into place.
     std::vector<SymExpr> keep;
-    for (const PadAxis& p : axes) keep.push_back(p.keep);
+    for (const PadAxis& p : axes) keep.push_back(pb.sym(p.keep));
     Stmt copy = loop_nest(keep, [&](const Index& k) {
       Index yi, xi;
       for (size_t a = 0; a < r; ++a) {
-        yi.push_back(k[a] + idx(axes[a].pre));
-        xi.push_back(k[a] + idx(axes[a].lo));
+        yi.push_back(k[a] + idx(pb.sym(axes[a].pre)));
+        xi.push_back(k[a] + idx(pb.sym(axes[a].lo)));
       }
       return tir::make_store(y, yi, load(x, xi));
     });
@@ -349,16 +360,13 @@ std::optional<Expr> legalize_pad(LegalizeContext& ctx, const CallNode& call) {
   // result is zeros then.
   TExpr guard;
   for (const PadAxis& p : axes) {
-    if (!p.padded || ana.can_prove_less_equal(1, p.keep)) continue;
-    TExpr c = ge(idx(p.keep), idx(1));
+    if (!p.padded || p.nonempty) continue;
+    TExpr c = ge(idx(pb.sym(p.keep)), idx(1));
     guard = guard ? and_(guard, c) : c;
   }
   Stmt body = compute(y, [&](const Index& i) {
     Index xi;
-    for (size_t a = 0; a < r; ++a) {
-      const PadAxis& p = axes[a];
-      xi.push_back(p.padded ? pad_source(mode, i[a] - idx(p.pre), p.keep) + idx(p.lo) : i[a]);
-    }
+    for (size_t a = 0; a < r; ++a) xi.push_back(axes[a].padded ? pad_source(pb, mode, i[a], axes[a]) : i[a]);
     return load(x, xi);
   });
   if (guard) body = tir::make_if(guard, body, compute(y, [&](const Index&) { return zero(y->dtype); }));

@@ -418,7 +418,7 @@ std::optional<Expr> legalize_dft(LegalizeContext& ctx, const CallNode& call) {
   StructInfo out_si = call.sinfo;
   std::vector<SymExpr> pp;
   if (runtime_axis) {
-    Expr params = make_op_call("call_builtin",
+    Expr params = make_op_call("call_pure_builtin",
                                {make_string("relax.dft_params"),
                                 make_tuple({call.args[0], call.args[1], make_prim_bool(inverse),
                                             make_prim_bool(onesided), make_prim_int(has_len ? len : SymExpr(-1))})},

@@ -709,7 +709,7 @@ class FunctionLowering {
       emit_builtin(lib, std::move(args));
       return pack_outputs(call.sinfo_args[0], outs);
     }
-    if (opname == "call_builtin") {
+    if (opname == "call_builtin" || opname == "call_pure_builtin") {
       const std::string& fnname = static_cast<const StringImmNode*>(call.args[0].get())->value;
       std::vector<Arg> args = lower_args(call.args[1], name);
       int r = new_reg();
@@ -738,7 +738,7 @@ class FunctionLowering {
 };
 
 bool lowered_by_vm(const std::string& op) {
-  static const std::set<std::string> ops = {"call_tir",        "call_library",    "call_builtin", "shape_of",
+  static const std::set<std::string> ops = {"call_tir",        "call_library",    "call_builtin", "call_pure_builtin", "shape_of",
                                             "tensor_to_shape", "shape_to_tensor", "loop",         "scan"};
   return ops.count(op) != 0;
 }

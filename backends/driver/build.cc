@@ -11,6 +11,7 @@
 #include "ir/error.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "ir/verifier.h"
 #include "passes/pass.h"
 #include "runtime/file_util.h"
 #include "runtime/package.h"
@@ -112,6 +113,10 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   PassOptions po;
   po.time_passes = opts.time_passes;
   IRModule mod = run_passes(m.mod, pass_list(opts), po);
+  // A pass that broke the IR is a compiler bug: say so rather than build it.
+  if (std::vector<std::string> problems = verify(mod); !problems.empty())
+    fail(model, ": internal error: the IR is not well formed after the passes: ", problems[0],
+         problems.size() > 1 ? cat(" (and ", problems.size() - 1, " more)") : std::string());
   Function main = mod.function("main");
   if (!main) fail(model, ": the module has no @main function");
   phase("passes");

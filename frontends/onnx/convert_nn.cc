@@ -377,7 +377,8 @@ std::vector<Value> convert_rms_norm(Context& ctx) {
   return {expr_value(op(ctx, "multiply", {y, ctx.expr(1)}))};
 }
 
-// LpNormalization: x / ||x||_p along axis (p 1 or 2).
+// LpNormalization: x / ||x||_p along axis (p 1 or 2); 0 where the norm is
+// 0 (ONNX's reference: not the NaN of 0 / 0).
 std::vector<Value> convert_lp_norm(Context& ctx) {
   int64_t p = ctx.attr_int("p", 2);
   Expr x = ctx.expr(0);
@@ -389,7 +390,10 @@ std::vector<Value> convert_lp_norm(Context& ctx) {
     norm = op(ctx, "sqrt", {op(ctx, "sum", {op(ctx, "multiply", {x, x})}, keep)});
   else
     ctx.unsupported(cat("p=", p));
-  return {expr_value(op(ctx, "divide", {x, norm}))};
+  DataType dt = as<TensorSI>(sinfo_of(x)) ? as<TensorSI>(sinfo_of(x))->dtype : DataType::f32();
+  Expr zero = ctx.scalar(dt, 0);
+  Expr is_zero = op(ctx, "equal", {norm, zero});
+  return {expr_value(op(ctx, "where", {is_zero, zero, op(ctx, "divide", {x, norm})}))};
 }
 
 std::vector<Value> convert_lrn(Context& ctx) {

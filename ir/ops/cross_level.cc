@@ -82,6 +82,13 @@ void register_cross_level_ops(OpRegistry& reg) {
       .args(2)
       .impure()
       .infer(infer_named_call);
+  reg.add("call_pure_builtin")
+      .doc(
+          "call_pure_builtin(\"name\", (args...), out=S): as call_builtin, for a runtime builtin whose result "
+          "depends only on its arguments and that has no other effect (data-dependent ops: TopK, NonZero, "
+          "Unique, shape functions), so it may sit in a dataflow block and be removed when unused.")
+      .args(2)
+      .infer(infer_named_call);
 }
 
 }  // namespace relax

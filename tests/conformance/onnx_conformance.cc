@@ -50,6 +50,25 @@ bool shape_only(const std::string& name) {
   return std::regex_match(name, re);
 }
 
+// Cases that need their own tolerance, each with the reason. Never loosen
+// the default for all.
+struct CaseTolerance {
+  const char* name;
+  rt::Tolerance tol;
+  const char* why;
+};
+const CaseTolerance kTolerances[] = {
+    {"node/test_dft_inverse", {1e-3, 1e-6}, "the expected file holds float32 rounding noise (2e-7) where the result is 0"},
+    {"node/test_dft_inverse_opset19", {1e-3, 1e-6},
+     "the expected file holds float32 rounding noise (2e-7) where the result is 0"},
+};
+
+rt::Tolerance tolerance_of(const std::string& name) {
+  for (const CaseTolerance& t : kTolerances)
+    if (name == t.name) return t.tol;
+  return {};
+}
+
 // The input ONNX builds for the light models: arange(n).reshape(shape) / n.
 rt::Tensor light_input(const rt::TensorDesc& d) {
   std::vector<int64_t> shape;
@@ -102,17 +121,17 @@ Result run_case(const Case& c, const BuildOptions& opts) {
     return {"run-error", first_line(e.what())};
   }
   if (outputs.size() != expected.size())
-    return {"wrong", "produced " + std::to_string(outputs.size()) + " outputs, expected " +
-                         std::to_string(expected.size())};
+    return {"wrong",
+            "produced " + std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size())};
   bool only_shape = shape_only(c.name);
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (only_shape) {
       if (!(outputs[i].dtype() == expected[i].dtype()) || outputs[i].shape() != expected[i].shape())
-        return {"wrong", "output " + std::to_string(i) + ": " + outputs[i].type_str() + ", expected " +
-                             expected[i].type_str()};
+        return {"wrong",
+                "output " + std::to_string(i) + ": " + outputs[i].type_str() + ", expected " + expected[i].type_str()};
       continue;
     }
-    rt::Comparison cmp = rt::compare_tensors(outputs[i], expected[i]);
+    rt::Comparison cmp = rt::compare_tensors(outputs[i], expected[i], tolerance_of(c.name));
     if (!cmp.ok) return {"wrong", "output " + std::to_string(i) + ": " + cmp.detail};
   }
   return {"pass", only_shape ? "random values: dtype and shape compared" : ""};

@@ -102,7 +102,6 @@ Result check_output(const std::string& name, const StructInfo& si, const onnx::T
   return {"match", ""};
 }
 
-
 // Runs in the child process.
 Result run_case(const Case& c) {
   onnx_fe::ImportedModel m;

@@ -223,11 +223,13 @@ TEST_CASE("legalize family: manipulation") {
 TEST_CASE("legalize family: indexing") {
   check_family(
       "x: Tensor[(n, 4), f32], i: Tensor[(n, 4), i64], v: Tensor[(2,), f32], j: Tensor[(n,), i32], "
-      "k: Prim[i64, k], s: Tensor[(), f32]",
+      "k: Prim[i64, k], s: Tensor[(), f32], ind: Tensor[(m, 1), i64], u: Tensor[(m, 4), f32]",
       "  a = arange(shape(n), prim(0), prim(2))\n  a2 = arange(shape(7), prim(0.5, f32), s)\n"
       "  e = eye(shape(3, n), k=1, dtype=f32)\n  t = trilu(x, prim(k))\n"
       "  t2 = trilu(x, prim(-1), upper=false)\n  o = one_hot(j, v, shape(5), axis=0)\n"
-      "  g = gather_elements(x, i, axis=1)\n  r = tile(x, shape(2, 3))\n");
+      "  g = gather_elements(x, i, axis=1)\n  r = tile(x, shape(2, 3))\n"
+      "  se = scatter_elements(x, i, x, axis=1, reduction=\"max\")\n  sn = scatter_nd(x, ind, u)\n"
+      "  gn = gather_nd(x, ind)\n  p = pad(x, shape(1, 0, 0, 2), prim(0.5, f32), mode=\"edge\")\n");
 }
 
 TEST_CASE("legalize: every op of these families is exercised by a family test") {

@@ -50,7 +50,9 @@ fn @main(x: Tensor[(n, 4), f32], y: Tensor[(n,), i64]) -> Shape[(n * 2 + 1, 4)] 
   r = vm->invoke("main", {tensor(rt::DType::f32(), {0, 4}), tensor(rt::DType::i64(), {0})});
   CHECK(r.shape() == std::vector<int64_t>{1, 4});
 
-  std::string e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {3, 4}), tensor(rt::DType::i64(), {5})}); });
+  std::string e = error_of([&] {
+    vm->invoke("main", {tensor(rt::DType::f32(), {3, 4}), tensor(rt::DType::i64(), {5})});
+  });
   CHECK(e.find("input 'y'") != std::string::npos);
   CHECK(e.find("dim 0 (n) is 5, expected n = 3") != std::string::npos);
   e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {3, 5}), tensor(rt::DType::i64(), {3})}); });
