@@ -172,11 +172,13 @@ void reinterpret(BuiltinCall& c) {
 void register_control_builtins();  // runtime/builtins_control.cc
 void register_blas_builtins();     // runtime/builtins_blas.cc
 void register_data_builtins();     // runtime/builtins_data.cc
+void register_shape_builtins();    // runtime/builtins_shape.cc
 
 void register_core_builtins() {
   register_control_builtins();
   register_blas_builtins();
   register_data_builtins();
+  register_shape_builtins();
   register_builtin("relax.match_shape", match_shape);
   register_builtin("relax.make_shape", make_shape_b);
   register_builtin("relax.make_prim", make_prim);

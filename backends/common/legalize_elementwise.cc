@@ -35,6 +35,28 @@ std::optional<Operand> operand(ProgramBuilder& pb, const Expr& arg, const std::s
   return Operand{nullptr, *s};
 }
 
+// The result of a broadcasting op whose dims the operands' do not determine
+// at compile time (two of them different variables, either of which may be
+// 1): call_pure_builtin("relax.broadcast_shape", (tensor operands...)) bound
+// by a match_cast to fresh variables bcast_d0, bcast_d1, ...; the program
+// then reads each operand with run-time `dim == 1` selects (load_bcast).
+std::optional<StructInfo> runtime_broadcast(LegalizeContext& ctx, const CallNode& call, size_t num_operands) {
+  const auto* t = as<TensorSI>(call.sinfo);
+  if (!t || t->ndim < 0 || t->shape || t->dtype.is_void()) return std::nullopt;
+  std::vector<Expr> tensors;
+  for (size_t k = 0; k < num_operands; ++k)
+    if (as<TensorSI>(call.args[k]->sinfo)) tensors.push_back(call.args[k]);
+  if (tensors.empty()) return std::nullopt;
+  StructInfo shape = shape_si_ndim(t->ndim);
+  Expr value =
+      make_op_call("call_pure_builtin", {make_string("relax.broadcast_shape"), make_tuple(tensors)}, {}, {shape});
+  value->sinfo = shape;
+  std::vector<SymExpr> dims;
+  for (int i = 0; i < t->ndim; ++i) dims.push_back(SymExpr::var("bcast_d" + std::to_string(i)));
+  ctx.emit_match_cast(value, shape_si(dims), "bcast");
+  return tensor_si(t->dtype, dims);
+}
+
 // Legalises an n-ary elementwise op whose value is f(operands).
 using ElemFn = std::function<TExpr(const std::vector<TExpr>& v, DataType out)>;
 
@@ -49,6 +71,10 @@ std::optional<Expr> elementwise(LegalizeContext& ctx, const CallNode& call, cons
     ops.push_back(*o);
   }
   Buffer out = pb.output(call.sinfo, "out");
+  if (!out) {
+    std::optional<StructInfo> si = runtime_broadcast(ctx, call, num_operands);
+    if (si) out = pb.output(*si, "out");
+  }
   if (!out) return std::nullopt;
   return pb.finish(compute(out, [&](const Index& i) {
     std::vector<TExpr> v;
@@ -286,17 +312,6 @@ std::optional<Expr> legalize_clip(LegalizeContext& ctx, const CallNode& call) {
       ctx, call, "clip", [](const std::vector<TExpr>& v, DataType) { return min_(max_(v[0], v[1]), v[2]); }, 3);
 }
 
-// x converted to `to`: to bool is x != 0; floats to integers truncate.
-TExpr convert(const TExpr& x, DataType to) {
-  if (to.is_bool() && !x->dtype.is_bool()) return ne(x, zero(x->dtype));
-  return cast(to, x);
-}
-
-std::optional<Expr> legalize_astype(LegalizeContext& ctx, const CallNode& call) {
-  return elementwise(
-      ctx, call, "astype", [](const std::vector<TExpr>& v, DataType out) { return convert(v[0], out); }, 1);
-}
-
 // The largest finite value of a float8 type (0 when it has none here).
 double float8_max(DataType t) {
   switch (t.code) {
@@ -312,25 +327,46 @@ double float8_max(DataType t) {
   }
 }
 
+// x converted to the float8 type `to` (one with a largest finite value) by
+// ONNX Cast's tables. Saturating, values beyond +-max, infinities included,
+// clamp to +-max before rounding (the reference clips, then rounds) and NaN
+// stays NaN. Otherwise the cast alone: it rounds to nearest even and sends
+// what overflows to NaN or inf as the type has them (the target's encoding).
+TExpr to_float8(const TExpr& v, DataType to, bool saturate) {
+  if (!saturate) return cast(to, v);
+  // The clamp in f32 (f64 stays): a narrow source cannot hold every bound.
+  DataType t = v->dtype.is_float() ? compute_dtype(v->dtype) : DataType::f32();
+  TExpr x = cast(t, v);
+  double mx = float8_max(to);
+  TExpr clamped = min_(max_(x, const_of(t, -mx)), const_of(t, mx));
+  return cast(to, select(intrin(Intrinsic::isnan, x), x, clamped));
+}
+
+// x converted to `to` by ONNX Cast's rules: to bool is x != 0; floats to
+// integers truncate toward zero; to a float8 type saturate (astype is Cast
+// with saturate = 1). Floats to the sub-byte integers (i4, u4, i2, u2)
+// truncate to a wide integer whose low bits are kept, as the reference
+// (numpy with ml_dtypes) does: -9.0 -> i4 7, not -8.
+TExpr convert(const TExpr& x, DataType to) {
+  if (to.is_bool() && !x->dtype.is_bool()) return ne(x, zero(x->dtype));
+  if (float8_max(to) != 0) return to_float8(x, to, true);
+  if (to.is_integer() && to.bits < 8 && x->dtype.is_float()) return cast(to, cast(DataType::i32(), x));
+  return cast(to, x);
+}
+
+std::optional<Expr> legalize_astype(LegalizeContext& ctx, const CallNode& call) {
+  return elementwise(
+      ctx, call, "astype", [](const std::vector<TExpr>& v, DataType out) { return convert(v[0], out); }, 1);
+}
+
 std::optional<Expr> legalize_astype_float8(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   DataType to = attrs.get_dtype("dtype");
-  double mx = float8_max(to);
-  if (mx == 0) return std::nullopt;  // f8e8m0 and its rounding modes: not yet
+  if (float8_max(to) == 0) return std::nullopt;  // f8e8m0 and its rounding modes: not yet
   bool saturate = attrs.get_bool("saturate", true);
   return elementwise(
       ctx, call, "astype_float8",
-      [&](const std::vector<TExpr>& v, DataType out) {
-        TExpr x = v[0];
-        if (!x->dtype.is_float()) x = cast(DataType::f32(), x);
-        if (saturate) {
-          DataType t = x->dtype;
-          TExpr clamped = min_(max_(x, const_of(t, -mx)), const_of(t, mx));
-          x = select(intrin(Intrinsic::isnan, x), x, clamped);
-        }
-        return cast(out, x);
-      },
-      1);
+      [&](const std::vector<TExpr>& v, DataType out) { return to_float8(v[0], out, saturate); }, 1);
 }
 
 }  // namespace

@@ -65,17 +65,52 @@ Index shifted(const Index& i, size_t axis, const SymExpr& off) {
   return o;
 }
 
+// The result of a concat whose dims were not deduced (the parts' other dims
+// are different variables, equal only at run time): each part whose other
+// dims are not provably the first part's is match_cast to them (checked at
+// run time), and the result has the first part's dims with the sum of the
+// parts' dims at `axis`. `parts` is updated to the bound values.
+std::optional<StructInfo> unify_concat_parts(LegalizeContext& ctx, std::vector<Expr>& parts, const CallNode& call) {
+  const auto* out = as<TensorSI>(call.sinfo);
+  if (!out || out->ndim < 0 || out->shape || out->dtype.is_void()) return std::nullopt;
+  int ndim = out->ndim;
+  size_t axis = size_t(ops::normalize_axis("concat", ops::attrs_of(call).get_int("axis"), ndim));
+  std::vector<std::vector<SymExpr>> shapes;
+  for (Expr& part : parts) {
+    std::optional<Expr> bound = ctx.bind_tensor(part, "part");
+    if (!bound) return std::nullopt;
+    part = *bound;
+    const auto* t = as<TensorSI>(part->sinfo);
+    if (!t || !t->shape || t->ndim != ndim) return std::nullopt;
+    shapes.push_back(*t->shape);
+  }
+  std::vector<SymExpr> dims = shapes[0];
+  SymExpr total = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    std::vector<SymExpr> want = dims;
+    want[axis] = shapes[k][axis];
+    bool same = true;
+    for (int d = 0; d < ndim; ++d) same = same && ctx.analyzer().can_prove_equal(shapes[k][size_t(d)], want[size_t(d)]);
+    if (!same) parts[k] = ctx.emit_match_cast(parts[k], tensor_si(dtype_of(parts[k]), want), "part");
+    total = total + shapes[k][axis];
+  }
+  dims[axis] = total;
+  return tensor_si(out->dtype, dims);
+}
+
 std::optional<Expr> legalize_concat(LegalizeContext& ctx, const CallNode& call) {
   ProgramBuilder pb(ctx, "concat");
   std::optional<std::vector<Expr>> fields = ctx.tuple_fields(call.args[0], "part");
   if (!fields || fields->empty()) return std::nullopt;
+  StructInfo out_si = call.sinfo;
+  if (std::optional<StructInfo> si = unify_concat_parts(ctx, *fields, call)) out_si = *si;
   std::vector<Buffer> ins;
   for (size_t k = 0; k < fields->size(); ++k) {
     Buffer b = pb.input((*fields)[k], "x" + std::to_string(k));
     if (!b) return std::nullopt;
     ins.push_back(b);
   }
-  Buffer y = pb.output(call.sinfo, "out");
+  Buffer y = pb.output(out_si, "out");
   if (!y) return std::nullopt;
   size_t axis = size_t(ops::normalize_axis("concat", ops::attrs_of(call).get_int("axis"), int(y->shape.size())));
   std::vector<Stmt> parts;

@@ -199,7 +199,9 @@ void ProgramCodegen::emit_store(const tir::Buffer& buf, const std::vector<tir::T
   Value* off = element_offset(buf, indices);
   if (is_sub_byte(t)) {
     // Two writers may own the two halves of one byte (a parallel loop over
-    // an i4 buffer), so the halves are cleared and set atomically.
+    // an i4 buffer), so the halves are cleared and set atomically. The last
+    // element also clears the bits above it: the padding of the last byte is
+    // zero, as ONNX packs it.
     int per_byte = 8 / t.bits, log_per = per_byte == 2 ? 1 : per_byte == 4 ? 2 : 3;
     Value* field = t.code == TypeCode::Float4E2M1 ? b_.CreateTrunc(emit_encode_narrow(t.code, value), b_.getInt8Ty())
                                                   : b_.CreateZExt(value, b_.getInt8Ty());
@@ -207,8 +209,12 @@ void ProgramCodegen::emit_store(const tir::Buffer& buf, const std::vector<tir::T
     field = b_.CreateAnd(field, b_.getInt8(mask));
     Value* ptr = b_.CreateInBoundsGEP(b_.getInt8Ty(), base, b_.CreateLShr(off, log_per));
     Value* shift = b_.CreateMul(b_.CreateTrunc(b_.CreateAnd(off, per_byte - 1), b_.getInt8Ty()), b_.getInt8(t.bits));
-    b_.CreateAtomicRMW(llvm::AtomicRMWInst::And, ptr, b_.CreateNot(b_.CreateShl(b_.getInt8(mask), shift)),
-                       llvm::MaybeAlign(1), llvm::AtomicOrdering::Monotonic);
+    Value* numel = i64c(1);
+    for (const SymExpr& d : buf->shape) numel = b_.CreateNSWMul(numel, emit_sym(d));
+    Value* last = b_.CreateICmpEQ(off, b_.CreateSub(numel, i64c(1)));
+    Value* cleared = b_.CreateSelect(last, b_.getInt8(0xFF), b_.getInt8(mask));
+    b_.CreateAtomicRMW(llvm::AtomicRMWInst::And, ptr, b_.CreateNot(b_.CreateShl(cleared, shift)), llvm::MaybeAlign(1),
+                       llvm::AtomicOrdering::Monotonic);
     b_.CreateAtomicRMW(llvm::AtomicRMWInst::Or, ptr, b_.CreateShl(field, shift), llvm::MaybeAlign(1),
                        llvm::AtomicOrdering::Monotonic);
     return;

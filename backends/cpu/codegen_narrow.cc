@@ -18,8 +18,13 @@ using llvm::Value;
 namespace {
 
 // What a value beyond the largest finite one becomes (ONNX saturate=0;
-// f4e2m1 has no NaN or inf and always saturates).
+// f4e2m1 has no NaN or inf and always saturates). NaNs keep their sign where
+// the format has signed NaNs, as in the ONNX reference (ml_dtypes): e4m3fn's
+// NaN is 0x7F, e5m2's quiet NaN 0x7E, the fnuz kinds' 0x80; f4e2m1 writes a
+// NaN as the code of -0 (0x8), negated (+0) for a negative NaN.
 enum class Overflow { NaN, Inf, UnsignedNaN, Saturate };
+
+constexpr uint32_t kE5M2QuietNaN = 0x7E;
 
 struct Format {
   int man_bits;
@@ -78,11 +83,11 @@ uint32_t encode_narrow(TypeCode code, float x) {
     case Overflow::NaN:
       return (nan || over ? 0x7F : c) | s;
     case Overflow::Inf:
-      return (nan ? 0x7F : over ? 0x7C : c) | s;
+      return (nan ? kE5M2QuietNaN : over ? 0x7C : c) | s;
     case Overflow::UnsignedNaN:
       return nan || over ? 0x80 : c == 0 ? 0 : c | s;
     case Overflow::Saturate:
-      return nan ? f.max_code : (over ? f.max_code : c) | s;
+      return nan ? f.sign_bit ^ s : (over ? f.max_code : c) | s;
   }
   return 0;
 }
@@ -94,8 +99,9 @@ float decode_narrow(TypeCode code, uint32_t bits) {
   uint32_t mag = bits & (f.sign_bit - 1);
   bool neg = bits & f.sign_bit;
   if (f.overflow == Overflow::UnsignedNaN && bits == 0x80) return NAN;
-  if (f.overflow == Overflow::NaN && mag == 0x7F) return NAN;
-  if (f.overflow == Overflow::Inf && mag >= 0x7C) return mag == 0x7C ? (neg ? -INFINITY : INFINITY) : NAN;
+  float sign = neg ? -1.0f : 1.0f;
+  if (f.overflow == Overflow::NaN && mag == 0x7F) return std::copysign(NAN, sign);
+  if (f.overflow == Overflow::Inf && mag >= 0x7C) return std::copysign(mag == 0x7C ? INFINITY : NAN, sign);
   uint32_t e = mag >> f.man_bits, m = mag & ((1u << f.man_bits) - 1);
   float v = e == 0 ? std::ldexp(float(m), 1 - f.bias - f.man_bits)
                    : std::ldexp(float((1u << f.man_bits) + m), int(e) - f.bias - f.man_bits);
@@ -157,12 +163,13 @@ Value* ProgramCodegen::emit_encode_narrow(TypeCode code, Value* x) {
     case Overflow::NaN:
       return b_.CreateOr(b_.CreateSelect(b_.CreateOr(nan, over), c(0x7F), code_v), s);
     case Overflow::Inf:
-      return b_.CreateOr(b_.CreateSelect(nan, c(0x7F), b_.CreateSelect(over, c(0x7C), code_v)), s);
+      return b_.CreateOr(b_.CreateSelect(nan, c(kE5M2QuietNaN), b_.CreateSelect(over, c(0x7C), code_v)), s);
     case Overflow::UnsignedNaN:
       return b_.CreateSelect(b_.CreateOr(nan, over), c(0x80),
                              b_.CreateSelect(b_.CreateICmpEQ(code_v, c(0)), c(0), b_.CreateOr(code_v, s)));
     case Overflow::Saturate:
-      return b_.CreateSelect(nan, c(f.max_code), b_.CreateOr(b_.CreateSelect(over, c(f.max_code), code_v), s));
+      return b_.CreateSelect(nan, b_.CreateXor(c(f.sign_bit), s),
+                             b_.CreateOr(b_.CreateSelect(over, c(f.max_code), code_v), s));
   }
   return nullptr;
 }

@@ -144,7 +144,7 @@ TEST_CASE("cpu: float8 and f4e2m1 casts follow the ONNX tables") {
   auto e4uz = run_cast<float, uint8_t>(lib, "to_f8e4m3fnuz", x);
   CHECK(e4uz == std::vector<uint8_t>{0x00, 0x40, 0xC8, 0x80, 0x80, 0x80, 0x25, 0x80, 0x80, 0x00, 0x02, 0x7F});
   auto e5 = run_cast<float, uint8_t>(lib, "to_f8e5m2", {1.0f, 57344.0f, 61440.0f, INFINITY, -INFINITY, NAN, 0.1f});
-  CHECK(e5 == std::vector<uint8_t>{0x3C, 0x7B, 0x7C, 0x7C, 0xFC, 0x7F, 0x2E});
+  CHECK(e5 == std::vector<uint8_t>{0x3C, 0x7B, 0x7C, 0x7C, 0xFC, 0x7E, 0x2E});  // NaN: the quiet 0x7E
   auto e5uz = run_cast<float, uint8_t>(lib, "to_f8e5m2fnuz", {1.0f, 57344.0f, -0.0f, NAN});
   CHECK(e5uz == std::vector<uint8_t>{0x40, 0x7F, 0x00, 0x80});
   auto e8 = run_cast<float, uint8_t>(lib, "to_f8e8m0", {1.0f, 2.0f, 3.0f, 0.25f, NAN});
@@ -158,9 +158,13 @@ TEST_CASE("cpu: float8 and f4e2m1 casts follow the ONNX tables") {
   CHECK(decoded[0x01] == 0.001953125f);
   CHECK(std::isnan(decoded[0x7F]));
   CHECK(std::isnan(decoded[0xFF]));
+  CHECK(!std::signbit(decoded[0x7F]));
+  CHECK(std::signbit(decoded[0xFF]));
   auto again = run_cast<float, uint8_t>(lib, "to_f8e4m3fn", decoded);
-  for (int i = 0; i < 256; ++i)
-    if ((i & 0x7F) != 0x7F) CHECK(again[i] == i);
+  for (int i = 0; i < 256; ++i) CHECK(again[i] == i);  // NaNs keep their sign
+  CHECK(run_cast<float, uint8_t>(lib, "to_f8e4m3fn", {-NAN, -INFINITY, -500.0f}) ==
+        std::vector<uint8_t>{0xFF, 0xFF, 0xFF});
+  CHECK(run_cast<float, uint8_t>(lib, "to_f8e5m2", {-NAN}) == std::vector<uint8_t>{0xFE});
   auto e5d = run_cast<uint8_t, float>(lib, "from_f8e5m2", {0x7C, 0xFC, 0x7D, 0x3C});
   CHECK(e5d[0] == INFINITY);
   CHECK(e5d[1] == -INFINITY);
@@ -210,7 +214,7 @@ prog @from_f4(x: Buffer[(n,), f4e2m1]) -> (y: Buffer[(n,), f32]) {
   std::vector<int32_t> back(n);
   REQUIRE(call(lib.kernel("unpack_i4"), {packed.data(), back.data()}, {n, n}) == 0);
   CHECK(back == x);
-  CHECK((packed.back() & 0xF0) == 0xA0);  // the unused high nibble of the last byte is untouched
+  CHECK((packed.back() & 0xF0) == 0x00);  // the unused high nibble of the last byte is zeroed, as ONNX packs
   std::vector<uint8_t> u{0x2F};
   std::vector<int32_t> uo(2);
   REQUIRE(call(lib.kernel("unpack_u4"), {u.data(), uo.data()}, {2, 2}) == 0);
@@ -220,14 +224,16 @@ prog @from_f4(x: Buffer[(n,), f4e2m1]) -> (y: Buffer[(n,), f32]) {
   std::vector<uint8_t> f4((f.size() + 1) / 2);
   REQUIRE(call(lib.kernel("to_f4"), {f.data(), f4.data()}, {12, 12}) == 0);
   auto nib = [&](size_t i) { return (f4[i / 2] >> (4 * (i % 2))) & 0xF; };
-  std::vector<int> want{0x0, 0x0, 0x2, 0x2, 0x4, 0x4, 0x6, 0x6, 0x7, 0xF, 0x7, 0x9};
+  // NaN: the code of -0, as the ONNX reference (ml_dtypes) writes it.
+  std::vector<int> want{0x0, 0x0, 0x2, 0x2, 0x4, 0x4, 0x6, 0x6, 0x7, 0xF, 0x8, 0x9};
   for (size_t i = 0; i < f.size(); ++i) {
     CAPTURE(i);
     CHECK(nib(i) == want[i]);
   }
   std::vector<float> fb(12);
   REQUIRE(call(lib.kernel("from_f4"), {f4.data(), fb.data()}, {12, 12}) == 0);
-  CHECK(fb == std::vector<float>{0, 0, 1, 1, 2, 2, 4, 4, 6, -6, 6, -0.5f});
+  CHECK(fb == std::vector<float>{0, 0, 1, 1, 2, 2, 4, 4, 6, -6, -0.0f, -0.5f});
+  CHECK(std::signbit(fb[10]));
 }
 
 TEST_CASE("cpu: typed immediates (corpus 38)") {
