@@ -125,6 +125,17 @@ def main():
         r = run(rrun, pkg, "--input", "y=" + os.path.join(tmp, "x.npy"))
         check(r.returncode == 1 and "'x'" in r.stderr, f"missing input: {r.stderr}")
 
+        # --bound: a dim outside its declared range is refused, naming it.
+        bounded = os.path.join(tmp, "bounded.rpkg")
+        r = run(build, model, "--bound", "batch=1..4", "-o", bounded)
+        check(r.returncode == 0, f"relax-build --bound: {r.stderr}")
+        np.save(os.path.join(tmp, "x6.npy"), np.ones((6, 8), np.float32))
+        r = run(rrun, bounded, "--input", "x=" + os.path.join(tmp, "x6.npy"))
+        check(r.returncode == 1 and "dim 0 (batch) is 6, outside the bounds of batch [1, 4]" in r.stderr,
+              f"--bound violation: exit {r.returncode}: {r.stderr}")
+        r = run(build, model, "--bound", "batch=oops", "-o", bounded + "2")
+        check(r.returncode == 1 and "NAME=LO..HI" in r.stderr, f"bad --bound: {r.stderr}")
+
         # A damaged package is refused.
         blob = bytearray(open(pkg, "rb").read())
         blob[len(blob) // 2] ^= 0x40
