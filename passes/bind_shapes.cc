@@ -5,21 +5,18 @@
 // tensor data) is bound once with `match_cast(v, Tensor[(v_d0, v_d1, ...)])`
 // before its first use by an op; the op's struct info is deduced again from
 // the bound operand, so shapes become symbolic expressions downstream and a
-// legaliser always sees dims it can name. The check happens at run time,
-// where the VM binds the fresh variables.
+// legaliser always sees dims it can name (the legalize pass runs this one
+// first). The check happens at run time, where the VM binds the fresh
+// variables. The ops the VM handles itself are left alone.
 #include <unordered_map>
 
+#include "backends/common/vm_lower.h"
 #include "ir/mutator.h"
 #include "ir/op.h"
 #include "passes/passes.h"
 
 namespace relax {
 namespace {
-
-bool opaque_op(const std::string& name) {
-  return name == "call_tir" || name == "call_library" || name == "call_builtin" || name == "call_pure_builtin" || name == "loop" || name == "scan" ||
-         name == "shape_of";
-}
 
 class ShapeBinder : public ExprMutator {
  public:
@@ -53,11 +50,16 @@ class ShapeBinder : public ExprMutator {
     Expr visited = ExprMutator::visit_call(e);
     const auto* c = as<CallNode>(visited);
     const OpInfo* op = c->op();
-    if (!op || opaque_op(op->name) || !pending_) return visited;
+    if (!op || handled_by_vm(op->name) || !pending_) return visited;
     bool changed = false;
     std::vector<Expr> args;
     for (const Expr& a : c->args) {
       Expr bound = bind(a);
+      if (const auto* t = as<TupleNode>(a)) {  // concat((x, y)): each field
+        std::vector<Expr> fields;
+        for (const Expr& f : t->fields) fields.push_back(bind(f));
+        if (fields != t->fields) bound = make_tuple(std::move(fields));
+      }
       changed |= bound != a;
       args.push_back(bound);
     }

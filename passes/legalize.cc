@@ -1,27 +1,21 @@
 // legalize: every graph op call with a registered legaliser
 // (backends/common/legalize.h) becomes a call_tir of a tensor program added
 // to the module, preceded by the bindings the legaliser needs (match_casts
-// that name unknown dims, tuple items). Operands whose rank is known but
-// whose dims are not are bound to fresh variables first, and the call's
-// struct info is deduced again from them. Calls without a legaliser, and
-// the cross-level and VM-handled ops, stay as they are.
+// that name unknown dims, tuple items). The bind-shapes pass runs first, so
+// operands whose rank is known but whose dims are not are bound to fresh
+// variables and each call's struct info is deduced from them. Calls without
+// a legaliser, and the ops the VM lowering handles, stay as they are.
 #include "backends/common/legalize.h"
 
+#include "backends/common/vm_lower.h"
 #include "ir/error.h"
 #include "ir/mutator.h"
 #include "ir/normalize.h"
 #include "ir/op.h"
+#include "passes/passes.h"
 
 namespace relax {
 namespace {
-
-bool left_to_vm(const std::string& op) {
-  static const char* kOps[] = {"call_tir",        "call_library",    "call_builtin", "call_pure_builtin", "shape_of",
-                               "tensor_to_shape", "shape_to_tensor", "loop",         "scan"};
-  for (const char* o : kOps)
-    if (op == o) return true;
-  return false;
-}
 
 class Legalizer : public ExprMutator {
  public:
@@ -64,53 +58,15 @@ class Legalizer : public ExprMutator {
   }
 
  private:
-  // The call with its operands of unknown dims bound (into ctx's pending
-  // bindings) and its struct info deduced again; the call itself when none.
-  Expr bind_operands(const Expr& e) {
-    const auto* c = as<CallNode>(e);
-    bool changed = false;
-    std::vector<Expr> args;
-    for (const Expr& a : c->args) {
-      Expr na = a;
-      if (const auto* t = as<TensorSI>(a->sinfo); t && t->ndim >= 0 && !t->shape && is_var(a)) {
-        na = ctx_.bind_tensor(a).value_or(a);
-      } else if (const auto* s = as<ShapeSI>(a->sinfo); s && s->ndim >= 0 && !s->values && is_var(a)) {
-        if (auto dims = ctx_.bind_shape(a)) na = make_shape(*dims);
-      } else if (const auto* tup = as<TupleNode>(a)) {
-        std::vector<Expr> fields;
-        bool fc = false;
-        for (const Expr& f : tup->fields) {
-          Expr nf = f;
-          if (const auto* t = as<TensorSI>(f->sinfo); t && t->ndim >= 0 && !t->shape && is_var(f))
-            nf = ctx_.bind_tensor(f).value_or(f);
-          fc |= nf != f;
-          fields.push_back(nf);
-        }
-        if (fc) na = make_tuple(std::move(fields));
-      }
-      changed |= na != a;
-      args.push_back(na);
-    }
-    if (!changed) return e;
-    Expr nc = make_call(c->callee, std::move(args), c->attrs, c->sinfo_args);
-    try {
-      nc->sinfo = infer_struct_info(nc, InferContext{ana_, &out_});
-    } catch (const Error&) {
-      nc->sinfo = e->sinfo;
-    }
-    return nc;
-  }
-
   std::optional<Expr> legalize_call(const Expr& e, std::vector<Binding>& out) {
     const auto* c = as<CallNode>(e);
-    if (!c || !c->op() || left_to_vm(c->op()->name)) return std::nullopt;
+    if (!c || !c->op() || handled_by_vm(c->op()->name)) return std::nullopt;
     const LegalizeFn* fn = reg_.find(c->op()->name);
     if (!fn) return std::nullopt;
     ctx_.begin_call(in_dataflow_);
-    Expr call = bind_operands(e);
     std::optional<Expr> r;
     try {
-      r = (*fn)(ctx_, *as<CallNode>(call));
+      r = (*fn)(ctx_, *c);
     } catch (const Error& err) {
       fail("legalize ", c->op()->name, ": ", err.what());
     }
@@ -129,9 +85,10 @@ class Legalizer : public ExprMutator {
 }  // namespace
 
 IRModule legalize(const IRModule& mod) {
-  IRModule out = mod;
+  const IRModule bound = bind_shapes(mod);
+  IRModule out = bound;
   Legalizer lg(out, LegalizerRegistry::global());
-  for (const auto& [name, item] : mod.items()) {
+  for (const auto& [name, item] : bound.items()) {
     if (auto* f = std::get_if<Function>(&item)) {
       Function nf = lg.visit_function(*f);
       if (nf != *f) out.add_function(name, nf);

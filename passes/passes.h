@@ -29,7 +29,4 @@ IRModule simplify_shapes(const IRModule& mod);
 // variables before an op reads them, so every op sees a symbolic shape.
 IRModule bind_shapes(const IRModule& mod);
 
-// f32/f64 matmul -> call_library("blas.matmul") (OpenBLAS in the runtime).
-IRModule library_offload(const IRModule& mod);
-
 }  // namespace relax

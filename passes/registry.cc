@@ -15,7 +15,6 @@ const std::vector<Pass>& all_passes() {
       {"dead-code-elimination", "drop unused pure bindings and unreachable module items", dead_code_elimination},
       {"simplify-shapes", "simplify symbolic expressions under declared bounds", simplify_shapes},
       {"legalize", "graph ops to tensor programs (call_tir) by the registered legalisers", legalize},
-      {"library-offload", "matmuls in f32/f64 to the BLAS library (call_library)", library_offload},
       {"bind-shapes", "match_cast operands of unknown dims to fresh variables before ops read them", bind_shapes},
   };
   return passes;

@@ -3,6 +3,7 @@
 // register their own (runtime/builtins_*.cc).
 #include <cstring>
 
+#include "runtime/compare.h"
 #include "runtime/error.h"
 #include "runtime/vm.h"
 
@@ -138,16 +139,10 @@ void shape_of(BuiltinCall& c) { c.out = make_shape(c.arg(0).tensor("shape_of").s
 void tensor_to_shape(BuiltinCall& c) {
   const Tensor& t = c.arg(0).tensor("tensor_to_shape");
   if (t.ndim() != 1) rt_fail("tensor_to_shape: expected a 1-D tensor, got ", t.type_str());
+  if (!(t.dtype() == DType::i64() || t.dtype() == DType::i32()))
+    rt_fail("tensor_to_shape: expected an i64 or i32 tensor, got ", t.type_str());
   std::vector<int64_t> dims(size_t(t.numel()));
-  DType d = t.dtype();
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (d == DType::i64())
-      dims[i] = t.data_as<int64_t>()[i];
-    else if (d == DType::i32())
-      dims[i] = t.data_as<int32_t>()[i];
-    else
-      rt_fail("tensor_to_shape: expected an i64 or i32 tensor, got ", t.type_str());
-  }
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = element_as_int64(t, int64_t(i));
   c.out = make_shape(std::move(dims));
 }
 

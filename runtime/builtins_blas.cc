@@ -1,5 +1,5 @@
 // Library kernels: matrix products through OpenBLAS (cblas), for the
-// matmuls the library-offload pass sends here (f32 and f64). numpy matmul
+// matmuls the matmul legaliser sends here (f32 and f64). numpy matmul
 // semantics: 1-D operands are promoted and the extra axis dropped, batch
 // axes broadcast.
 #include <cblas.h>

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/compare.h"
 #include "runtime/error.h"
 #include "runtime/vm.h"
 
@@ -20,11 +21,7 @@ int64_t scalar_int(const Value& v, const char* what) {
   if (v.is_int()) return v.int_value();
   const Tensor& t = v.tensor(what);
   if (t.numel() != 1) rt_fail(what, " must hold one value, got ", t.type_str());
-  DType d = t.dtype();
-  if (d == DType::i64()) return t.data_as<int64_t>()[0];
-  if (d == DType::i32()) return t.data_as<int32_t>()[0];
-  if (d == DType::boolean() || d == DType::u(8) || d == DType::i(8)) return t.data_as<uint8_t>()[0];
-  rt_fail(what, " has unsupported dtype ", d.str());
+  return element_as_int64(t, 0);
 }
 
 Tensor scalar_tensor(DType d, int64_t v, PoolAllocator* pool) {

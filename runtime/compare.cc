@@ -57,33 +57,9 @@ double element_as_double(const Tensor& t, int64_t i) {
     std::memcpy(&v, p + i * int64_t(sizeof(v)), sizeof(v));
     return v;
   };
+  if (d.is_uint() && d.bits == 64) return double(rd(uint64_t()));
+  if (d.is_bool() || d.is_int() || d.is_uint()) return double(element_as_int64(t, i));
   switch (d.code) {
-    case DType::kBool:
-      return rd(uint8_t()) != 0;
-    case DType::kInt:
-      switch (d.bits) {
-        case 8:
-          return rd(int8_t());
-        case 16:
-          return rd(int16_t());
-        case 32:
-          return rd(int32_t());
-        case 64:
-          return double(rd(int64_t()));
-      }
-      break;
-    case DType::kUInt:
-      switch (d.bits) {
-        case 8:
-          return rd(uint8_t());
-        case 16:
-          return rd(uint16_t());
-        case 32:
-          return rd(uint32_t());
-        case 64:
-          return double(rd(uint64_t()));
-      }
-      break;
     case DType::kFloat:
       switch (d.bits) {
         case 16:
@@ -102,6 +78,36 @@ double element_as_double(const Tensor& t, int64_t i) {
     }
   }
   rt_fail("cannot read elements of dtype ", d.str());
+}
+
+int64_t element_as_int64(const Tensor& t, int64_t i) {
+  const char* p = static_cast<const char*>(t.data());
+  DType d = t.dtype();
+  auto rd = [&](auto v) {
+    std::memcpy(&v, p + i * int64_t(sizeof(v)), sizeof(v));
+    return int64_t(v);
+  };
+  if (d.lanes == 1 && (d.is_bool() || d.is_int() || d.is_uint())) {
+    bool s = d.is_int();
+    switch (d.is_bool() ? 8 : d.bits) {
+      case 8:
+        return d.is_bool() ? rd(uint8_t()) != 0 : s ? rd(int8_t()) : rd(uint8_t());
+      case 16:
+        return s ? rd(int16_t()) : rd(uint16_t());
+      case 32:
+        return s ? rd(int32_t()) : rd(uint32_t());
+      case 64:
+        return rd(int64_t());
+    }
+  }
+  rt_fail("cannot read elements of dtype ", d.str(), " as integers");
+}
+
+bool scalar_truth(const Tensor& t, const char* what) {
+  if (t.numel() != 1) rt_fail(what, " must be a single value, got ", t.type_str());
+  DType d = t.dtype();
+  if (d.is_float()) return element_as_double(t, 0) != 0;
+  return element_as_int64(t, 0) != 0;
 }
 
 Comparison compare_tensors(const Tensor& actual, const Tensor& expected, const Tolerance& tol) {

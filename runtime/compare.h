@@ -28,5 +28,10 @@ Comparison compare_tensors(const Tensor& actual, const Tensor& expected, const T
 // Element i as a double, for the dtypes it can be read as (bool, ints,
 // f16, bf16, f32, f64); throws rt::Error otherwise.
 double element_as_double(const Tensor& t, int64_t i);
+// Element i as an int64, exactly, for bool and the 8- to 64-bit integer
+// dtypes (a u64 above INT64_MAX wraps); throws rt::Error otherwise.
+int64_t element_as_int64(const Tensor& t, int64_t i);
+// Element 0 of a one-element tensor as a truth value (any readable dtype).
+bool scalar_truth(const Tensor& t, const char* what);
 
 }  // namespace relax::rt

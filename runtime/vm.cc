@@ -3,6 +3,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "runtime/compare.h"
 #include "runtime/error.h"
 
 namespace relax::rt {
@@ -144,33 +145,7 @@ namespace {
 
 bool truthy(const Value& v) {
   if (auto* i = std::get_if<int64_t>(&v.v)) return *i != 0;
-  if (auto* t = std::get_if<Tensor>(&v.v)) {
-    if (t->numel() != 1) rt_fail("a condition must be a single value, got ", t->type_str());
-    const void* p = t->data();
-    DType d = t->dtype();
-    switch (d.code) {
-      case DType::kBool:
-        return *static_cast<const uint8_t*>(p) != 0;
-      case DType::kInt:
-      case DType::kUInt:
-        switch (d.bits) {
-          case 8:
-            return *static_cast<const uint8_t*>(p) != 0;
-          case 16:
-            return *static_cast<const uint16_t*>(p) != 0;
-          case 32:
-            return *static_cast<const uint32_t*>(p) != 0;
-          case 64:
-            return *static_cast<const uint64_t*>(p) != 0;
-        }
-        break;
-      case DType::kFloat:
-        if (d.bits == 32) return *static_cast<const float*>(p) != 0;
-        if (d.bits == 64) return *static_cast<const double*>(p) != 0;
-        break;
-    }
-    rt_fail("a condition of type ", t->type_str(), " is not supported");
-  }
+  if (auto* t = std::get_if<Tensor>(&v.v)) return scalar_truth(*t, "a condition");
   rt_fail("a condition must be a tensor or an integer, got ", v.kind_name());
 }
 

@@ -83,6 +83,12 @@ Expr LegalizeContext::call_tir(const Expr& prog, std::vector<Expr> inputs, const
   return call;
 }
 
+Expr LegalizeContext::call_pure_builtin(const std::string& name, std::vector<Expr> args, const StructInfo& out) {
+  Expr call = make_op_call("call_pure_builtin", {make_string(name), make_tuple(std::move(args))}, {}, {out});
+  call->sinfo = out;
+  return call;
+}
+
 Var LegalizeContext::emit(const Expr& value, const std::string& hint) {
   ensure_struct_info(value, InferContext{ana_, &mod_});
   Var v = in_dataflow_ ? make_dataflow_var(hint, value->sinfo) : make_var(hint, value->sinfo);

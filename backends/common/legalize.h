@@ -96,6 +96,11 @@ class LegalizeContext {
   Expr call_tir(const Expr& prog, std::vector<Expr> inputs, const StructInfo& out,
                 const std::vector<SymExpr>& sym_args = {});
 
+  // `call_pure_builtin("name", (args...), out=out)` with its struct info set:
+  // a runtime builtin whose result depends only on its arguments (the
+  // data-dependent ops, shape functions), so it may sit in a dataflow block.
+  Expr call_pure_builtin(const std::string& name, std::vector<Expr> args, const StructInfo& out);
+
   // Bindings placed before the call being legalised; they are dropped when
   // its legaliser returns nullopt. Each returns the new variable (a dataflow
   // variable inside a dataflow block).

@@ -4,16 +4,16 @@
 // parameters from a builtin and do the data work in a tensor program.
 //
 //   topk, nonzero, unique, non_max_suppression
-//       call_builtin("relax.<op>", (operands..., attributes as prims)); a
+//       call_pure_builtin("relax.<op>", (operands..., attributes as prims)); a
 //       result whose dims are known only at run time is bound by the
 //       match_cast that follows the op (the importer emits it).
 //   reduce_dynamic
-//       call_builtin("relax.reduce_dynamic_params") gives the reduced shape
+//       call_pure_builtin("relax.reduce_dynamic_params") gives the reduced shape
 //       with unit dims k, the reduction extents e and the result dims o,
 //       bound by a match_cast; the program reduces x[i + r] over r < e for
 //       every i < k (k, e sym_params) and writes the flat position of i.
 //   dynamic_strided_slice
-//       call_builtin("relax.slice_params") gives the result dims n, the first
+//       call_pure_builtin("relax.slice_params") gives the result dims n, the first
 //       index b and the step p - m per dim (ONNX Slice's clamping done
 //       there); the program copies out[i] = x[b + i * p - i * m].
 #include <string>
@@ -27,23 +27,6 @@ namespace relax {
 namespace {
 
 using namespace te;
-
-// call_pure_builtin("name", (args...), out=out), its struct info set: these
-// builtins depend only on their arguments, so they may sit in dataflow blocks.
-Expr call_builtin(const std::string& name, std::vector<Expr> args, const StructInfo& out) {
-  Expr call = make_op_call("call_pure_builtin", {make_string(name), make_tuple(std::move(args))}, {}, {out});
-  call->sinfo = out;
-  return call;
-}
-
-// The value `call` (a Shape of n values) bound by a match_cast to n fresh
-// graph variables `hint`0, `hint`1, ...
-std::vector<SymExpr> bind_params(LegalizeContext& ctx, const Expr& call, int n, const std::string& hint) {
-  std::vector<SymExpr> vars;
-  for (int j = 0; j < n; ++j) vars.push_back(SymExpr::var(hint + std::to_string(j)));
-  ctx.emit_match_cast(call, shape_si(vars), hint);
-  return vars;
-}
 
 int rank_of(const Expr& e) {
   const auto* t = as<TensorSI>(e->sinfo);
@@ -61,27 +44,27 @@ std::optional<Expr> legalize_topk(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   SymExpr k = sym_attr(attrs, "k");
   if (!k.defined() || rank_of(call.args[0]) < 1) return std::nullopt;
-  return call_builtin("relax.topk",
-                      {call.args[0], make_prim_int(k), make_prim_int(attrs.get_int("axis")),
-                       make_prim_bool(attrs.get_bool("largest")), make_prim_bool(attrs.get_bool("sorted"))},
-                      call.sinfo);
+  return ctx.call_pure_builtin("relax.topk",
+                               {call.args[0], make_prim_int(k), make_prim_int(attrs.get_int("axis")),
+                                make_prim_bool(attrs.get_bool("largest")), make_prim_bool(attrs.get_bool("sorted"))},
+                               call.sinfo);
 }
 
-std::optional<Expr> legalize_nonzero(LegalizeContext&, const CallNode& call) {
-  return call_builtin("relax.nonzero", {call.args[0]}, call.sinfo);
+std::optional<Expr> legalize_nonzero(LegalizeContext& ctx, const CallNode& call) {
+  return ctx.call_pure_builtin("relax.nonzero", {call.args[0]}, call.sinfo);
 }
 
-std::optional<Expr> legalize_unique(LegalizeContext&, const CallNode& call) {
+std::optional<Expr> legalize_unique(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  return call_builtin("relax.unique",
-                      {call.args[0], make_prim_int(attrs.get_int("axis")), make_prim_bool(attrs.get_bool("sorted"))},
-                      call.sinfo);
+  return ctx.call_pure_builtin(
+      "relax.unique", {call.args[0], make_prim_int(attrs.get_int("axis")), make_prim_bool(attrs.get_bool("sorted"))},
+      call.sinfo);
 }
 
-std::optional<Expr> legalize_nms(LegalizeContext&, const CallNode& call) {
+std::optional<Expr> legalize_nms(LegalizeContext& ctx, const CallNode& call) {
   std::vector<Expr> args{call.args[0], call.args[1], make_prim_int(ops::attrs_of(call).get_int("center_point_box"))};
   args.insert(args.end(), call.args.begin() + 2, call.args.end());
-  return call_builtin("relax.non_max_suppression", std::move(args), call.sinfo);
+  return ctx.call_pure_builtin("relax.non_max_suppression", std::move(args), call.sinfo);
 }
 
 // ---- reduce_dynamic ------------------------------------------------------------------
@@ -99,11 +82,11 @@ std::optional<Expr> legalize_reduce_dynamic(LegalizeContext& ctx, const CallNode
   if (t.is_bool() && kind != "max" && kind != "min") return std::nullopt;
   if (t.is_bool()) acc = DataType::u(8);  // max = any, min = all
 
-  Expr params = call_builtin(
+  Expr params = ctx.call_pure_builtin(
       "relax.reduce_dynamic_params",
       {call.args[0], call.args[1], make_prim_bool(attrs.get_bool("noop_with_empty_axes")), make_prim_bool(keepdims)},
       shape_si_ndim(2 * r + (keepdims ? 0 : m)));
-  std::vector<SymExpr> p = bind_params(ctx, params, 2 * r + (keepdims ? 0 : m), "reduce_p");
+  std::vector<SymExpr> p = *ctx.bind_shape(params, "reduce_p");
   std::vector<SymExpr> kept(p.begin(), p.begin() + r), ext(p.begin() + r, p.begin() + 2 * r);
   std::vector<SymExpr> dims = keepdims ? kept : std::vector<SymExpr>(p.begin() + 2 * r, p.end());
 
@@ -153,8 +136,8 @@ std::optional<Expr> legalize_dynamic_strided_slice(LegalizeContext& ctx, const C
   const auto* out_si = as<TensorSI>(call.sinfo);
   if (r < 0 || !out_si) return std::nullopt;
   std::vector<Expr> args(call.args.begin(), call.args.end());
-  Expr params = call_builtin("relax.slice_params", args, shape_si_ndim(4 * r));
-  std::vector<SymExpr> p = bind_params(ctx, params, 4 * r, "slice_p");
+  Expr params = ctx.call_pure_builtin("relax.slice_params", args, shape_si_ndim(4 * r));
+  std::vector<SymExpr> p = *ctx.bind_shape(params, "slice_p");
 
   ProgramBuilder pb(ctx, "dynamic_strided_slice");
   Buffer x = pb.input(call.args[0], "x");
@@ -177,12 +160,12 @@ std::optional<Expr> legalize_dynamic_strided_slice(LegalizeContext& ctx, const C
 
 // The same bytes read as another dtype of the same width: a view the
 // runtime makes without copying (relax.reinterpret), not a loop nest.
-std::optional<Expr> legalize_bitcast(LegalizeContext&, const CallNode& call) {
+std::optional<Expr> legalize_bitcast(LegalizeContext& ctx, const CallNode& call) {
   const auto* out = as<TensorSI>(call.sinfo);
   if (!out || !as<TensorSI>(call.args[0]->sinfo)) return std::nullopt;
   DataType d = out->dtype;
   int64_t packed = int64_t(d.code) | int64_t(d.bits) << 8 | int64_t(d.lanes) << 16;
-  return call_builtin("relax.reinterpret", {call.args[0], make_prim_int(packed)}, call.sinfo);
+  return ctx.call_pure_builtin("relax.reinterpret", {call.args[0], make_prim_int(packed)}, call.sinfo);
 }
 
 }  // namespace

@@ -47,14 +47,8 @@ std::optional<StructInfo> runtime_broadcast(LegalizeContext& ctx, const CallNode
   for (size_t k = 0; k < num_operands; ++k)
     if (as<TensorSI>(call.args[k]->sinfo)) tensors.push_back(call.args[k]);
   if (tensors.empty()) return std::nullopt;
-  StructInfo shape = shape_si_ndim(t->ndim);
-  Expr value =
-      make_op_call("call_pure_builtin", {make_string("relax.broadcast_shape"), make_tuple(tensors)}, {}, {shape});
-  value->sinfo = shape;
-  std::vector<SymExpr> dims;
-  for (int i = 0; i < t->ndim; ++i) dims.push_back(SymExpr::var("bcast_d" + std::to_string(i)));
-  ctx.emit_match_cast(value, shape_si(dims), "bcast");
-  return tensor_si(t->dtype, dims);
+  Expr value = ctx.call_pure_builtin("relax.broadcast_shape", tensors, shape_si_ndim(t->ndim));
+  return tensor_si(t->dtype, *ctx.bind_shape(value, "bcast"));
 }
 
 // Legalises an n-ary elementwise op whose value is f(operands).
@@ -108,16 +102,6 @@ TExpr float_mod(const TExpr& a, const TExpr& b) {
   TExpr z = zero(a->dtype);
   TExpr adjust = and_(ne(r, z), ne(lt(r, z), lt(b, z)));
   return select(adjust, r + b, r);
-}
-
-// Round half to even, from floor alone (exact: x - floor(x) is).
-TExpr round_even(const TExpr& x) {
-  DataType t = x->dtype;
-  TExpr f = intrin(Intrinsic::floor, x);
-  TExpr d = x - f;
-  TExpr half = const_of(t, 0.5);
-  TExpr odd = ne(call(Intrinsic::fmod, {f, const_of(t, 2)}), zero(t));
-  return select(or_(gt(d, half), and_(eq(d, half), odd)), f + one(t), f);
 }
 
 TExpr int_power(const TExpr& a, const TExpr& b) {
@@ -263,7 +247,7 @@ Fn1 unary_fn(const std::string& op, DataType t) {
   }
   if (op == "round") {
     if (!fl) return identity;
-    return math(round_even);
+    return math(round_half_even);
   }
   if (op == "sign")
     return [](const TExpr& x) {
@@ -312,21 +296,6 @@ std::optional<Expr> legalize_clip(LegalizeContext& ctx, const CallNode& call) {
       ctx, call, "clip", [](const std::vector<TExpr>& v, DataType) { return min_(max_(v[0], v[1]), v[2]); }, 3);
 }
 
-// The largest finite value of a float8 type (0 when it has none here).
-double float8_max(DataType t) {
-  switch (t.code) {
-    case TypeCode::Float8E4M3FN:
-      return 448;
-    case TypeCode::Float8E4M3FNUZ:
-      return 240;
-    case TypeCode::Float8E5M2:
-    case TypeCode::Float8E5M2FNUZ:
-      return 57344;
-    default:
-      return 0;
-  }
-}
-
 // x converted to the float8 type `to` (one with a largest finite value) by
 // ONNX Cast's tables. Saturating, values beyond +-max, infinities included,
 // clamp to +-max before rounding (the reference clips, then rounds) and NaN
@@ -337,9 +306,7 @@ TExpr to_float8(const TExpr& v, DataType to, bool saturate) {
   // The clamp in f32 (f64 stays): a narrow source cannot hold every bound.
   DataType t = v->dtype.is_float() ? compute_dtype(v->dtype) : DataType::f32();
   TExpr x = cast(t, v);
-  double mx = float8_max(to);
-  TExpr clamped = min_(max_(x, const_of(t, -mx)), const_of(t, mx));
-  return cast(to, select(intrin(Intrinsic::isnan, x), x, clamped));
+  return cast(to, saturate_to(x, to));
 }
 
 // x converted to `to` by ONNX Cast's rules: to bool is x != 0; floats to
@@ -349,7 +316,7 @@ TExpr to_float8(const TExpr& v, DataType to, bool saturate) {
 // (numpy with ml_dtypes) does: -9.0 -> i4 7, not -8.
 TExpr convert(const TExpr& x, DataType to) {
   if (to.is_bool() && !x->dtype.is_bool()) return ne(x, zero(x->dtype));
-  if (float8_max(to) != 0) return to_float8(x, to, true);
+  if (narrow_float_max(to) != 0) return to_float8(x, to, true);
   if (to.is_integer() && to.bits < 8 && x->dtype.is_float()) return cast(to, cast(DataType::i32(), x));
   return cast(to, x);
 }
@@ -362,7 +329,7 @@ std::optional<Expr> legalize_astype(LegalizeContext& ctx, const CallNode& call) 
 std::optional<Expr> legalize_astype_float8(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   DataType to = attrs.get_dtype("dtype");
-  if (float8_max(to) == 0) return std::nullopt;  // f8e8m0 and its rounding modes: not yet
+  if (narrow_float_max(to) == 0) return std::nullopt;  // f8e8m0 and its rounding modes: not yet
   bool saturate = attrs.get_bool("saturate", true);
   return elementwise(
       ctx, call, "astype_float8",

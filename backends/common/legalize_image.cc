@@ -30,16 +30,6 @@ Stmt serial_nest(const std::vector<SymExpr>& extents, const std::string& prefix,
 }
 Stmt store1(const Buffer& b, const TExpr& i, const TExpr& v) { return tir::make_store(b, {i}, v); }
 
-// Round half to even from floor (exact for every float).
-TExpr round_even(const TExpr& x) {
-  DataType t = x->dtype;
-  TExpr f = intrin(Intrinsic::floor, x);
-  TExpr d = x - f;
-  TExpr half = const_of(t, 0.5);
-  TExpr odd = ne(intrin(Intrinsic::fmod, f, const_of(t, 2)), zero(t));
-  return select(or_(gt(d, half), and_(eq(d, half), odd)), f + one(t), f);
-}
-
 // Keys' cubic convolution kernel at distance |x| with coefficient a.
 TExpr cubic_kernel(const TExpr& x, double a) {
   DataType t = x->dtype;
@@ -213,7 +203,7 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
         }));
         TExpr v = acc.get();
         if (y->dtype.is_integer())
-          v = min_(max_(round_even(v), cast(D, min_value(y->dtype))), cast(D, max_value(y->dtype)));
+          v = min_(max_(round_half_even(v), cast(D, min_value(y->dtype))), cast(D, max_value(y->dtype)));
         if (crop) v = select(out_of_roi, const_of(D, ra.extrapolation), v);
         prep.push_back(tir::make_store(y, i, cast(y->dtype, v)));
         Stmt body = with_locals({sum, acc}, tir::make_seq(prep));
@@ -273,7 +263,7 @@ std::optional<Expr> legalize_grid_sample(LegalizeContext& ctx, const CallNode& c
           TExpr g = cast(t, load(grid, gi));
           TExpr one_ = one(t), two = const_of(t, 2);
           TExpr v = align ? (g + one_) / two * (d - one_) : ((g + one_) * d - one_) / two;
-          if (mode == "nearest") v = round_even(v);
+          if (mode == "nearest") v = round_half_even(v);
           TExpr lo = align ? zero(t) : const_of(t, -0.5);
           TExpr hi = align ? d - one_ : d - const_of(t, 0.5);
           if (padding == "border") v = select(or_(lt(v, lo), gt(v, hi)), min_(max_(v, zero(t)), d - one_), v);

@@ -1,6 +1,9 @@
-// Legaliser of matmul (ir/ops/matmul.cc): a plain loop nest with an
-// accumulator (f32 for narrow floats, else the result's dtype), numpy batch
-// broadcasting, 1-D operands as a row (left) or column (right) vector.
+// Legaliser of matmul (ir/ops/matmul.cc). f32 and f64 products go to the
+// BLAS library (call_library("blas.matmul"), OpenBLAS in the runtime), which
+// does them better than a generated loop nest; everything else becomes a
+// plain loop nest with an accumulator (f32 for narrow floats, else the
+// result's dtype), numpy batch broadcasting, 1-D operands as a row (left) or
+// column (right) vector.
 #include "backends/common/legalize.h"
 #include "backends/common/te.h"
 #include "ir/ops/common.h"
@@ -10,7 +13,26 @@ namespace {
 
 using namespace te;
 
+constexpr const char* kBlasMatmul = "blas.matmul";
+
+// The library call, when both operands and the result are f32 (or f64)
+// tensors of known shape (the VM allocates the result).
+std::optional<Expr> blas_matmul(LegalizeContext& ctx, const CallNode& call) {
+  const auto* out = as<TensorSI>(call.sinfo);
+  if (!out || !out->shape || !(out->dtype == DataType::f32() || out->dtype == DataType::f(64))) return std::nullopt;
+  for (const Expr& a : call.args) {
+    const auto* t = as<TensorSI>(a->sinfo);
+    if (!t || !t->shape || t->dtype != out->dtype || t->shape->empty()) return std::nullopt;
+  }
+  if (!ctx.module().extern_decl(kBlasMatmul)) ctx.module().add_extern(kBlasMatmul);
+  Expr r = make_op_call("call_library", {make_string(kBlasMatmul), make_tuple({call.args[0], call.args[1]})}, {},
+                        {call.sinfo});
+  r->sinfo = call.sinfo;
+  return r;
+}
+
 std::optional<Expr> legalize_matmul(LegalizeContext& ctx, const CallNode& call) {
+  if (std::optional<Expr> lib = blas_matmul(ctx, call)) return lib;
   ProgramBuilder pb(ctx, "matmul");
   Buffer a = pb.input(call.args[0], "a");
   Buffer b = pb.input(call.args[1], "b");

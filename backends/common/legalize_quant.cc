@@ -55,33 +55,7 @@ std::optional<QParam> qparam(ProgramBuilder& pb, const Expr& arg, const std::str
   return q;
 }
 
-// Round half to even from floor (exact for every float).
-TExpr round_even(const TExpr& x) {
-  DataType t = x->dtype;
-  TExpr f = intrin(Intrinsic::floor, x);
-  TExpr d = x - f;
-  TExpr half = const_of(t, 0.5);
-  TExpr odd = ne(intrin(Intrinsic::fmod, f, const_of(t, 2)), zero(t));
-  return select(or_(gt(d, half), and_(eq(d, half), odd)), f + one(t), f);
-}
-
 bool is_float8(DataType t) { return t.is_float() && t.bits == 8; }
-
-double float_max(DataType t) {
-  switch (t.code) {
-    case TypeCode::Float8E4M3FN:
-      return 448;
-    case TypeCode::Float8E4M3FNUZ:
-      return 240;
-    case TypeCode::Float8E5M2:
-    case TypeCode::Float8E5M2FNUZ:
-      return 57344;
-    case TypeCode::Float4E2M1:
-      return 6;
-    default:
-      return 0;
-  }
-}
 
 int quant_axis(const Attrs& attrs, int ndim) {
   int64_t a = attrs.get_int("axis");
@@ -111,17 +85,13 @@ std::optional<Expr> legalize_quantize(LegalizeContext& ctx, const CallNode& call
     TExpr q = cast(t, load(x, i)) / cast(t, scale->at(i));
     if (prec.bits < 32) q = cast(t, cast(prec, q));  // the division's rounding in a narrow precision
     if (out.is_integer()) {
-      TExpr v = round_even(q);
+      TExpr v = round_half_even(q);
       if (zp) v = v + cast(t, zp->at(i));
       v = min_(max_(v, cast(t, min_value(out))), cast(t, max_value(out)));
       return cast(out, cast(DataType::i32(), v));
     }
     if (out.code == TypeCode::Float4E2M1 && zp) q = q + cast(t, zp->at(i));
-    double mx = float_max(out);
-    if ((saturate || out.code == TypeCode::Float4E2M1) && mx > 0) {
-      TExpr c = min_(max_(q, const_of(t, -mx)), const_of(t, mx));
-      q = select(intrin(Intrinsic::isnan, q), q, c);
-    }
+    if ((saturate || out.code == TypeCode::Float4E2M1) && narrow_float_max(out) > 0) q = saturate_to(q, out);
     return cast(out, q);
   }));
 }

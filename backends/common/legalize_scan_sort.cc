@@ -418,14 +418,11 @@ std::optional<Expr> legalize_dft(LegalizeContext& ctx, const CallNode& call) {
   StructInfo out_si = call.sinfo;
   std::vector<SymExpr> pp;
   if (runtime_axis) {
-    Expr params = make_op_call("call_pure_builtin",
-                               {make_string("relax.dft_params"),
-                                make_tuple({call.args[0], call.args[1], make_prim_bool(inverse),
-                                            make_prim_bool(onesided), make_prim_int(has_len ? len : SymExpr(-1))})},
-                               {}, {shape_si_ndim(int(r) + 3)});
-    params->sinfo = shape_si_ndim(int(r) + 3);
-    for (size_t j = 0; j < r + 3; ++j) pp.push_back(SymExpr::var("dft_p" + std::to_string(j)));
-    ctx.emit_match_cast(params, shape_si(pp), "dft_p");
+    Expr params = ctx.call_pure_builtin("relax.dft_params",
+                                        {call.args[0], call.args[1], make_prim_bool(inverse), make_prim_bool(onesided),
+                                         make_prim_int(has_len ? len : SymExpr(-1))},
+                                        shape_si_ndim(int(r) + 3));
+    pp = *ctx.bind_shape(params, "dft_p");
     out_si = tensor_si(ysi->dtype, std::vector<SymExpr>(pp.begin(), pp.begin() + std::ptrdiff_t(r)));
   }
   ProgramBuilder pb(ctx, "dft");

@@ -64,6 +64,38 @@ DataType compute_dtype(DataType dtype) {
   return dtype;
 }
 
+TExpr round_half_even(const TExpr& x) {
+  DataType t = x->dtype;
+  TExpr f = intrin(tir::Intrinsic::floor, x);
+  TExpr d = x - f;
+  TExpr half = const_of(t, 0.5);
+  TExpr odd = ne(intrin(tir::Intrinsic::fmod, f, const_of(t, 2)), zero(t));
+  return select(or_(gt(d, half), and_(eq(d, half), odd)), f + one(t), f);
+}
+
+double narrow_float_max(DataType dtype) {
+  switch (dtype.code) {
+    case TypeCode::Float8E4M3FN:
+      return 448;
+    case TypeCode::Float8E4M3FNUZ:
+      return 240;
+    case TypeCode::Float8E5M2:
+    case TypeCode::Float8E5M2FNUZ:
+      return 57344;
+    case TypeCode::Float4E2M1:
+      return 6;
+    default:
+      return 0;
+  }
+}
+
+TExpr saturate_to(const TExpr& x, DataType to) {
+  DataType t = x->dtype;
+  double mx = narrow_float_max(to);
+  TExpr clamped = min_(max_(x, const_of(t, -mx)), const_of(t, mx));
+  return select(intrin(tir::Intrinsic::isnan, x), x, clamped);
+}
+
 TExpr wrap_clamp_index(const TExpr& i, const SymExpr& dim) {
   TExpr v = as_index(i);
   TExpr d = idx(dim);

@@ -78,6 +78,14 @@ TExpr intrin(tir::Intrinsic fn, const TExpr& a, const TExpr& b);
 // Float conversions for math: x in f32 when x is a narrow float (f16, bf16,
 // f8...), back to `dtype` afterwards.
 DataType compute_dtype(DataType dtype);
+// Round half to even, from floor alone (exact: x - floor(x) is), for a float x.
+TExpr round_half_even(const TExpr& x);
+// The largest finite value of the narrow float types that clamp when they
+// saturate (the float8 kinds with one, f4e2m1); 0 for every other dtype.
+double narrow_float_max(DataType dtype);
+// x (a float) clamped into +-narrow_float_max(to), NaN kept: what ONNX's
+// saturating conversions to float8 / float4 do before rounding.
+TExpr saturate_to(const TExpr& x, DataType to);
 
 // An index read from data (any integer dtype), negative values counting from
 // the end of `dim`, then clamped into [0, dim - 1] so that no access is out

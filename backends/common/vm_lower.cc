@@ -112,15 +112,14 @@ class FunctionLowering {
       fn_.params.push_back("captured shape variables");
       int r = new_reg();
       std::vector<int64_t> pattern{int64_t(syms.size())};
-      std::string names;
+      std::vector<std::string> names;
       for (const SymExpr& v : syms) {
         int64_t slot = next_slot_++;
         slot_of_.emplace(v, slot);
         pattern.insert(pattern.end(), {P::kBind, slot, Interval::kNegInf, Interval::kPosInf});
-        names += (names.empty() ? "" : "\x1f") + v.name();
+        names.push_back(v.name());
       }
-      emit_builtin("relax.match_shape", {Arg::reg(r), m_.list_const(std::move(pattern)), m_.string_const(name),
-                                         m_.string_const(names), m_.dtype_const(DataType::void_())});
+      emit_match(Arg::reg(r), std::move(pattern), name, names, DataType::void_());
     }
     lower(name, f);
   }
@@ -271,12 +270,22 @@ class FunctionLowering {
     }
   }
 
+  // Emits relax.match_shape of `value` against `pattern`; `names` spell the
+  // dims for messages.
+  void emit_match(Arg value, std::vector<int64_t> pattern, const std::string& ctx,
+                  const std::vector<std::string>& names, DataType dtype) {
+    std::string joined;
+    for (size_t i = 0; i < names.size(); ++i) joined += (i ? "\x1f" : "") + names[i];
+    emit_builtin("relax.match_shape", {value, m_.list_const(std::move(pattern)), m_.string_const(ctx),
+                                       m_.string_const(joined), m_.dtype_const(dtype)});
+  }
+
   // ndim -2 marks a prim value (one "dim": the value itself).
   void match_dims(Arg value, int ndim, const std::optional<std::vector<SymExpr>>& dims, DataType dtype,
                   const std::string& ctx, std::vector<std::function<void()>>* deferred) {
     std::vector<int64_t> pattern{ndim};
     std::vector<std::string> names;
-    std::vector<std::pair<size_t, SymExpr>> later;
+    std::vector<size_t> later;  // compound dims whose variables are bound later
     if (dims) {
       for (size_t i = 0; i < dims->size(); ++i) {
         const SymExpr& d = (*dims)[i];
@@ -292,42 +301,29 @@ class FunctionLowering {
           emit_dim_expr(d, pattern);
         } else {
           pattern.push_back(P::kAny);
-          later.emplace_back(i, d);
+          later.push_back(i);
         }
       }
     } else if (ndim >= 0) {
-      for (int i = 0; i < ndim; ++i) {
-        pattern.push_back(P::kAny);
-        names.push_back("?");
-      }
+      pattern.insert(pattern.end(), size_t(ndim), P::kAny);
+      names.assign(size_t(ndim), "?");
     }
-    std::string dim_names;
-    for (size_t i = 0; i < names.size(); ++i) dim_names += (i ? "\x1f" : "") + names[i];
-    emit_builtin("relax.match_shape", {value, m_.list_const(std::move(pattern)), m_.string_const(ctx),
-                                       m_.string_const(dim_names), m_.dtype_const(dtype)});
+    emit_match(value, std::move(pattern), ctx, names, dtype);
     if (later.empty()) return;
-    // Compound dims with variables bound later: check them once they are.
-    auto check = [this, value, ndim, later, dims, ctx, dtype]() {
+    // Check those dims once their variables are bound.
+    auto check = [this, value, ndim, later, dims, ctx, names]() {
       std::vector<int64_t> pattern{ndim};
-      std::vector<std::string> names;
       for (size_t i = 0; i < dims->size(); ++i) {
-        names.push_back(to_string((*dims)[i]));
-        bool is_later = false;
-        for (const auto& l : later) is_later = is_later || l.first == i;
-        if (!is_later) {
+        if (std::find(later.begin(), later.end(), i) == later.end()) {
           pattern.push_back(P::kAny);
           continue;
         }
         if (!all_bound((*dims)[i]))
-          fail("vm lowering: ", ctx, ": dim ", i, " (", to_string((*dims)[i]),
+          fail("vm lowering: ", ctx, ": dim ", i, " (", names[i],
                ") uses a variable that nothing binds; give it a plain variable or a constant");
         emit_dim_expr((*dims)[i], pattern);
       }
-      std::string dim_names;
-      for (size_t i = 0; i < names.size(); ++i) dim_names += (i ? "\x1f" : "") + names[i];
-      emit_builtin("relax.match_shape", {value, m_.list_const(std::move(pattern)), m_.string_const(ctx),
-                                         m_.string_const(dim_names), m_.dtype_const(DataType::void_())});
-      (void)dtype;
+      emit_match(value, std::move(pattern), ctx, names, DataType::void_());
     };
     if (deferred)
       deferred->push_back(check);
@@ -737,18 +733,23 @@ class FunctionLowering {
   std::string current_;
 };
 
-bool lowered_by_vm(const std::string& op) {
-  static const std::set<std::string> ops = {"call_tir",        "call_library",    "call_builtin", "call_pure_builtin", "shape_of",
-                                            "tensor_to_shape", "shape_to_tensor", "loop",         "scan"};
+}  // namespace
+
+bool handled_by_vm(const std::string& op) {
+  static const std::set<std::string> ops = {"call_tir",          "call_library", "call_builtin",
+                                            "call_pure_builtin", "shape_of",     "tensor_to_shape",
+                                            "shape_to_tensor",   "loop",         "scan"};
   return ops.count(op) != 0;
 }
+
+namespace {
 
 void find_unlowered(const Expr& e, const std::string& var, std::map<std::string, std::vector<std::string>>& out) {
   if (!e) return;
   switch (e->kind) {
     case ExprKind::Call: {
       const auto* c = static_cast<const CallNode*>(e.get());
-      if (const OpInfo* op = c->op(); op && !lowered_by_vm(op->name)) out[op->name].push_back(var);
+      if (const OpInfo* op = c->op(); op && !handled_by_vm(op->name)) out[op->name].push_back(var);
       for (const Expr& a : c->args) find_unlowered(a, var, out);
       break;
     }

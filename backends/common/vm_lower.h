@@ -35,6 +35,10 @@ struct VMLowered {
   std::vector<std::string> weights;   // weight names the bytecode loads
 };
 
+// The ops the VM lowering handles itself (the cross-level calls, shape
+// values, loop and scan): legalisation leaves them alone.
+bool handled_by_vm(const std::string& op);
+
 // The module still calls ops that nothing lowers; every one is listed with
 // the variables it binds (the ONNX node outputs), as relax-import lists
 // unsupported ONNX ops.

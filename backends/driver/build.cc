@@ -59,10 +59,7 @@ LoadedModel load_model(const std::string& path) {
 
 std::vector<std::string> pass_list(const BuildOptions& opts) {
   std::vector<std::string> names = pipeline("O" + std::to_string(std::clamp(opts.opt_level, 0, 2)));
-  std::vector<const char*> lowering = {"bind-shapes", "legalize", "canonicalize-bindings", "dead-code-elimination"};
-  if (opts.opt_level >= 1) lowering.insert(lowering.begin() + 1, "library-offload");
-  for (const char* p : lowering)
-    if (find_pass(p)) names.push_back(p);
+  names.insert(names.end(), {"legalize", "canonicalize-bindings", "dead-code-elimination"});
   return names;
 }
 

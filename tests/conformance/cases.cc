@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 #include <stdexcept>
 
 namespace fs = std::filesystem;
@@ -181,6 +183,77 @@ std::map<std::string, std::string> read_baseline(const std::string& path, const 
     out[line.substr(0, sp)] = sp == std::string::npos ? def : line.substr(sp + 1);
   }
   return out;
+}
+
+std::string summary_table(const std::string& title, const std::vector<Case>& cases,
+                          const std::map<std::string, Result>& results, const std::vector<std::string>& statuses) {
+  std::map<std::string, std::map<std::string, int>> table;  // folder -> status -> count
+  for (const Case& c : cases)
+    if (auto it = results.find(c.name); it != results.end()) table[c.folder][it->second.status]++;
+  std::ostringstream os;
+  auto cell = [&](const char* fmt, auto v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fmt, v);
+    os << buf;
+  };
+  os << title << "\n";
+  cell("%-20s", "folder");
+  for (const std::string& st : statuses) cell(" %11s", st.c_str());
+  os << "   total\n";
+  std::map<std::string, int> total;
+  for (const auto& [folder, counts] : table) {
+    int n = 0;
+    cell("%-20s", folder.c_str());
+    for (const std::string& st : statuses) {
+      int k = counts.count(st) ? counts.at(st) : 0;
+      n += k;
+      total[st] += k;
+      cell(" %11d", k);
+    }
+    cell(" %7d\n", n);
+  }
+  cell("%-20s", "all");
+  for (const std::string& st : statuses) cell(" %11d", total[st]);
+  cell(" %7zu\n", results.size());
+  return os.str();
+}
+
+void write_json(const std::string& path, nlohmann::ordered_json header, const std::vector<std::string>& statuses,
+                const std::map<std::string, Result>& results) {
+  std::map<std::string, int> total;
+  for (const auto& [name, r] : results) total[r.status]++;
+  for (const std::string& s : statuses) header["summary"][s] = total[s];
+  for (const auto& [name, r] : results) header["cases"][name] = {{"status", r.status}, {"reason", r.reason}};
+  std::ofstream(path) << header.dump(1) << "\n";
+}
+
+int check_baseline(std::string baseline, const std::string& file_name, const std::map<std::string, Result>& results,
+                   const std::string& def, const std::function<int(const std::string&)>& rank) {
+  if (fs::is_directory(baseline)) {
+    baseline = (fs::path(baseline) / file_name).string();
+    if (!fs::exists(baseline)) {
+      std::cout << "baseline: none for this data set (" << baseline << ")\n";
+      return 0;
+    }
+  }
+  std::map<std::string, std::string> want = read_baseline(baseline, def);
+  size_t absent = 0;
+  std::vector<std::string> lost;
+  for (const auto& [name, status] : want) {
+    auto it = results.find(name);
+    if (it == results.end()) {
+      ++absent;
+      continue;
+    }
+    if (rank(it->second.status) > rank(status))
+      lost.push_back(name + ": was " + status + ", now " + it->second.status + " " + it->second.reason);
+  }
+  std::cout << "baseline: " << want.size() - absent - lost.size() << " of " << want.size() - absent
+            << " baseline cases kept their status";
+  if (absent) std::cout << " (" << absent << " not selected or not in this data set)";
+  std::cout << "\n";
+  for (const std::string& l : lost) std::cout << "REGRESSION  " << l << "\n";
+  return int(lost.size());
 }
 
 }  // namespace relax::conformance

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,22 @@ void run_all(const std::vector<Case>& cases, const std::function<Result(const Ca
 
 // "name status" lines ('#' comments); a missing status reads as `def`.
 std::map<std::string, std::string> read_baseline(const std::string& path, const std::string& def);
+
+// The readable summary: one row per folder and one for all, a column per
+// status, then a total.
+std::string summary_table(const std::string& title, const std::vector<Case>& cases,
+                          const std::map<std::string, Result>& results, const std::vector<std::string>& statuses);
+
+// Writes the JSON report: `header` plus per-status totals and every case.
+void write_json(const std::string& path, nlohmann::ordered_json header, const std::vector<std::string>& statuses,
+                const std::map<std::string, Result>& results);
+
+// The ratchet. `baseline` is a file, or a folder holding `file_name`
+// (absent: nothing to check, said so). A case listed there whose status now
+// ranks worse than its listed one (lower rank is better; a missing status
+// reads as `def`) is a regression; each is printed. Returns their count.
+int check_baseline(std::string baseline, const std::string& file_name, const std::map<std::string, Result>& results,
+                   const std::string& def, const std::function<int(const std::string&)>& rank);
 
 std::string first_line(const std::string& s);
 

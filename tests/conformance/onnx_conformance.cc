@@ -58,8 +58,11 @@ struct CaseTolerance {
   const char* why;
 };
 const CaseTolerance kTolerances[] = {
-    {"node/test_dft_inverse", {1e-3, 1e-6}, "the expected file holds float32 rounding noise (2e-7) where the result is 0"},
-    {"node/test_dft_inverse_opset19", {1e-3, 1e-6},
+    {"node/test_dft_inverse",
+     {1e-3, 1e-6},
+     "the expected file holds float32 rounding noise (2e-7) where the result is 0"},
+    {"node/test_dft_inverse_opset19",
+     {1e-3, 1e-6},
      "the expected file holds float32 rounding noise (2e-7) where the result is 0"},
 };
 
@@ -179,67 +182,27 @@ int main(int argc, char** argv) {
 
   auto start = std::chrono::steady_clock::now();
   std::map<std::string, Result> results;
-  std::map<std::string, std::map<std::string, int>> table;  // folder -> status -> count
   run_all(
       cases, [&](const Case& c) { return run_case(c, opts); }, timeout_s, jobs,
       [&](const Case& c, const Result& r) {
         results[c.name] = r;
-        table[c.folder][r.status]++;
         if (verbose) std::cout << r.status << "  " << c.name << "  " << r.reason << std::endl;
       });
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  const char* statuses[] = {"pass", "wrong", "unsupported", "build-error", "run-error", "crash"};
-  std::ostringstream rep;
-  rep << "ONNX conformance on " << opts.target << ": " << dataset << ", " << cases.size() << " cases, " << int(secs)
-      << " s\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "%-20s", "folder");
-  rep << line;
-  for (const char* st : statuses) {
-    std::snprintf(line, sizeof line, " %11s", st);
-    rep << line;
-  }
-  rep << "   total\n";
-  std::map<std::string, int> total;
-  for (const auto& [folder, counts] : table) {
-    int n = 0;
-    std::snprintf(line, sizeof line, "%-20s", folder.c_str());
-    rep << line;
-    for (const char* st : statuses) {
-      int k = counts.count(st) ? counts.at(st) : 0;
-      n += k;
-      total[st] += k;
-      std::snprintf(line, sizeof line, " %11d", k);
-      rep << line;
-    }
-    std::snprintf(line, sizeof line, " %7d\n", n);
-    rep << line;
-  }
-  std::snprintf(line, sizeof line, "%-20s", "all");
-  rep << line;
-  for (const char* st : statuses) {
-    std::snprintf(line, sizeof line, " %11d", total[st]);
-    rep << line;
-  }
-  std::snprintf(line, sizeof line, " %7zu\n", cases.size());
-  rep << line;
-  std::cout << "\n" << rep.str();
+  const std::vector<std::string> statuses = {"pass", "wrong", "unsupported", "build-error", "run-error", "crash"};
+  std::string table = summary_table("ONNX conformance on " + opts.target + ": " + dataset + ", " +
+                                        std::to_string(cases.size()) + " cases, " + std::to_string(int(secs)) + " s",
+                                    cases, results, statuses);
+  std::cout << "\n" << table;
   if (!table_path.empty()) {
     std::ofstream out(table_path);
-    out << rep.str() << "\n";
+    out << table << "\n";
     for (const auto& [name, r] : results)
       if (r.status != "pass") out << r.status << "  " << name << "  " << r.reason << "\n";
   }
-  if (!json_path.empty()) {
-    nlohmann::ordered_json j;
-    j["dataset"] = dataset;
-    j["target"] = opts.target;
-    j["seconds"] = secs;
-    for (const char* s : statuses) j["summary"][s] = total[s];
-    for (const auto& [name, r] : results) j["cases"][name] = {{"status", r.status}, {"reason", r.reason}};
-    std::ofstream(json_path) << j.dump(1) << "\n";
-  }
+  if (!json_path.empty())
+    write_json(json_path, {{"dataset", dataset}, {"target", opts.target}, {"seconds", secs}}, statuses, results);
   if (!write_baseline.empty()) {
     std::ofstream out(write_baseline);
     out << "# Cases of the ONNX backend test data that pass on " << opts.target << " (" << dataset << ").\n"
@@ -247,31 +210,9 @@ int main(int argc, char** argv) {
     for (const auto& [name, r] : results)
       if (r.status == "pass") out << name << "\n";
   }
-  if (!baseline.empty() && fs::is_directory(baseline)) {
-    baseline = (fs::path(baseline) / (dataset_key + "-" + opts.target + ".txt")).string();
-    if (!fs::exists(baseline)) {
-      std::cout << "baseline: none for " << dataset_key << " on " << opts.target << " (" << baseline << ")\n";
-      baseline.clear();
-    }
-  }
-  if (!baseline.empty()) {
-    std::map<std::string, std::string> want = read_baseline(baseline, "pass");
-    int absent = 0;
-    std::vector<std::string> lost;
-    for (const auto& [name, status] : want) {
-      auto it = results.find(name);
-      if (it == results.end()) {
-        ++absent;
-        continue;
-      }
-      if (it->second.status != "pass") lost.push_back(name + ": now " + it->second.status + " " + it->second.reason);
-    }
-    std::cout << "baseline: " << want.size() - absent - lost.size() << " of " << want.size() - absent
-              << " passing cases still pass";
-    if (absent) std::cout << " (" << absent << " not selected)";
-    std::cout << "\n";
-    for (const std::string& l : lost) std::cout << "REGRESSION  " << l << "\n";
-    if (!lost.empty()) return 1;
-  }
+  auto rank = [](const std::string& status) { return status == "pass" ? 0 : 1; };
+  if (!baseline.empty() &&
+      check_baseline(baseline, dataset_key + "-" + opts.target + ".txt", results, "pass", rank) > 0)
+    return 1;
   return 0;
 }

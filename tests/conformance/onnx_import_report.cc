@@ -192,43 +192,19 @@ int main(int argc, char** argv) {
 
   auto start = std::chrono::steady_clock::now();
   std::map<std::string, Result> results;
-  std::map<std::string, std::map<std::string, int>> table;  // folder -> status -> count
   for (const Case& c : cases) {
     Result r = run_isolated([&] { return run_case(c); }, timeout_s);
     results[c.name] = r;
-    table[c.folder][r.status]++;
     if (verbose || rank_of(r.status) > 0) std::cout << r.status << "  " << c.name << "  " << r.reason << "\n";
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  const char* statuses[] = {"match", "dynamic", "coarse", "mismatch", "unsupported", "error", "crash"};
-  std::cout << "\nONNX import report: " << dataset << ", " << cases.size() << " cases, " << int(secs) << " s\n";
-  std::printf("%-20s", "folder");
-  for (const char* st : statuses) std::printf(" %11s", st);
-  std::printf(" %7s\n", "total");
-  std::map<std::string, int> total;
-  for (const auto& [folder, counts] : table) {
-    int n = 0;
-    std::printf("%-20s", folder.c_str());
-    for (const char* st : statuses) {
-      int k = counts.count(st) ? counts.at(st) : 0;
-      n += k;
-      total[st] += k;
-      std::printf(" %11d", k);
-    }
-    std::printf(" %7d\n", n);
-  }
-  std::printf("%-20s", "all");
-  for (const char* st : statuses) std::printf(" %11d", total[st]);
-  std::printf(" %7zu\n", cases.size());
-  if (!json_path.empty()) {
-    nlohmann::ordered_json j;
-    j["dataset"] = dataset;
-    j["seconds"] = secs;
-    for (const char* s : statuses) j["summary"][s] = total[s];
-    for (const auto& [name, r] : results) j["cases"][name] = {{"status", r.status}, {"reason", r.reason}};
-    std::ofstream(json_path) << j.dump(1) << "\n";
-  }
+  const std::vector<std::string> statuses = {"match", "dynamic", "coarse", "mismatch", "unsupported", "error", "crash"};
+  std::cout << "\n"
+            << summary_table("ONNX import report: " + dataset + ", " + std::to_string(cases.size()) + " cases, " +
+                                 std::to_string(int(secs)) + " s",
+                             cases, results, statuses);
+  if (!json_path.empty()) write_json(json_path, {{"dataset", dataset}, {"seconds", secs}}, statuses, results);
   if (!write_baseline.empty()) {
     std::ofstream out(write_baseline);
     out << "# Cases of the ONNX backend test data whose import agrees with the expected output shapes,\n"
@@ -237,32 +213,6 @@ int main(int argc, char** argv) {
     for (const auto& [name, r] : results)
       if (rank_of(r.status) < 2) out << name << " " << r.status << "\n";
   }
-  if (!baseline.empty() && fs::is_directory(baseline)) {
-    baseline = (fs::path(baseline) / (dataset_key + ".txt")).string();
-    if (!fs::exists(baseline)) {
-      std::cout << "baseline: none for the data set '" << dataset_key << "' (" << baseline << ")\n";
-      baseline.clear();
-    }
-  }
-  if (!baseline.empty()) {
-    std::map<std::string, std::string> want = read_baseline(baseline, "match");
-    int absent = 0;
-    std::vector<std::string> lost;
-    for (const auto& [name, status] : want) {
-      auto it = results.find(name);
-      if (it == results.end()) {
-        ++absent;
-        continue;
-      }
-      if (rank_of(it->second.status) > rank_of(status))
-        lost.push_back(name + ": was " + status + ", now " + it->second.status + " " + it->second.reason);
-    }
-    std::cout << "baseline: " << want.size() - absent - lost.size() << " of " << want.size() - absent
-              << " baseline cases kept their status";
-    if (absent) std::cout << " (" << absent << " not in this data set)";
-    std::cout << "\n";
-    for (const std::string& l : lost) std::cout << "REGRESSION  " << l << "\n";
-    if (!lost.empty()) return 1;
-  }
+  if (!baseline.empty() && check_baseline(baseline, dataset_key + ".txt", results, "match", rank_of) > 0) return 1;
   return 0;
 }
