@@ -29,4 +29,13 @@ IRModule simplify_shapes(const IRModule& mod);
 // variables before an op reads them, so every op sees a symbolic shape.
 IRModule bind_shapes(const IRModule& mod);
 
+// Groups call_tir bindings of a dataflow block that one kernel can compute
+// (by the patterns of passes/op_pattern.h) into private functions marked
+// primitive=true, called in their place.
+IRModule fuse_ops(const IRModule& mod);
+// Merges each primitive function into one tensor program (inlining plain
+// computes, running elementwise epilogues in place) and calls it with
+// call_tir.
+IRModule fuse_tir(const IRModule& mod);
+
 }  // namespace relax

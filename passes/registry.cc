@@ -15,6 +15,8 @@ const std::vector<Pass>& all_passes() {
       {"dead-code-elimination", "drop unused pure bindings and unreachable module items", dead_code_elimination},
       {"simplify-shapes", "simplify symbolic expressions under declared bounds", simplify_shapes},
       {"legalize", "graph ops to tensor programs (call_tir) by the registered legalisers", legalize},
+      {"fuse-ops", "group call_tir bindings one kernel can compute into primitive functions", fuse_ops},
+      {"fuse-tir", "merge each primitive function into one tensor program", fuse_tir},
       {"bind-shapes", "match_cast operands of unknown dims to fresh variables before ops read them", bind_shapes},
   };
   return passes;
@@ -22,13 +24,29 @@ const std::vector<Pass>& all_passes() {
 
 std::vector<std::string> pipeline_names() { return {"O0", "O1", "O2"}; }
 
+// The pipelines are what relax-build runs at -O0, -O1 and -O2: graph-level
+// passes, legalisation into tensor programs, then the passes on the
+// legalised form. Every level legalises, so every level builds.
 std::vector<std::string> pipeline(const std::string& name) {
-  if (name == "O0") return {"normalize"};
-  if (name == "O1")
-    return {"normalize", "convert-to-dataflow", "simplify-shapes", "canonicalize-bindings", "dead-code-elimination"};
-  // O2 will add fusion and memory planning; until they exist it is O1.
-  if (name == "O2") return pipeline("O1");
-  fail("unknown pipeline '", name, "'; known: O0, O1, O2");
+  const std::vector<std::string> graph = {"normalize", "convert-to-dataflow", "simplify-shapes",
+                                          "canonicalize-bindings", "dead-code-elimination"};
+  const std::vector<std::string> lower = {"legalize", "canonicalize-bindings", "dead-code-elimination"};
+  std::vector<std::string> names;
+  auto add = [&](const std::vector<std::string>& more) { names.insert(names.end(), more.begin(), more.end()); };
+  if (name == "O0") {
+    add({"normalize"});
+    add(lower);
+  } else if (name == "O1") {
+    add(graph);
+    add(lower);
+  } else if (name == "O2") {
+    add(graph);
+    add({"legalize", "canonicalize-bindings", "dead-code-elimination", "fuse-ops", "fuse-tir",
+         "canonicalize-bindings", "dead-code-elimination"});
+  } else {
+    fail("unknown pipeline '", name, "'; known: O0, O1, O2");
+  }
+  return names;
 }
 
 }  // namespace relax

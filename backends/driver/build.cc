@@ -58,9 +58,7 @@ LoadedModel load_model(const std::string& path) {
 }
 
 std::vector<std::string> pass_list(const BuildOptions& opts) {
-  std::vector<std::string> names = pipeline("O" + std::to_string(std::clamp(opts.opt_level, 0, 2)));
-  names.insert(names.end(), {"legalize", "canonicalize-bindings", "dead-code-elimination"});
-  return names;
+  return pipeline("O" + std::to_string(std::clamp(opts.opt_level, 0, 2)));
 }
 
 nlohmann::json dims_json(const StructInfo& si) {

@@ -2,7 +2,7 @@
 // package for a target, runs it on the case's inputs and compares each
 // output with the expected one.
 //
-//   onnx-conformance [--target cpu] [--root DIR] [--filter REGEX] [-j N]
+//   onnx-conformance [--target cpu] [-O 0|1|2] [--root DIR] [--filter REGEX] [-j N]
 //                    [--json FILE] [--table FILE] [--baseline DIR] [--write-baseline FILE]
 //
 // Statuses, one per case, with the reason:
@@ -150,6 +150,9 @@ int main(int argc, char** argv) {
   int timeout_s = 120;
   bool verbose = false;
   app.add_option("--target", opts.target, "the target")->capture_default_str();
+  app.add_option("-O", opts.opt_level, "the pass pipeline the cases build with: 0, 1 or 2")
+      ->check(CLI::Range(0, 2))
+      ->capture_default_str();
   app.add_option("--root", root,
                  "the test data (default: ../shared/onnx-backend-tests, else Debian's libonnx-testdata)");
   app.add_option("--filter", filter, "only cases whose name (e.g. node/test_abs) matches this regex");
@@ -191,7 +194,7 @@ int main(int argc, char** argv) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   const std::vector<std::string> statuses = {"pass", "wrong", "unsupported", "build-error", "run-error", "crash"};
-  std::string table = summary_table("ONNX conformance on " + opts.target + ": " + dataset + ", " +
+  std::string table = summary_table("ONNX conformance on " + opts.target + " at -O" + std::to_string(opts.opt_level) + ": " + dataset + ", " +
                                         std::to_string(cases.size()) + " cases, " + std::to_string(int(secs)) + " s",
                                     cases, results, statuses);
   std::cout << "\n" << table;
@@ -202,7 +205,7 @@ int main(int argc, char** argv) {
       if (r.status != "pass") out << r.status << "  " << name << "  " << r.reason << "\n";
   }
   if (!json_path.empty())
-    write_json(json_path, {{"dataset", dataset}, {"target", opts.target}, {"seconds", secs}}, statuses, results);
+    write_json(json_path, {{"dataset", dataset}, {"target", opts.target}, {"opt_level", opts.opt_level}, {"seconds", secs}}, statuses, results);
   if (!write_baseline.empty()) {
     std::ofstream out(write_baseline);
     out << "# Cases of the ONNX backend test data that pass on " << opts.target << " (" << dataset << ").\n"

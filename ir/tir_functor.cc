@@ -1,0 +1,231 @@
+#include "ir/tir_functor.h"
+
+namespace relax::tir {
+
+Buffer TirRewriter::buf(const Buffer& b) const {
+  if (auto it = buffers_.find(b.get()); it != buffers_.end()) return it->second;
+  if (buffer)
+    if (Buffer r = buffer(b)) {
+      buffers_.emplace(b.get(), r);
+      return r;
+    }
+  Buffer out = b;
+  if (sym) {
+    std::vector<SymExpr> shape;
+    bool changed = false;
+    for (const SymExpr& d : b->shape) {
+      shape.push_back(sym(d));
+      changed |= shape.back() != d;
+    }
+    if (changed) out = make_buffer(b->name, b->dtype, std::move(shape), b->scope);
+  }
+  buffers_.emplace(b.get(), out);
+  return out;
+}
+
+namespace {
+
+std::vector<TExpr> rewrite_all(const TirRewriter& r, const std::vector<TExpr>& in, bool& changed) {
+  std::vector<TExpr> out;
+  out.reserve(in.size());
+  for (const TExpr& e : in) {
+    out.push_back(r.expr(e));
+    changed |= out.back() != e;
+  }
+  return out;
+}
+
+}  // namespace
+
+TExpr TirRewriter::expr(const TExpr& e) const {
+  switch (e->kind) {
+    case TKind::Sym: {
+      if (!sym) return e;
+      SymExpr v = sym(as<SymNodeT>(e)->value);
+      return v == as<SymNodeT>(e)->value ? e : tir::sym(v);
+    }
+    case TKind::Imm:
+      return e;
+    case TKind::Load: {
+      const auto* n = as<LoadNode>(e);
+      bool changed = false;
+      std::vector<TExpr> idx = rewrite_all(*this, n->indices, changed);
+      Buffer b = buf(n->buffer);
+      changed |= b != n->buffer;
+      if (load)
+        if (TExpr r = load(b, idx)) return r;
+      return changed ? tir::load(b, std::move(idx)) : e;
+    }
+    case TKind::Binary: {
+      const auto* n = as<BinaryNode>(e);
+      TExpr a = expr(n->a), b = expr(n->b);
+      return a == n->a && b == n->b ? e : binary(n->op, a, b);
+    }
+    case TKind::Unary: {
+      const auto* n = as<UnaryNode>(e);
+      TExpr a = expr(n->a);
+      return a == n->a ? e : unary(n->op, a);
+    }
+    case TKind::Call: {
+      const auto* n = as<CallNodeT>(e);
+      bool changed = false;
+      std::vector<TExpr> args = rewrite_all(*this, n->args, changed);
+      return changed ? call(n->fn, std::move(args)) : e;
+    }
+    case TKind::Cast: {
+      const auto* n = as<CastNode>(e);
+      TExpr a = expr(n->a);
+      return a == n->a ? e : cast(n->dtype, a);
+    }
+    case TKind::Select: {
+      const auto* n = as<SelectNode>(e);
+      TExpr c = expr(n->cond), a = expr(n->a), b = expr(n->b);
+      return c == n->cond && a == n->a && b == n->b ? e : select(c, a, b);
+    }
+  }
+  return e;
+}
+
+Stmt TirRewriter::stmt(const Stmt& s) const {
+  if (!s) return s;
+  switch (s->kind) {
+    case SKind::For: {
+      const auto* n = as<ForNode>(s);
+      SymExpr var = sym ? sym(n->var) : n->var;
+      SymExpr ext = sym ? sym(n->extent) : n->extent;
+      Stmt body = stmt(n->body);
+      if (var == n->var && ext == n->extent && body == n->body) return s;
+      return make_for(var, ext, n->loop_kind, body);
+    }
+    case SKind::Store: {
+      const auto* n = as<StoreNode>(s);
+      bool changed = false;
+      std::vector<TExpr> idx = rewrite_all(*this, n->indices, changed);
+      TExpr v = expr(n->value);
+      Buffer b = buf(n->buffer);
+      if (!changed && v == n->value && b == n->buffer) return s;
+      return make_store(b, std::move(idx), v);
+    }
+    case SKind::Seq: {
+      const auto* n = as<SeqNode>(s);
+      std::vector<Stmt> out;
+      bool changed = false;
+      for (const Stmt& x : n->stmts) {
+        out.push_back(stmt(x));
+        changed |= out.back() != x;
+      }
+      return changed ? make_seq(std::move(out)) : s;
+    }
+    case SKind::IfThenElse: {
+      const auto* n = as<IfThenElseNode>(s);
+      TExpr c = expr(n->cond);
+      Stmt t = stmt(n->then_case), e = stmt(n->else_case);
+      return c == n->cond && t == n->then_case && e == n->else_case ? s : make_if(c, t, e);
+    }
+    case SKind::Allocate: {
+      const auto* n = as<AllocateNode>(s);
+      Buffer b = buf(n->buffer);
+      Stmt body = stmt(n->body);
+      return b == n->buffer && body == n->body ? s : make_allocate(b, body);
+    }
+    case SKind::Barrier:
+      return s;
+  }
+  return s;
+}
+
+void visit_exprs(const TExpr& e, const std::function<void(const TExpr&)>& f) {
+  f(e);
+  switch (e->kind) {
+    case TKind::Sym:
+    case TKind::Imm:
+      return;
+    case TKind::Load:
+      for (const TExpr& i : as<LoadNode>(e)->indices) visit_exprs(i, f);
+      return;
+    case TKind::Binary:
+      visit_exprs(as<BinaryNode>(e)->a, f);
+      visit_exprs(as<BinaryNode>(e)->b, f);
+      return;
+    case TKind::Unary:
+      visit_exprs(as<UnaryNode>(e)->a, f);
+      return;
+    case TKind::Call:
+      for (const TExpr& a : as<CallNodeT>(e)->args) visit_exprs(a, f);
+      return;
+    case TKind::Cast:
+      visit_exprs(as<CastNode>(e)->a, f);
+      return;
+    case TKind::Select:
+      visit_exprs(as<SelectNode>(e)->cond, f);
+      visit_exprs(as<SelectNode>(e)->a, f);
+      visit_exprs(as<SelectNode>(e)->b, f);
+      return;
+  }
+}
+
+void visit_stmts(const Stmt& s, const std::function<void(const Stmt&)>& f) {
+  if (!s) return;
+  f(s);
+  switch (s->kind) {
+    case SKind::For:
+      visit_stmts(as<ForNode>(s)->body, f);
+      return;
+    case SKind::Seq:
+      for (const Stmt& x : as<SeqNode>(s)->stmts) visit_stmts(x, f);
+      return;
+    case SKind::IfThenElse:
+      visit_stmts(as<IfThenElseNode>(s)->then_case, f);
+      visit_stmts(as<IfThenElseNode>(s)->else_case, f);
+      return;
+    case SKind::Allocate:
+      visit_stmts(as<AllocateNode>(s)->body, f);
+      return;
+    case SKind::Store:
+    case SKind::Barrier:
+      return;
+  }
+}
+
+void visit_exprs(const Stmt& s, const std::function<void(const TExpr&)>& f) {
+  visit_stmts(s, [&](const Stmt& x) {
+    if (const auto* st = as<StoreNode>(x)) {
+      for (const TExpr& i : st->indices) visit_exprs(i, f);
+      visit_exprs(st->value, f);
+    } else if (const auto* i = as<IfThenElseNode>(x)) {
+      visit_exprs(i->cond, f);
+    }
+  });
+}
+
+bool reads_buffer(const Stmt& s, const BufferNode* b) {
+  bool found = false;
+  visit_exprs(s, [&](const TExpr& e) {
+    if (const auto* l = as<LoadNode>(e); l && l->buffer.get() == b) found = true;
+  });
+  return found;
+}
+
+bool writes_buffer(const Stmt& s, const BufferNode* b) {
+  bool found = false;
+  visit_stmts(s, [&](const Stmt& x) {
+    if (const auto* st = as<StoreNode>(x); st && st->buffer.get() == b) found = true;
+  });
+  return found;
+}
+
+Stmt substitute(const Stmt& s, const SymMap<SymExpr>& map) {
+  if (map.empty()) return s;
+  TirRewriter r;
+  r.sym = [&](const SymExpr& e) { return relax::substitute(e, map); };
+  return r.stmt(s);
+}
+
+TExpr substitute(const TExpr& e, const SymMap<SymExpr>& map) {
+  if (map.empty()) return e;
+  TirRewriter r;
+  r.sym = [&](const SymExpr& x) { return relax::substitute(x, map); };
+  return r.expr(e);
+}
+
+}  // namespace relax::tir

@@ -1,0 +1,51 @@
+// Walking and rewriting tensor programs (ir/tir.h).
+//
+// A TirRewriter rebuilds expressions and statements bottom-up through the
+// tir builders, so rewritten index arithmetic stays canonical. Each hook is
+// optional; an unset hook keeps what it would have seen:
+//   sym     maps every symbolic expression: Sym values, loop variables and
+//           extents, store and load indices, buffer shapes;
+//   buffer  replaces a buffer (seen as it was) by another, used as given;
+//           return null to keep it, with its shape through `sym`;
+//   load    replaces a load, seen with its buffer and indices already
+//           rewritten; return null to keep it.
+// Unchanged subtrees are returned as they were (pointer-equal).
+#pragma once
+
+#include <functional>
+#include <unordered_map>
+
+#include "ir/tir.h"
+
+namespace relax::tir {
+
+struct TirRewriter {
+  std::function<SymExpr(const SymExpr&)> sym;
+  std::function<Buffer(const Buffer&)> buffer;
+  std::function<TExpr(const Buffer&, const std::vector<TExpr>&)> load;
+
+  TExpr expr(const TExpr& e) const;
+  Stmt stmt(const Stmt& s) const;
+  // The mapped buffer; one buffer maps to one object however often it is met.
+  Buffer buf(const Buffer& b) const;
+
+ private:
+  mutable std::unordered_map<const BufferNode*, Buffer> buffers_;
+};
+
+// Calls `f` on every expression under `s` (pre-order, each node once per
+// occurrence), including indices and values of stores.
+void visit_exprs(const Stmt& s, const std::function<void(const TExpr&)>& f);
+void visit_exprs(const TExpr& e, const std::function<void(const TExpr&)>& f);
+// Calls `f` on every statement under `s`, pre-order.
+void visit_stmts(const Stmt& s, const std::function<void(const Stmt&)>& f);
+
+// The buffers a statement reads and writes (global, local and shared).
+bool reads_buffer(const Stmt& s, const BufferNode* b);
+bool writes_buffer(const Stmt& s, const BufferNode* b);
+
+// Substitutes symbolic variables everywhere in `s` (see TirRewriter::sym).
+Stmt substitute(const Stmt& s, const SymMap<SymExpr>& map);
+TExpr substitute(const TExpr& e, const SymMap<SymExpr>& map);
+
+}  // namespace relax::tir

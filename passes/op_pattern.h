@@ -1,0 +1,52 @@
+// What a tensor program does with its loops, read off the loops themselves.
+// Fusion (fuse-ops, fuse-tir) decides from it which programs may merge.
+//
+//   elementwise     every output element reads its inputs at its own index
+//   broadcast       ... or at a subset of its index (dims of size 1 or absent)
+//   injective       each output element is a function of its index (reshape,
+//                   transpose, gather, concat, pad)
+//   reduction       accumulates over loops that do not index the output
+//                   (sum, max, softmax, layer norm, pooling)
+//   output-fusable  a contraction: accumulates products of two inputs
+//                   (matmul, conv); takes an elementwise epilogue
+//   opaque          anything else (scatter, barriers, writes to inputs)
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/tir.h"
+
+namespace relax {
+
+enum class OpPattern : uint8_t { Elementwise, Broadcast, Injective, Reduction, OutputFusable, Opaque };
+const char* op_pattern_name(OpPattern p);
+
+// An output written by one perfect loop nest whose only statement is
+//   out[v0, ..., vk] = value
+// with the nest's variables as the indices, in order, over the output's
+// dims, and a value that reads only inputs. Its element at any index is
+// `value` with the variables replaced: the program can be inlined.
+struct ComputeDef {
+  std::vector<SymExpr> vars;
+  tir::TExpr value;
+};
+
+struct ProgramPattern {
+  OpPattern kind = OpPattern::Opaque;
+  std::vector<std::optional<ComputeDef>> outputs;  // one per output
+  bool inlinable() const;                          // every output has a ComputeDef
+};
+
+ProgramPattern analyze_pattern(const tir::Program& p);
+
+// Whether every load of `input` in `def` is at exactly def's own index and
+// `input` has the shape `out_shape` (the output's).
+bool reads_at_identity(const ComputeDef& def, const tir::BufferNode* input, const std::vector<SymExpr>& out_shape);
+
+// Whether every load of `input` in `p` indexes with symbolic expressions
+// only (no index read from data), so a producer of `input` can be inlined.
+bool loads_at_symbolic_indices(const tir::Program& p, const tir::BufferNode* input);
+
+}  // namespace relax
