@@ -323,7 +323,39 @@ class Simplifier {
     }
   }
 
+  // x == y*quot + rem with rem a variable in [0, y) by a symbolic bound.
+  std::optional<Split> split_symbolic(const SymExpr& x, const SymExpr& y) const {
+    if (y.is_const() || x.is_const()) return std::nullopt;
+    std::vector<SymTerm> terms{{1, x}};
+    if (x.kind() == SymKind::Sum) {
+      if (x->constant != 0) return std::nullopt;
+      terms = x->terms;
+    }
+    SymExpr quot(0), rem(0);
+    for (const SymTerm& t : terms) {
+      SymExpr q;
+      if (t.term == y) {
+        q = SymExpr(1);
+      } else if (t.term.kind() == SymKind::Mul) {
+        const auto& fs = t.term->operands;
+        auto it = std::find(fs.begin(), fs.end(), y);
+        if (it != fs.end()) {
+          q = SymExpr(1);
+          for (auto f = fs.begin(); f != fs.end(); ++f)
+            if (f != it) q = q * *f;
+        }
+      }
+      if (q.defined())
+        quot = quot + SymExpr(t.coeff) * q;
+      else
+        rem = rem + SymExpr(t.coeff) * t.term;
+    }
+    if (!rem.is_var() || an_.var_below(rem) != y || an_.var_bound(rem).lo < 0) return std::nullopt;
+    return Split{quot, rem};
+  }
+
   std::optional<SymExpr> rewrite_floordiv(const SymExpr& x, const SymExpr& y) const {
+    if (auto s = split_symbolic(x, y)) return s->quot;
     if (!y.is_const() || y.const_value() <= 0) return std::nullopt;
     int64_t c = y.const_value();
     if (auto q = period_of(range(x), c)) return SymExpr(*q);
@@ -335,6 +367,7 @@ class Simplifier {
   }
 
   std::optional<SymExpr> rewrite_floormod(const SymExpr& x, const SymExpr& y) const {
+    if (auto s = split_symbolic(x, y)) return s->rem;
     if (!y.is_const()) {
       Range rx = range(x), ry = range(y);
       if (ry.lo >= 1 && rx.lo >= 0 && rx.hi < ry.lo) return x;
@@ -388,6 +421,17 @@ void Analyzer::bind(const SymExpr& var, Interval range) {
   RELAX_CHECK(var.is_var(), "Analyzer::bind needs a variable, got ", var);
   Interval cur = var_bound(var);
   bounds_[var] = Interval{std::max(cur.lo, range.lo), std::min(cur.hi, range.hi)};
+}
+
+void Analyzer::bind_below(const SymExpr& var, const SymExpr& extent) {
+  RELAX_CHECK(var.is_var(), "Analyzer::bind_below needs a variable, got ", var);
+  bind(var, Interval{0, Interval::kPosInf});
+  below_[var] = extent;
+}
+
+SymExpr Analyzer::var_below(const SymExpr& var) const {
+  auto it = below_.find(var);
+  return it == below_.end() ? SymExpr() : it->second;
 }
 
 Interval Analyzer::var_bound(const SymExpr& var) const {

@@ -37,6 +37,12 @@ class Analyzer {
   void bind(const SymExpr& var, int64_t lo, int64_t hi);
   void bind(const SymExpr& var, Interval range);
   Interval var_bound(const SymExpr& var) const;
+  // Records 0 <= var < `extent`, a symbolic bound (a loop variable over a
+  // symbolic extent); floordiv(q*extent + var, extent) -> q and floormod
+  // likewise -> var use it.
+  void bind_below(const SymExpr& var, const SymExpr& extent);
+  // The symbolic exclusive upper bound of `var`, or null.
+  SymExpr var_below(const SymExpr& var) const;
 
   // An interval holding every value `e` can take under the bounds.
   Interval bound(const SymExpr& e) const;
@@ -59,6 +65,7 @@ class Analyzer {
  private:
   Assume default_;
   SymMap<Interval> bounds_;
+  SymMap<SymExpr> below_;
 };
 
 }  // namespace relax

@@ -1,5 +1,7 @@
 #include "ir/tir_functor.h"
 
+#include "ir/analyzer.h"
+
 namespace relax::tir {
 
 Buffer TirRewriter::buf(const Buffer& b) const {
@@ -227,5 +229,60 @@ TExpr substitute(const TExpr& e, const SymMap<SymExpr>& map) {
   r.sym = [&](const SymExpr& x) { return relax::substitute(x, map); };
   return r.expr(e);
 }
+
+namespace {
+
+Stmt simplify_in(const Stmt& s, const Analyzer& ana) {
+  if (!s) return s;
+  switch (s->kind) {
+    case SKind::For: {
+      const auto* f = as<ForNode>(s);
+      Analyzer inner = ana;
+      SymExpr ext = ana.simplify(f->extent);
+      if (ext.is_const())
+        inner.bind(f->var, 0, std::max<int64_t>(ext.const_value() - 1, 0));
+      else
+        inner.bind_below(f->var, ext);
+      Stmt body = simplify_in(f->body, inner);
+      return body == f->body && ext == f->extent ? s : make_for(f->var, ext, f->loop_kind, body);
+    }
+    case SKind::Seq: {
+      std::vector<Stmt> out;
+      bool changed = false;
+      for (const Stmt& x : as<SeqNode>(s)->stmts) {
+        out.push_back(simplify_in(x, ana));
+        changed |= out.back() != x;
+      }
+      return changed ? make_seq(std::move(out)) : s;
+    }
+    case SKind::IfThenElse: {
+      const auto* n = as<IfThenElseNode>(s);
+      TirRewriter r;
+      r.sym = [&](const SymExpr& e) { return ana.simplify(e); };
+      TExpr c = r.expr(n->cond);
+      Stmt t = simplify_in(n->then_case, ana), e = simplify_in(n->else_case, ana);
+      return c == n->cond && t == n->then_case && e == n->else_case ? s : make_if(c, t, e);
+    }
+    case SKind::Allocate: {
+      const auto* n = as<AllocateNode>(s);
+      Stmt body = simplify_in(n->body, ana);
+      return body == n->body ? s : make_allocate(n->buffer, body);
+    }
+    case SKind::Store: {
+      // Buffers keep their shapes (they are the program's signature).
+      TirRewriter r;
+      r.sym = [&](const SymExpr& e) { return ana.simplify(e); };
+      r.buffer = [](const Buffer& b) { return b; };
+      return r.stmt(s);
+    }
+    case SKind::Barrier:
+      return s;
+  }
+  return s;
+}
+
+}  // namespace
+
+Stmt simplify_indices(const Stmt& s) { return simplify_in(s, Analyzer()); }
 
 }  // namespace relax::tir

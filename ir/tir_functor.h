@@ -48,4 +48,9 @@ bool writes_buffer(const Stmt& s, const BufferNode* b);
 Stmt substitute(const Stmt& s, const SymMap<SymExpr>& map);
 TExpr substitute(const TExpr& e, const SymMap<SymExpr>& map);
 
+// Simplifies index arithmetic under the bounds loops give their variables
+// (0 <= v < extent, constant or symbolic): (i*16 + j) // 32 -> 0 for i < 2,
+// j < 16; (b*s + i) // s -> b for i < s. Shape variables are non-negative.
+Stmt simplify_indices(const Stmt& s);
+
 }  // namespace relax::tir

@@ -40,16 +40,6 @@ const CallNode* as_call_tir(const Expr& e) {
   return c && c->op() && c->op()->name == "call_tir" ? c : nullptr;
 }
 
-// The op a legalised program computes: its name without the "_N" that
-// told apart programs of one op.
-std::string op_of(const std::string& program) {
-  size_t u = program.rfind('_');
-  if (u == std::string::npos || u + 1 == program.size()) return program;
-  for (size_t i = u + 1; i < program.size(); ++i)
-    if (!isdigit(static_cast<unsigned char>(program[i]))) return program;
-  return program.substr(0, u);
-}
-
 struct Node {
   const CallNode* call = nullptr;  // a call_tir, or null (any other binding)
   std::string program;
@@ -363,7 +353,9 @@ class BlockFuser {
       for (const StructInfo& si : tensor_sinfos(b.var->sinfo))
         if (const auto* t = as<TensorSI>(si); t && t->shape)
           for (const SymExpr& d : *t->shape) need(d);
-      if (nodes_[i].call) ops.push_back(op_of(nodes_[i].program));
+      if (nodes_[i].call)
+        if (tir::Program p = mod_.program(nodes_[i].program))
+          for (const std::string& op : program_ops(p)) ops.push_back(op);
       Expr value = substitute_vars(b.value, remap);
       // The one returned value leaves the block: a plain variable.
       bool leaves = outputs.size() == 1 && outputs[0] == b.var;

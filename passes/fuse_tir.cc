@@ -219,7 +219,7 @@ class Merger {
     const std::string& pname = static_cast<const GlobalVarNode*>(call->args[0].get())->name;
     tir::Program prog = mod_.program(pname);
     if (!prog) fail("fuse-tir: @", name_, ": @", pname, " is not a tensor program");
-    ops_.push_back(pname);
+    for (const std::string& op : program_ops(prog)) ops_.push_back(op);
     const auto* in = as<TupleNode>(call->args[1]);
     if (!in || in->fields.size() != prog->inputs.size())
       fail("fuse-tir: @", name_, ": the call of @", pname, " does not match its inputs");
@@ -418,9 +418,7 @@ class Merger {
     tir::visit_exprs(body, [&](const TExpr& e) {
       if (const auto* s = tir::as<tir::SymNodeT>(e)) need(s->value);
     });
-    std::vector<std::string> ops;
-    for (const std::string& p : ops_) ops.push_back(p);
-    Attrs attrs{{"fused", ops}};
+    Attrs attrs{{"fused", ops_}};
     out.program = tir::make_program(name_, inputs, outputs, syms, body, attrs);
     return out;
   }

@@ -132,6 +132,17 @@ bool reads_at_identity(const ComputeDef& def, const BufferNode* input, const std
   return identity;
 }
 
+std::vector<std::string> program_ops(const Program& p) {
+  if (const AttrValue* v = p->attrs.find("fused"))
+    if (const auto* list = std::get_if<std::vector<std::string>>(v)) return *list;
+  const std::string& name = p->name;
+  size_t u = name.rfind('_');
+  if (u == std::string::npos || u + 1 == name.size()) return {name};
+  for (size_t i = u + 1; i < name.size(); ++i)
+    if (!isdigit(static_cast<unsigned char>(name[i]))) return {name};
+  return {name.substr(0, u)};
+}
+
 bool loads_at_symbolic_indices(const Program& p, const BufferNode* input) {
   bool ok = true;
   visit_exprs(p->body, [&](const TExpr& e) {

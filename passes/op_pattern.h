@@ -45,6 +45,10 @@ ProgramPattern analyze_pattern(const tir::Program& p);
 // `input` has the shape `out_shape` (the output's).
 bool reads_at_identity(const ComputeDef& def, const tir::BufferNode* input, const std::vector<SymExpr>& out_shape);
 
+// The graph ops a program computes: the list in its "fused" attribute, or
+// for a legalised program the op it was named after ("add_3" -> add).
+std::vector<std::string> program_ops(const tir::Program& p);
+
 // Whether every load of `input` in `p` indexes with symbolic expressions
 // only (no index read from data), so a producer of `input` can be inlined.
 bool loads_at_symbolic_indices(const tir::Program& p, const tir::BufferNode* input);

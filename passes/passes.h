@@ -37,5 +37,8 @@ IRModule fuse_ops(const IRModule& mod);
 // computes, running elementwise epilogues in place) and calls it with
 // call_tir.
 IRModule fuse_tir(const IRModule& mod);
+// Simplifies index arithmetic in every tensor program under the bounds its
+// loops give their variables (tir::simplify_indices).
+IRModule simplify_tir(const IRModule& mod);
 
 }  // namespace relax

@@ -17,6 +17,7 @@ const std::vector<Pass>& all_passes() {
       {"legalize", "graph ops to tensor programs (call_tir) by the registered legalisers", legalize},
       {"fuse-ops", "group call_tir bindings one kernel can compute into primitive functions", fuse_ops},
       {"fuse-tir", "merge each primitive function into one tensor program", fuse_tir},
+      {"simplify-tir", "simplify index arithmetic in tensor programs under their loop bounds", simplify_tir},
       {"bind-shapes", "match_cast operands of unknown dims to fresh variables before ops read them", bind_shapes},
   };
   return passes;
@@ -42,7 +43,7 @@ std::vector<std::string> pipeline(const std::string& name) {
   } else if (name == "O2") {
     add(graph);
     add({"legalize", "canonicalize-bindings", "dead-code-elimination", "fuse-ops", "fuse-tir",
-         "canonicalize-bindings", "dead-code-elimination"});
+         "simplify-tir", "canonicalize-bindings", "dead-code-elimination"});
   } else {
     fail("unknown pipeline '", name, "'; known: O0, O1, O2");
   }

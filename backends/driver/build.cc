@@ -12,6 +12,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/op_pattern.h"
 #include "passes/pass.h"
 #include "runtime/file_util.h"
 #include "runtime/package.h"
@@ -184,6 +185,10 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
     wbytes.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
   }
   man["kernels"] = lowered.exe.kernels.size();
+  // Each kernel with the graph ops it computes (several when fused).
+  man["kernel_list"] = nlohmann::json::array();
+  for (size_t k = 0; k < programs.size(); ++k)
+    man["kernel_list"].push_back({{"name", programs[k]->name}, {"ops", program_ops(programs[k])}});
 
   rt::PackageWriter w;
   w.add("manifest", man.dump(1));

@@ -234,3 +234,19 @@ TEST_CASE("analyzer: random expressions: bounds and simplify are sound") {
   CHECK(changed_value == 0);
   CHECK(wrong_proof == 0);
 }
+
+TEST_CASE("analyzer: symbolic loop bounds") {
+  SymExpr b = SymExpr::var("b"), s = SymExpr::var("s"), i = SymExpr::var("i"), j = SymExpr::var("j");
+  Analyzer an;
+  an.bind_below(i, s);
+  CHECK(an.var_below(i) == s);
+  CHECK_FALSE(an.var_below(j).defined());
+  CHECK(an.simplify(floordiv(b * s + i, s)) == b);
+  CHECK(an.simplify(floormod(b * s + i, s)) == i);
+  CHECK(an.simplify(floordiv(i, s)) == SymExpr(0));
+  CHECK(an.simplify(floormod(i, s)) == i);
+  CHECK(an.simplify(floordiv(b * s * 3 + i, s)) == b * 3);
+  // Not provable: j has no bound below s, and i + 1 may reach s.
+  CHECK(an.simplify(floordiv(b * s + j, s)) == floordiv(b * s + j, s));
+  CHECK(an.simplify(floordiv(b * s + i + 1, s)) == floordiv(b * s + i + 1, s));
+}
