@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   app.add_option("model", model, "the model: *.onnx, or *.relax with its weights file")->required();
   app.add_option("--target", target, "the target: cpu")->capture_default_str();
   app.add_option("-o,--output", output, "the package (default: MODEL.<target>.rpkg beside the model)");
-  app.add_option("-O", level, "the pass pipeline: -O0 (normalize only), -O1, -O2 (default)")
+  app.add_option("-O", level, "the pass pipeline: -O0 (legalise only), -O1 (graph clean-ups), -O2 (default: also fusion; docs/passes.md)")
       ->check(CLI::Range(0, 2))
       ->capture_default_str();
   app.add_option("--cpu", opts.cpu, "the CPU to compile for: host, x86-64, x86-64-v2, x86-64-v3, znver3, ...")
