@@ -29,6 +29,10 @@ IRModule simplify_shapes(const IRModule& mod);
 // variables before an op reads them, so every op sees a symbolic shape.
 IRModule bind_shapes(const IRModule& mod);
 
+// Turns a pure binding structurally equal to an earlier one in its block
+// into an alias of the earlier variable (not match_casts, impure calls or
+// random ops).
+IRModule eliminate_common_subexpr(const IRModule& mod);
 // Groups call_tir bindings of a dataflow block that one kernel can compute
 // (by the patterns of passes/op_pattern.h) into private functions marked
 // primitive=true, called in their place.

@@ -15,6 +15,8 @@ const std::vector<Pass>& all_passes() {
       {"dead-code-elimination", "drop unused pure bindings and unreachable module items", dead_code_elimination},
       {"simplify-shapes", "simplify symbolic expressions under declared bounds", simplify_shapes},
       {"legalize", "graph ops to tensor programs (call_tir) by the registered legalisers", legalize},
+      {"eliminate-common-subexpr", "pure bindings equal to an earlier one become aliases of it",
+       eliminate_common_subexpr},
       {"fuse-ops", "group call_tir bindings one kernel can compute into primitive functions", fuse_ops},
       {"fuse-tir", "merge each primitive function into one tensor program", fuse_tir},
       {"simplify-tir", "simplify index arithmetic in tensor programs under their loop bounds", simplify_tir},
@@ -42,6 +44,7 @@ std::vector<std::string> pipeline(const std::string& name) {
     add(lower);
   } else if (name == "O2") {
     add(graph);
+    add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination"});
     add({"legalize", "canonicalize-bindings", "dead-code-elimination", "fuse-ops", "fuse-tir",
          "simplify-tir", "canonicalize-bindings", "dead-code-elimination"});
   } else {
