@@ -54,12 +54,22 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bound", bounds, "bounds of a symbolic dim, checked at run time: NAME=LO..HI (repeatable)");
   app.add_option("--emit", emit, "instead of a package, print the IR after the passes: relax");
+  std::vector<std::string> print_after;
+  app.add_option("--print-after", print_after,
+                 "print the IR after this pass to standard error (repeatable, or comma-separated; all: every pass)")
+      ->delimiter(',');
   app.add_flag("--time-passes", opts.time_passes, "print the time each pass took");
   app.add_flag("--json", json, "print a JSON report on standard output");
   CLI11_PARSE(app, argc, argv);
 
   opts.target = target;
   opts.opt_level = level;
+  for (const std::string& p : print_after) {
+    if (p == "all")
+      opts.print_after_all = true;
+    else
+      opts.print_after.insert(p);
+  }
   if (output.empty()) output = fs::path(model).replace_extension("." + target + ".rpkg").string();
   nlohmann::json rep{{"model", model}, {"target", target}};
   auto finish = [&](int code, const std::string& error) {

@@ -90,6 +90,8 @@ IRModule build_module(const std::string& model, const BuildOptions& opts) {
   LoadedModel m = load_model(model);
   PassOptions po;
   po.time_passes = opts.time_passes;
+  po.print_after = opts.print_after;
+  po.print_after_all = opts.print_after_all;
   return run_passes(m.mod, pass_list(opts), po);
 }
 
@@ -108,6 +110,8 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   phase("import");
   PassOptions po;
   po.time_passes = opts.time_passes;
+  po.print_after = opts.print_after;
+  po.print_after_all = opts.print_after_all;
   IRModule mod = run_passes(m.mod, pass_list(opts), po);
   // A pass that broke the IR is a compiler bug: say so rather than build it.
   if (std::vector<std::string> problems = verify(mod); !problems.empty())

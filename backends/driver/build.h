@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ struct BuildOptions {
   int opt_level = 2;                       // the pass pipeline O0/O1/O2
   std::map<std::string, Interval> bounds;  // --bound n=1..4096
   bool time_passes = false;
+  std::set<std::string> print_after;  // print the IR after these passes (stderr)
+  bool print_after_all = false;
 };
 
 // What the build produced, for --json and the tests.

@@ -84,6 +84,18 @@ def main():
         rep = json.loads(r.stdout) if r.stdout.strip() else {}
         check(rep.get("ok") is True and rep.get("package") == pkg, f"relax-build --json: {rep}")
 
+        # --print-after prints the IR after that pass on stderr; an unknown
+        # pass is an error (exit 1) that writes nothing.
+        pa = os.path.join(tmp, "pa.rpkg")
+        r = run(build, model, "-o", pa, "--print-after=legalize,fuse-ops")
+        check(r.returncode == 0, f"relax-build --print-after: exit {r.returncode}: {r.stderr}")
+        check("# IR after legalize" in r.stderr and "# IR after fuse-ops" in r.stderr and "call_tir(" in r.stderr,
+              f"--print-after: no IR after legalize and fuse-ops on stderr: {r.stderr[:300]}")
+        r = run(build, model, "-o", os.path.join(tmp, "bad.rpkg"), "--print-after=no-such-pass")
+        check(r.returncode == 1 and "unknown pass 'no-such-pass'" in r.stderr,
+              f"--print-after with an unknown pass: exit {r.returncode}: {r.stderr}")
+        check(not os.path.exists(os.path.join(tmp, "bad.rpkg")), "--print-after error still wrote a package")
+
         # Run on .npy input at two batch sizes; outputs land as sanitised names.
         for batch in (1, 6):
             x = (np.arange(batch * 8, dtype=np.float32).reshape(batch, 8) / 10 - 1.5)
