@@ -227,7 +227,7 @@ class GraphVerifier {
     }
     if (const OpInfo* op = call.op()) {
       if (in_dataflow && !op->pure) report("impure op '", op->name, "' inside a dataflow block");
-      if (op->name == "call_library") check_call_library(call);
+      if (op->name == "call_library" || op->name == "call_library_dps") check_call_library(call);
       return;
     }
     if (auto* g = as<GlobalVarNode>(call.callee)) {
@@ -250,7 +250,7 @@ class GraphVerifier {
   void check_call_library(const CallNode& call) {
     if (call.args.empty()) return;
     if (auto* s = as<StringImmNode>(call.args[0]); s && !mod_.extern_decl(s->value))
-      report("call_library: '", s->value, "' is not declared with 'extern @", s->value, "' in the module");
+      report(call.op()->name, ": '", s->value, "' is not declared with 'extern @", s->value, "' in the module");
   }
 
   const IRModule& mod_;

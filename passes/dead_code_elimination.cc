@@ -58,7 +58,7 @@ class DeadBindings : public ExprMutator {
 void collect_refs(const Expr& e, std::vector<std::string>& out) {
   visit_exprs(e, [&](const Expr& x) {
     if (auto* g = as<GlobalVarNode>(x)) out.push_back(g->name);
-    if (auto* c = as<CallNode>(x); c && c->op() && c->op()->name == "call_library" && !c->args.empty())
+    if (auto* c = as<CallNode>(x); c && c->op() && (c->op()->name == "call_library" || c->op()->name == "call_library_dps") && !c->args.empty())
       if (auto* s = as<StringImmNode>(c->args[0])) out.push_back(s->value);
   });
 }

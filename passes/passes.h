@@ -44,5 +44,10 @@ IRModule fuse_tir(const IRModule& mod);
 // Simplifies index arithmetic in every tensor program under the bounds its
 // loops give their variables (tir::simplify_indices).
 IRModule simplify_tir(const IRModule& mod);
+// Plans the storage of each graph function's activation tensors: explicit
+// alloc_storage / alloc_tensor and destination-passing calls, storage
+// reused between tensors whose lifetimes do not overlap (symbolic sizes
+// provably equal, or planned at the upper bounds of attribute sym_bounds).
+IRModule static_plan_memory(const IRModule& mod);
 
 }  // namespace relax

@@ -119,6 +119,29 @@ void alloc_tensor(BuiltinCall& c) {
   c.out = Tensor::empty(DType::unpack(c.arg(1).int_value()), shape, c.vm.pool());
 }
 
+// alloc_storage(shape(nbytes)): a planned block, held as a u8 tensor.
+void alloc_storage(BuiltinCall& c) {
+  const std::vector<int64_t>& size = c.arg(0).shape("alloc_storage size");
+  if (size.size() != 1 || size[0] < 0) rt_fail("alloc_storage: bad size ", shape_str(size));
+  c.out = Tensor::empty(DType::u(8), {size[0]}, c.vm.pool());
+}
+
+// alloc_tensor_in(storage, shape, dtype): a tensor over the storage's first
+// bytes; an error (not an overrun) when the plan's storage is too small.
+void alloc_tensor_in(BuiltinCall& c) {
+  const Tensor& storage = c.arg(0).tensor("alloc_tensor storage");
+  const std::vector<int64_t>& shape = c.arg(1).shape("alloc_tensor shape");
+  for (int64_t d : shape)
+    if (d < 0) rt_fail("cannot allocate a tensor of shape ", shape_str(shape), ": a dim is negative");
+  DType dtype = DType::unpack(c.arg(2).int_value());
+  int64_t need = dtype.storage_bytes(shape_numel(shape));
+  if (need > storage.numel())
+    rt_fail("planned memory: a ", dtype.str(), shape_str(shape), " tensor needs ", need,
+            " bytes but its storage holds ", storage.numel(),
+            " (a symbolic dim beyond the bound the package was built with?)");
+  c.out = storage.view(dtype, shape);
+}
+
 void make_tuple_b(BuiltinCall& c) {
   std::vector<Value> fields;
   for (size_t i = 0; i < c.num_args; ++i) fields.push_back(*c.args[i]);
@@ -178,6 +201,8 @@ void register_core_builtins() {
   register_builtin("relax.make_shape", make_shape_b);
   register_builtin("relax.make_prim", make_prim);
   register_builtin("relax.alloc_tensor", alloc_tensor);
+  register_builtin("relax.alloc_storage", alloc_storage);
+  register_builtin("relax.alloc_tensor_in", alloc_tensor_in);
   register_builtin("relax.make_tuple", make_tuple_b);
   register_builtin("relax.tuple_get", tuple_get);
   register_builtin("relax.move", move);

@@ -15,6 +15,7 @@
 #include "backends/driver/build.h"
 #include "frontends/onnx/importer.h"
 #include "ir/error.h"
+#include "passes/memory_plan.h"
 #include "ir/printer.h"
 #include "runtime/error.h"
 
@@ -22,18 +23,6 @@ namespace fs = std::filesystem;
 using namespace relax;
 
 namespace {
-
-// "n=1..4096" -> (n, [1, 4096]).
-std::pair<std::string, Interval> parse_bound(const std::string& s) {
-  size_t eq = s.find('='), dots = s.find("..");
-  if (eq == std::string::npos || dots == std::string::npos || dots < eq)
-    fail("--bound expects NAME=LO..HI, got '", s, "'");
-  try {
-    return {s.substr(0, eq), Interval{std::stoll(s.substr(eq + 1, dots - eq - 1)), std::stoll(s.substr(dots + 2))}};
-  } catch (const std::exception&) {
-    fail("--bound expects NAME=LO..HI with integer bounds, got '", s, "'");
-  }
-}
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "ir/error.h"
 #include "ir/op.h"
 #include "ir/printer.h"
+#include "passes/memory_plan.h"
 
 namespace relax {
 namespace {
@@ -126,6 +127,9 @@ class FunctionLowering {
 
   void lower(const std::string& name, const Function& f) {
     fn_.name = name;
+    // Bounds recorded on the function (relax-build --bound) are checked as
+    // the options' are: storage may have been planned for them.
+    for (const auto& [var, b] : function_bounds(f)) bounds_.emplace(var, b);
     for (const Var& p : f->params) {
       fn_.params.push_back(p->name);
       reg_of_[p.get()] = new_reg();
@@ -173,54 +177,16 @@ class FunctionLowering {
   }
 
   void emit_code(const SymExpr& e, std::vector<int64_t>& code) {
-    const SymNode& n = *e.get();
-    auto binop = [&](int64_t op) {
-      emit_code(n.operands[0], code);
-      emit_code(n.operands[1], code);
-      code.push_back(op);
-    };
-    switch (n.kind) {
-      case SymKind::Const:
-        code.insert(code.end(), {P::kPushConst, n.value});
-        break;
-      case SymKind::Var: {
-        auto it = slot_of_.find(e);
-        if (it == slot_of_.end())
-          fail("vm lowering: in @", fn_.name, ": the symbolic variable ", n.name,
-               " is used before any input or match_cast binds it");
-        code.insert(code.end(), {P::kPushSlot, it->second});
-        break;
-      }
-      case SymKind::Sum: {
-        code.insert(code.end(), {P::kPushConst, n.constant});
-        for (const SymTerm& t : n.terms) {
-          emit_code(t.term, code);
-          if (t.coeff != 1) code.insert(code.end(), {P::kPushConst, t.coeff, P::kMul});
-          code.push_back(P::kAdd);
-        }
-        break;
-      }
-      case SymKind::Mul: {
-        emit_code(n.operands[0], code);
-        for (size_t i = 1; i < n.operands.size(); ++i) {
-          emit_code(n.operands[i], code);
-          code.push_back(P::kMul);
-        }
-        break;
-      }
-      case SymKind::FloorDiv:
-        binop(P::kFloorDiv);
-        break;
-      case SymKind::FloorMod:
-        binop(P::kFloorMod);
-        break;
-      case SymKind::Min:
-        binop(P::kMin);
-        break;
-      case SymKind::Max:
-        binop(P::kMax);
-        break;
-    }
+    sym_to_code(
+        e,
+        [&](const SymExpr& v) {
+          auto it = slot_of_.find(v);
+          if (it == slot_of_.end())
+            fail("vm lowering: in @", fn_.name, ": the symbolic variable ", v.name(),
+                 " is used before any input or match_cast binds it");
+          return it->second;
+        },
+        code);
   }
   void emit_dim_expr(const SymExpr& e, std::vector<int64_t>& pattern) {
     std::vector<int64_t> code;
@@ -296,6 +262,8 @@ class FunctionLowering {
           Interval b{0, Interval::kPosInf};
           auto it = m_.opts().bounds.find(d.name());
           if (it != m_.opts().bounds.end()) b = it->second;
+          if (auto fb = bounds_.find(d.name()); fb != bounds_.end())
+            b = Interval{std::max(b.lo, fb->second.lo), std::min(b.hi, fb->second.hi)};
           pattern.insert(pattern.end(), {P::kBind, slot, b.lo, b.hi});
         } else if (all_bound(d)) {
           emit_dim_expr(d, pattern);
@@ -705,6 +673,41 @@ class FunctionLowering {
       emit_builtin(lib, std::move(args));
       return pack_outputs(call.sinfo_args[0], outs);
     }
+    if (opname == "call_tir_dps" || opname == "call_library_dps") {
+      std::vector<Arg> args = lower_args(call.args[1], name);
+      std::vector<Arg> dests = lower_args(call.args[2], name);
+      args.insert(args.end(), dests.begin(), dests.end());
+      if (opname == "call_tir_dps") {
+        if (call.args.size() == 4) {
+          const auto* syms = as<ShapeExprNode>(call.args[3]);
+          if (!syms) fail("vm lowering: call_tir_dps's symbolic arguments must be a shape(...) literal");
+          args.push_back(shape_arg(syms->values));
+        }
+        rt::Instr in;
+        in.op = rt::Opcode::Call;
+        in.callee_kind = rt::CalleeKind::Kernel;
+        in.callee = m_.kernel_index(as<GlobalVarNode>(call.args[0])->name);
+        in.args = std::move(args);
+        fn_.code.push_back(std::move(in));
+      } else {
+        emit_builtin(static_cast<const StringImmNode*>(call.args[0].get())->value, std::move(args));
+      }
+      if (dests.size() == 1) return dests[0];
+      int t = new_reg();
+      emit_builtin("relax.make_tuple", std::move(dests), t);
+      return Arg::reg(t);
+    }
+    if (opname == "alloc_storage") {
+      int r = new_reg();
+      emit_builtin("relax.alloc_storage", {lower_value(call.args[0], name)}, r);
+      return Arg::reg(r);
+    }
+    if (opname == "alloc_tensor") {
+      Arg storage = lower_value(call.args[0], name), shape = lower_value(call.args[1], name);
+      int r = new_reg();
+      emit_builtin("relax.alloc_tensor_in", {storage, shape, m_.dtype_const(call.attrs.get_dtype("dtype"))}, r);
+      return Arg::reg(r);
+    }
     if (opname == "call_builtin" || opname == "call_pure_builtin") {
       const std::string& fnname = static_cast<const StringImmNode*>(call.args[0].get())->value;
       std::vector<Arg> args = lower_args(call.args[1], name);
@@ -731,14 +734,62 @@ class FunctionLowering {
   SymMap<int64_t> slot_of_;
   int64_t next_slot_ = 0;
   std::string current_;
+  std::map<std::string, Interval> bounds_;
 };
 
 }  // namespace
 
+void sym_to_code(const SymExpr& e, const std::function<int64_t(const SymExpr&)>& slot, std::vector<int64_t>& code) {
+  const SymNode& n = *e.get();
+  auto binop = [&](int64_t op) {
+    sym_to_code(n.operands[0], slot, code);
+    sym_to_code(n.operands[1], slot, code);
+    code.push_back(op);
+  };
+  switch (n.kind) {
+    case SymKind::Const:
+      code.insert(code.end(), {P::kPushConst, n.value});
+      break;
+    case SymKind::Var:
+      code.insert(code.end(), {P::kPushSlot, slot(e)});
+      break;
+    case SymKind::Sum: {
+      code.insert(code.end(), {P::kPushConst, n.constant});
+      for (const SymTerm& t : n.terms) {
+        sym_to_code(t.term, slot, code);
+        if (t.coeff != 1) code.insert(code.end(), {P::kPushConst, t.coeff, P::kMul});
+        code.push_back(P::kAdd);
+      }
+      break;
+    }
+    case SymKind::Mul: {
+      sym_to_code(n.operands[0], slot, code);
+      for (size_t i = 1; i < n.operands.size(); ++i) {
+        sym_to_code(n.operands[i], slot, code);
+        code.push_back(P::kMul);
+      }
+      break;
+    }
+    case SymKind::FloorDiv:
+      binop(P::kFloorDiv);
+      break;
+    case SymKind::FloorMod:
+      binop(P::kFloorMod);
+      break;
+    case SymKind::Min:
+      binop(P::kMin);
+      break;
+    case SymKind::Max:
+      binop(P::kMax);
+      break;
+  }
+}
+
 bool handled_by_vm(const std::string& op) {
-  static const std::set<std::string> ops = {"call_tir",          "call_library", "call_builtin",
-                                            "call_pure_builtin", "shape_of",     "tensor_to_shape",
-                                            "shape_to_tensor",   "loop",         "scan"};
+  static const std::set<std::string> ops = {
+      "call_tir",        "call_library",    "call_builtin", "call_pure_builtin", "shape_of",
+      "tensor_to_shape", "shape_to_tensor", "loop",         "scan",              "call_tir_dps",
+      "call_library_dps", "alloc_storage",  "alloc_tensor"};
   return ops.count(op) != 0;
 }
 

@@ -13,6 +13,7 @@
 // match_cast to check) is computed from the heap by postfix code.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ struct VMLowered {
   std::vector<std::string> programs;  // tensor programs called, by name: exe.kernels[i] calls programs[i]
   std::vector<std::string> weights;   // weight names the bytecode loads
 };
+
+// Appends postfix code (rt::ShapePattern) that computes `e`; `slot` gives
+// the heap slot of each variable (it may throw for an unbound one).
+void sym_to_code(const SymExpr& e, const std::function<int64_t(const SymExpr&)>& slot, std::vector<int64_t>& code);
 
 // The ops the VM lowering handles itself (the cross-level calls, shape
 // values, loop and scan): legalisation leaves them alone.

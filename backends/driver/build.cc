@@ -12,6 +12,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/memory_plan.h"
 #include "passes/op_pattern.h"
 #include "passes/pass.h"
 #include "runtime/file_util.h"
@@ -84,15 +85,67 @@ nlohmann::json dims_json(const StructInfo& si) {
   return j;
 }
 
-}  // namespace
+// --bound values become @main's sym_bounds attribute (merged with bounds
+// the module already records), so passes plan for them and the VM checks them.
+void record_bounds(IRModule& mod, const BuildOptions& opts) {
+  Function main = mod.function("main");
+  if (!main || opts.bounds.empty()) return;
+  std::map<std::string, Interval> bounds = function_bounds(main);
+  for (const auto& [name, b] : opts.bounds) bounds[name] = b;
+  Attrs attrs = main->attrs;
+  attrs.set("sym_bounds", bounds_attr(bounds));
+  mod.add_function("main", make_function(main->params, main->body, main->ret, attrs));
+}
 
-IRModule build_module(const std::string& model, const BuildOptions& opts) {
-  LoadedModel m = load_model(model);
+PassOptions pass_options(const BuildOptions& opts) {
   PassOptions po;
   po.time_passes = opts.time_passes;
   po.print_after = opts.print_after;
   po.print_after_all = opts.print_after_all;
-  return run_passes(m.mod, pass_list(opts), po);
+  return po;
+}
+
+// The activation memory of @main, for relax-inspect: symbolic sizes as
+// postfix code (rt::ShapePattern) over `vars`, lifetimes as binding indices.
+nlohmann::json memory_json(const Function& main) {
+  MemoryAnalysis m = analyze_memory(main);
+  std::vector<std::string> vars;
+  std::map<std::string, int64_t> index;
+  auto code = [&](const SymExpr& e) {
+    std::vector<int64_t> c;
+    sym_to_code(
+        e,
+        [&](const SymExpr& v) {
+          auto [it, fresh] = index.emplace(v.name(), int64_t(vars.size()));
+          if (fresh) vars.push_back(v.name());
+          return it->second;
+        },
+        c);
+    return c;
+  };
+  nlohmann::json j;
+  j["storages"] = nlohmann::json::array();
+  for (const PlannedStorage& s : m.storages) j["storages"].push_back({{"nbytes", code(s.nbytes)}, {"def", s.binding}});
+  j["tensors"] = nlohmann::json::array();
+  for (const ActivationTensor& t : m.tensors) {
+    if (!t.nbytes.defined()) continue;
+    j["tensors"].push_back({{"name", t.name},
+                            {"nbytes", code(t.nbytes)},
+                            {"def", t.binding},
+                            {"last_use", t.last_use},
+                            {"escapes", t.escapes},
+                            {"storage", t.storage}});
+  }
+  j["vars"] = vars;
+  return j;
+}
+
+}  // namespace
+
+IRModule build_module(const std::string& model, const BuildOptions& opts) {
+  LoadedModel m = load_model(model);
+  record_bounds(m.mod, opts);
+  return run_passes(m.mod, pass_list(opts), pass_options(opts));
 }
 
 BuildReport build_package(const std::string& model, const std::string& out_path, const BuildOptions& opts) {
@@ -108,11 +161,8 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
 
   LoadedModel m = load_model(model);
   phase("import");
-  PassOptions po;
-  po.time_passes = opts.time_passes;
-  po.print_after = opts.print_after;
-  po.print_after_all = opts.print_after_all;
-  IRModule mod = run_passes(m.mod, pass_list(opts), po);
+  record_bounds(m.mod, opts);
+  IRModule mod = run_passes(m.mod, pass_list(opts), pass_options(opts));
   // A pass that broke the IR is a compiler bug: say so rather than build it.
   if (std::vector<std::string> problems = verify(mod); !problems.empty())
     fail(model, ": internal error: the IR is not well formed after the passes: ", problems[0],
@@ -169,7 +219,8 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
     man["outputs"].push_back(j);
   }
   man["bounds"] = nlohmann::json::object();
-  for (const auto& [name, b] : opts.bounds) man["bounds"][name] = {b.lo, b.hi};
+  for (const auto& [name, b] : function_bounds(main)) man["bounds"][name] = {b.lo, b.hi};
+  man["memory"] = memory_json(main);
 
   // Weights: the ones the bytecode uses, each 64-byte aligned in the section.
   std::map<std::string, const HostTensor*> by_name;

@@ -1,0 +1,191 @@
+// static-plan-memory: the activation tensors of each graph function's top
+// level get storage planned at compile time instead of a fresh allocation
+// per kernel call.
+//
+// Every output of a call_tir / call_library whose alias set does not escape
+// the function (passes/memory_plan.h) becomes
+//   s = alloc_storage(shape(nbytes))          (once per storage)
+//   t = alloc_tensor(s, shape(dims), dtype=D)
+//   y = call_tir_dps(@prog, (inputs...), (t, ...)[, shape(syms)])
+// and storages are reused by tensors whose lifetimes do not overlap:
+//  - a symbolic size reuses a free storage whose size is provably equal;
+//  - a constant size takes the smallest free constant storage that holds
+//    it, else grows the largest free one (sizes settle at the end);
+//  - with upper bounds (attribute sym_bounds, from relax-build --bound) a
+//    symbolic size is planned at its upper bound, a constant, so tensors of
+//    different symbolic sizes share storage. The VM checks the bounds when
+//    inputs bind the variables, and alloc_tensor checks the fit.
+// Escaping tensors (the result, what a returned tuple or closure holds) and
+// tensors inside If branches and nested functions keep their own
+// allocation. The function body becomes one non-dataflow block: the
+// explicit memory ops are impure.
+#include <algorithm>
+#include <unordered_map>
+
+#include "ir/mutator.h"
+#include "ir/op.h"
+#include "passes/memory_plan.h"
+#include "passes/passes.h"
+
+namespace relax {
+namespace {
+
+struct Storage {
+  SymExpr size;           // symbolic size (when !constant)
+  int64_t const_size = 0;  // constant size, the max of its tensors
+  bool constant = false;
+  size_t first_binding = 0;
+};
+
+class Planner : public ExprMutator {
+ public:
+  explicit Planner(const IRModule& mod) : ExprMutator(&mod) {}
+
+  Function run(const Function& f) {
+    MemoryAnalysis m = analyze_memory(f);
+    std::map<std::string, Interval> bounds = function_bounds(f);
+    Analyzer ana;
+    for (const Var& p : f->params) bind_bounds(p->sinfo, bounds, ana);
+    for (const Binding& b : m.bindings)
+      if (b.is_match_cast()) bind_bounds(b.cast, bounds, ana);
+
+    // binding -> its tensors (all of a binding's outputs share one alias
+    // set, so either all or none are planned).
+    std::unordered_map<size_t, std::vector<size_t>> defined_at;
+    std::unordered_map<size_t, std::vector<size_t>> dies_at;
+    for (size_t t = 0; t < m.tensors.size(); ++t) {
+      defined_at[m.tensors[t].binding].push_back(t);
+      dies_at[m.tensors[t].last_use].push_back(t);
+    }
+    std::vector<int> storage_of(m.tensors.size(), -1);
+    std::vector<Storage> storages;
+    std::vector<int> free_list;
+    for (size_t i = 0; i < m.bindings.size(); ++i) {
+      auto it = defined_at.find(i);
+      if (it != defined_at.end() && plannable(m, it->second)) {
+        for (size_t t : it->second) {
+          const ActivationTensor& a = m.tensors[t];
+          SymExpr size = a.nbytes;
+          int64_t hi = ana.bound(size).hi;
+          if (!size.is_const() && hi != Interval::kPosInf) size = SymExpr(hi);
+          storage_of[t] = pick(size, i, storages, free_list, ana);
+        }
+      }
+      auto d = dies_at.find(i);
+      if (d != dies_at.end())
+        for (size_t t : d->second)
+          if (storage_of[t] >= 0) free_list.push_back(storage_of[t]);
+    }
+    if (storages.empty()) return f;
+
+    // Rewrite: one non-dataflow block; dataflow variables become variables.
+    std::unordered_map<size_t, std::vector<size_t>> storages_at;
+    for (size_t s = 0; s < storages.size(); ++s) storages_at[storages[s].first_binding].push_back(s);
+    std::vector<Var> storage_vars(storages.size());
+    std::vector<Binding> out;
+    for (size_t i = 0; i < m.bindings.size(); ++i) {
+      const Binding& b = m.bindings[i];
+      Var var = is_dataflow_var(b.var) ? make_var(b.var->name, b.var->sinfo) : b.var;
+      for (size_t s : storages_at[i]) {
+        SymExpr size = storages[s].constant ? SymExpr(storages[s].const_size) : storages[s].size;
+        storage_vars[s] = make_var("storage" + std::to_string(s), object_si());
+        out.push_back(Binding{storage_vars[s], make_op_call("alloc_storage", {make_shape({size})}), nullptr});
+      }
+      Expr value = visit(b.value);
+      auto it = defined_at.find(i);
+      if (it != defined_at.end() && storage_of[it->second[0]] >= 0) {
+        std::vector<Expr> dests;
+        for (size_t t : it->second) {
+          const ActivationTensor& a = m.tensors[t];
+          std::string name = b.var->name + "_buf" + (it->second.size() > 1 ? std::to_string(a.field) : "");
+          Var buf = make_var(name, tensor_si(a.dtype, a.shape));
+          Attrs attrs{{"dtype", a.dtype}};
+          out.push_back(Binding{
+              buf, make_op_call("alloc_tensor", {storage_vars[size_t(storage_of[t])], make_shape(a.shape)}, attrs),
+              nullptr});
+          dests.push_back(buf);
+        }
+        value = to_dps(*as<CallNode>(value), std::move(dests));
+      }
+      out.push_back(Binding{var, value, b.cast});
+      if (var != b.var) var_remap_[b.var.get()] = var;
+    }
+    Expr body = visit(f->body->body);
+    SeqExpr seq = make_seq({BindingBlock{false, std::move(out)}}, body);
+    return make_function(f->params, seq, f->ret, f->attrs);
+  }
+
+ private:
+  static void bind_bounds(const StructInfo& si, const std::map<std::string, Interval>& bounds, Analyzer& ana) {
+    std::vector<SymExpr> vars;
+    collect_vars(si, vars);
+    for (const SymExpr& v : vars) {
+      auto it = bounds.find(v.name());
+      if (it != bounds.end()) ana.bind(v, it->second);
+    }
+  }
+
+  static bool plannable(const MemoryAnalysis& m, const std::vector<size_t>& tensors) {
+    for (size_t t : tensors)
+      if (m.tensors[t].escapes || !m.tensors[t].nbytes.defined() || m.tensors[t].storage >= 0) return false;
+    return !tensors.empty();
+  }
+
+  // A free storage for `size`, or a new one.
+  static int pick(const SymExpr& size, size_t binding, std::vector<Storage>& storages, std::vector<int>& free_list,
+                  const Analyzer& ana) {
+    int chosen = -1;
+    if (size.is_const()) {
+      int64_t need = size.const_value();
+      int best = -1, largest = -1;
+      for (int s : free_list) {
+        const Storage& st = storages[size_t(s)];
+        if (!st.constant) continue;
+        if (st.const_size >= need && (best < 0 || st.const_size < storages[size_t(best)].const_size)) best = s;
+        if (largest < 0 || st.const_size > storages[size_t(largest)].const_size) largest = s;
+      }
+      chosen = best >= 0 ? best : largest;
+      if (chosen >= 0) {
+        Storage& st = storages[size_t(chosen)];
+        st.const_size = std::max(st.const_size, need);
+      }
+    } else {
+      for (int s : free_list)
+        if (!storages[size_t(s)].constant && ana.can_prove_equal(storages[size_t(s)].size, size)) {
+          chosen = s;
+          break;
+        }
+    }
+    if (chosen >= 0) {
+      free_list.erase(std::find(free_list.begin(), free_list.end(), chosen));
+      return chosen;
+    }
+    Storage st;
+    st.constant = size.is_const();
+    if (st.constant)
+      st.const_size = size.const_value();
+    else
+      st.size = size;
+    st.first_binding = binding;
+    storages.push_back(st);
+    return int(storages.size() - 1);
+  }
+
+  static Expr to_dps(const CallNode& c, std::vector<Expr> dests) {
+    const std::string& op = c.op()->name;
+    std::vector<Expr> args{c.args[0], c.args[1], make_tuple(std::move(dests))};
+    if (op == "call_tir" && c.args.size() == 3) args.push_back(c.args[2]);
+    return make_op_call(op == "call_tir" ? "call_tir_dps" : "call_library_dps", std::move(args));
+  }
+};
+
+}  // namespace
+
+IRModule static_plan_memory(const IRModule& mod) {
+  return map_functions(mod, [&](const std::string&, const Function& f) -> Function {
+    if (f->attrs.get_bool("primitive", false)) return f;
+    return Planner(mod).run(f);
+  });
+}
+
+}  // namespace relax

@@ -1,0 +1,346 @@
+// relax-inspect: what a package holds, without running it.
+//
+//   relax-inspect PKG [--bind NAME=V ...] [--json]
+//
+// Prints the inputs and outputs with their symbolic dims, the bounds the
+// package was built with, the weights, the kernels (each with the graph ops
+// it computes) and the activation memory of @main for the given sizes:
+// planned (the footprint of the plan's storages plus the tensors it leaves
+// to the run-time pool), pool (no plan: the footprint of a caching pool
+// allocator, as runtime/allocator.h, that frees each tensor after its last
+// use) and unplanned (the sum of all activation tensors); outputs, which
+// the caller owns, count in none of them. --bind NAME=LO..HI
+// sweeps a dim: one call per value with the pools kept across the calls,
+// as a server that runs a model at changing sizes keeps them. A variable
+// not given with --bind takes its upper bound when the package records
+// one. Links the runtime alone.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "runtime/allocator.h"
+#include "runtime/bytecode.h"
+#include "runtime/error.h"
+#include "runtime/package.h"
+
+using namespace relax::rt;
+using nlohmann::json;
+
+namespace {
+
+std::string human(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string dims_text(const json& t) {
+  std::string s = t.value("dtype", std::string("?")) + "[";
+  if (t.contains("shape")) {
+    bool first = true;
+    for (const json& d : t["shape"]) {
+      s += (first ? "" : ", ") + (d.is_string() ? d.get<std::string>() : std::to_string(d.get<int64_t>()));
+      first = false;
+    }
+  } else {
+    s += "ndim " + std::to_string(t.value("ndim", -1));
+  }
+  return s + "]";
+}
+
+struct MemoryFigures {
+  std::map<std::string, std::string> values;  // the variables' values used ("7", or "0..127" for a sweep)
+  std::vector<std::string> missing;           // variables with no value
+  uint64_t planned = 0, unplanned = 0, pool = 0, outputs = 0;
+  size_t calls = 0, tensors = 0, planned_tensors = 0, storages = 0;
+};
+
+int64_t eval(const json& code, const std::vector<int64_t>& heap, const std::string& what) {
+  std::vector<int64_t> c = code.get<std::vector<int64_t>>();
+  int64_t v = eval_shape_code(c.data(), int64_t(c.size()), heap.data(), int64_t(heap.size()));
+  if (v < 0) rt_fail(what, " has a negative size (", v, ") for these values");
+  return v;
+}
+
+// A caching pool allocator as the runtime's (runtime/allocator.h): a freed
+// block waits on the free list of its size class; the footprint is every
+// byte it ever took from the system.
+class PoolModel {
+ public:
+  struct Block {
+    size_t def, last;  // binding indices; last == SIZE_MAX: held to the end of the call
+    uint64_t bytes;
+  };
+  void run_call(std::vector<Block> blocks) {
+    std::stable_sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.def < b.def; });
+    std::multimap<size_t, size_t> dying;  // last use -> size class
+    std::vector<size_t> held;             // to the end of the call
+    size_t e = 0;
+    while (e < blocks.size()) {
+      size_t i = blocks[e].def;
+      // Free what died before binding i, then allocate what i defines.
+      for (auto it = dying.begin(); it != dying.end() && it->first < i;) {
+        ++cached_[it->second];
+        it = dying.erase(it);
+      }
+      for (; e < blocks.size() && blocks[e].def == i; ++e) {
+        size_t cls = PoolAllocator::size_class(blocks[e].bytes);
+        if (cached_[cls] > 0)
+          --cached_[cls];
+        else
+          footprint_ += cls;
+        if (blocks[e].last == SIZE_MAX)
+          held.push_back(cls);
+        else
+          dying.emplace(blocks[e].last, cls);
+      }
+    }
+    for (const auto& [last, cls] : dying) ++cached_[cls];
+    for (size_t cls : held) ++cached_[cls];
+  }
+  uint64_t footprint() const { return footprint_; }
+
+ private:
+  std::map<size_t, int> cached_;  // size class -> free blocks
+  uint64_t footprint_ = 0;
+};
+
+// `bind` maps a variable to [lo, hi]; a range is a sweep: one call per value
+// (several ranges: every combination), the pools kept across the calls, as a
+// server running the model at changing sizes keeps them.
+MemoryFigures memory_figures(const json& man, const std::map<std::string, std::pair<int64_t, int64_t>>& bind) {
+  MemoryFigures f;
+  const json& mem = man.at("memory");
+  std::vector<std::string> vars = mem.at("vars").get<std::vector<std::string>>();
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const std::string& v : vars) {
+    std::pair<int64_t, int64_t> r{0, 0};
+    if (auto it = bind.find(v); it != bind.end()) {
+      r = it->second;
+    } else if (man.contains("bounds") && man["bounds"].contains(v)) {
+      r.first = r.second = man["bounds"][v][1].get<int64_t>();
+    } else {
+      f.missing.push_back(v);
+    }
+    ranges.push_back(r);
+  }
+  for (size_t k = 0; k < vars.size(); ++k)
+    f.values[vars[k]] = ranges[k].first == ranges[k].second
+                            ? std::to_string(ranges[k].first)
+                            : std::to_string(ranges[k].first) + ".." + std::to_string(ranges[k].second);
+  for (const auto& [name, r] : bind)
+    if (!f.values.count(name))
+      f.values[name] = r.first == r.second ? std::to_string(r.first)
+                                           : std::to_string(r.first) + ".." + std::to_string(r.second);
+  if (!f.missing.empty()) return f;
+
+  uint64_t combos = 1;
+  for (const auto& r : ranges) {
+    combos *= uint64_t(r.second - r.first + 1);
+    if (combos > 100000) rt_fail("--bind: the ranges make more than 100000 calls; narrow them");
+  }
+  PoolModel pool, planned;
+  std::vector<int64_t> heap(vars.size());
+  for (size_t k = 0; k < vars.size(); ++k) heap[k] = ranges[k].first;
+  for (uint64_t call = 0; call < combos; ++call) {
+    std::vector<PoolModel::Block> unplanned_blocks, planned_blocks;
+    uint64_t total = 0, outputs = 0;
+    f.storages = f.tensors = f.planned_tensors = 0;
+    for (const json& s : mem.at("storages")) {
+      planned_blocks.push_back({s.value("def", size_t(0)), SIZE_MAX, uint64_t(eval(s.at("nbytes"), heap, "a storage"))});
+      ++f.storages;
+    }
+    for (const json& t : mem.at("tensors")) {
+      uint64_t bytes = uint64_t(eval(t.at("nbytes"), heap, "tensor '" + t.value("name", std::string()) + "'"));
+      size_t def = t.at("def").get<size_t>();
+      size_t last = t.at("last_use").get<size_t>();
+      if (t.at("escapes").get<bool>()) {  // an output: the caller's memory, not an activation
+        outputs += bytes;
+        continue;
+      }
+      total += bytes;
+      ++f.tensors;
+      unplanned_blocks.push_back({def, last, bytes});
+      if (t.at("storage").get<int>() < 0)
+        planned_blocks.push_back({def, last, bytes});
+      else
+        ++f.planned_tensors;
+    }
+    pool.run_call(std::move(unplanned_blocks));
+    planned.run_call(std::move(planned_blocks));
+    f.unplanned = std::max(f.unplanned, total);
+    f.outputs = std::max(f.outputs, outputs);
+    ++f.calls;
+    // The next combination, the last variable fastest.
+    for (size_t k = vars.size(); k-- > 0;) {
+      if (heap[k] < ranges[k].second) {
+        ++heap[k];
+        break;
+      }
+      heap[k] = ranges[k].first;
+    }
+  }
+  f.pool = pool.footprint();
+  f.planned = planned.footprint();
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "relax-inspect: what a package (*.rpkg) holds: inputs and outputs with symbolic dims, bounds, weights, "
+      "kernels and the activation memory plan.\n\n"
+      "Examples:\n"
+      "  relax-inspect gpt2.rpkg\n"
+      "  relax-inspect gpt2.rpkg --bind batch_size=1 --bind sequence_length=128 --json\n"
+      "  relax-inspect gpt2.rpkg --bind batch_size=1 --bind sequence_length=1 --bind past_sequence_length=0..127"};
+  std::string path;
+  std::vector<std::string> binds;
+  bool as_json = false;
+  app.add_option("package", path, "the package (*.rpkg)")->required();
+  app.add_option("--bind", binds, "a symbolic dim's value for the memory figures: NAME=V, or NAME=LO..HI for one call per value (repeatable)");
+  app.add_flag("--json", as_json, "print one JSON object on stdout");
+  app.set_version_flag("--version", std::string("relax-inspect ") + RELAX_VERSION);
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    std::map<std::string, std::pair<int64_t, int64_t>> bind;
+    for (const std::string& b : binds) {
+      size_t eq = b.find('=');
+      std::pair<int64_t, int64_t> r;
+      try {
+        if (eq == std::string::npos || eq == 0) throw std::invalid_argument("no =");
+        std::string value = b.substr(eq + 1);
+        size_t dots = value.find("..");
+        std::string lo = value.substr(0, dots), hi = dots == std::string::npos ? lo : value.substr(dots + 2);
+        size_t u1 = 0, u2 = 0;
+        r = {std::stoll(lo, &u1), std::stoll(hi, &u2)};
+        if (u1 != lo.size() || u2 != hi.size() || r.first < 0 || r.first > r.second)
+          throw std::invalid_argument("bad");
+      } catch (const std::exception&) {
+        rt_fail("--bind expects NAME=V or NAME=LO..HI with non-negative integers, got '", b, "'");
+      }
+      bind[b.substr(0, eq)] = r;
+    }
+
+    Package pkg = Package::open(path);
+    json man = json::parse(pkg.section_text("manifest"));
+    Executable exe = Executable::deserialize(pkg.section_text("bytecode"));
+    for (const auto& [name, r] : bind) {
+      bool known = man.contains("memory") && std::find(man["memory"]["vars"].begin(), man["memory"]["vars"].end(),
+                                                       json(name)) != man["memory"]["vars"].end();
+      bool declared = false;
+      for (const json& io : man["inputs"])
+        for (const json& d : io.value("shape", json::array()))
+          declared = declared || (d.is_string() && d.get<std::string>() == name);
+      if (!known && !declared) rt_fail("--bind ", name, ": the package has no symbolic dim of that name");
+      if (man.contains("bounds") && man["bounds"].contains(name)) {
+        int64_t lo = man["bounds"][name][0], hi = man["bounds"][name][1];
+        if (r.first < lo || r.second > hi)
+          rt_fail("--bind ", name, "=", r.first, r.first == r.second ? "" : ".." + std::to_string(r.second),
+                  " is outside the package's bound ", lo, "..", hi);
+      }
+    }
+
+    size_t calls = 0;
+    if (!exe.functions.empty())
+      for (const Instr& in : exe.functions[0].code)
+        if (in.op == Opcode::Call && in.callee_kind == CalleeKind::Kernel) ++calls;
+    uint64_t weight_bytes = 0;
+    for (const json& w : man.value("weights", json::array())) weight_bytes += w.value("nbytes", uint64_t(0));
+
+    json out;
+    out["package"] = path;
+    out["package_bytes"] = pkg.file_size();
+    out["compiler"] = man.value("compiler", std::string());
+    out["model"] = man.value("model", std::string());
+    out["target"] = man.value("target", json::object());
+    out["inputs"] = man.value("inputs", json::array());
+    out["outputs"] = man.value("outputs", json::array());
+    out["bounds"] = man.value("bounds", json::object());
+    out["weights"] = {{"count", man.value("weights", json::array()).size()}, {"bytes", weight_bytes}};
+    out["kernels"] = man.value("kernels", 0);
+    out["kernel_calls"] = calls;
+    out["kernel_list"] = man.value("kernel_list", json::array());
+    if (man.contains("memory")) {
+      MemoryFigures f = memory_figures(man, bind);
+      json m;
+      m["bind"] = f.values;
+      if (!f.missing.empty()) {
+        m["unbound"] = f.missing;
+      } else {
+        m["planned_bytes"] = f.planned;
+        m["unplanned_bytes"] = f.unplanned;
+        m["pool_bytes"] = f.pool;
+        m["calls"] = f.calls;
+        m["output_bytes"] = f.outputs;
+        m["tensors"] = f.tensors;
+        m["planned_tensors"] = f.planned_tensors;
+        m["storages"] = f.storages;
+      }
+      out["memory"] = m;
+    }
+
+    if (as_json) {
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << path << ": " << human(pkg.file_size()) << ", target " << out["target"].value("kind", "?") << ", "
+              << out["compiler"].get<std::string>() << ", from " << out["model"].get<std::string>() << "\n";
+    std::cout << "inputs:\n";
+    for (const json& t : out["inputs"]) std::cout << "  " << t.value("name", "?") << ": " << dims_text(t) << "\n";
+    std::cout << "outputs:\n";
+    for (const json& t : out["outputs"]) std::cout << "  " << t.value("name", "?") << ": " << dims_text(t) << "\n";
+    if (!out["bounds"].empty()) {
+      std::cout << "bounds:";
+      for (const auto& [name, b] : out["bounds"].items()) std::cout << " " << name << "=" << b[0] << ".." << b[1];
+      std::cout << "\n";
+    }
+    std::cout << "weights: " << out["weights"]["count"] << " tensors, " << human(weight_bytes) << "\n";
+    std::cout << "kernels: " << out["kernels"] << " (" << calls << " calls in @main)\n";
+    for (const json& k : out["kernel_list"]) {
+      std::cout << "  " << k.value("name", "?") << ":";
+      for (const json& op : k.value("ops", json::array())) std::cout << " " << op.get<std::string>();
+      std::cout << "\n";
+    }
+    if (out.contains("memory")) {
+      const json& m = out["memory"];
+      if (m.contains("unbound")) {
+        std::cout << "memory: give --bind for";
+        for (const json& v : m["unbound"]) std::cout << " " << v.get<std::string>();
+        std::cout << " to see the plan's figures\n";
+      } else {
+        std::cout << "memory of @main's activations";
+        if (!m["bind"].empty()) {
+          std::cout << " at";
+          for (const auto& [name, v] : m["bind"].items()) std::cout << " " << name << "=" << v;
+        }
+        if (m["calls"].get<size_t>() > 1) std::cout << " (" << m["calls"] << " calls in a row)";
+        std::cout << ":\n";
+        std::cout << "  planned:   " << human(m["planned_bytes"]) << " (" << m["storages"] << " storages for "
+                  << m["planned_tensors"] << " of " << m["tensors"] << " tensors, the rest from the pool)\n";
+        std::cout << "  pool:      " << human(m["pool_bytes"])
+                  << " (no plan: a caching pool allocator, each tensor freed after its last use)\n";
+        std::cout << "  unplanned: " << human(m["unplanned_bytes"]) << " (no plan, no reuse: the sum of the tensors)\n";
+        std::cout << "  (outputs, the caller's: " << human(m["output_bytes"]) << "; the plan holds a storage to the end "
+                  << "of the call, the pool frees each tensor after its last use)\n";
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "relax-inspect: error: " << e.what() << "\n";
+    return 1;
+  }
+}
