@@ -44,6 +44,10 @@ IRModule fuse_tir(const IRModule& mod);
 // Simplifies index arithmetic in every tensor program under the bounds its
 // loops give their variables (tir::simplify_indices).
 IRModule simplify_tir(const IRModule& mod);
+// Moves @main's computations that depend only on weights into
+// @transform_params, run once at load; @main reads their results as
+// constants "__lifted_K".
+IRModule lift_transform_params(const IRModule& mod);
 // Plans the storage of each graph function's activation tensors: explicit
 // alloc_storage / alloc_tensor and destination-passing calls, storage
 // reused between tensors whose lifetimes do not overlap (symbolic sizes

@@ -20,6 +20,8 @@ const std::vector<Pass>& all_passes() {
       {"fuse-ops", "group call_tir bindings one kernel can compute into primitive functions", fuse_ops},
       {"fuse-tir", "merge each primitive function into one tensor program", fuse_tir},
       {"simplify-tir", "simplify index arithmetic in tensor programs under their loop bounds", simplify_tir},
+      {"lift-transform-params", "weight-only computations of @main move to @transform_params, run once at load",
+       lift_transform_params},
       {"static-plan-memory", "plan activation storage: explicit allocations reused across lifetimes",
        static_plan_memory},
       {"bind-shapes", "match_cast operands of unknown dims to fresh variables before ops read them", bind_shapes},
@@ -46,7 +48,7 @@ std::vector<std::string> pipeline(const std::string& name) {
     add(lower);
   } else if (name == "O2") {
     add(graph);
-    add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination"});
+    add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
     add({"legalize", "canonicalize-bindings", "dead-code-elimination", "fuse-ops", "fuse-tir",
          "simplify-tir", "canonicalize-bindings", "dead-code-elimination", "static-plan-memory"});
   } else {

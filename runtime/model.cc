@@ -1,5 +1,6 @@
 #include "runtime/model.h"
 
+#include <cstring>
 #include <map>
 
 #include "runtime/error.h"
@@ -61,6 +62,21 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     rt_fail(path, ": the weights index is malformed: ", e.what());
   }
+  // Lifted constants: @transform_params computes them once, here; until it
+  // has, they are uninitialised tensors of their recorded type.
+  std::vector<std::pair<size_t, Tensor>> lifted;
+  try {
+    for (const auto& l : m->manifest_.value("lifted", nlohmann::json::array())) {
+      std::string name = l.at("name");
+      auto dtype = DType::parse(l.at("dtype").get<std::string>());
+      if (!dtype) rt_fail(path, ": lifted constant '", name, "' has unknown dtype ", l.at("dtype").dump());
+      Tensor t = Tensor::empty(*dtype, l.at("shape").get<std::vector<int64_t>>());
+      weights[name] = t;
+      lifted.emplace_back(l.at("field").get<size_t>(), t);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    rt_fail(path, ": the lifted constants' index is malformed: ", e.what());
+  }
   Executable exe = Executable::deserialize(std::string_view(
       reinterpret_cast<const char*>(m->pkg_.section("bytecode").data()), m->pkg_.section("bytecode").size()));
   m->vm_ = std::make_unique<VirtualMachine>(
@@ -70,6 +86,19 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
         return it == weights.end() ? Tensor() : it->second;
       },
       m->kernels_.get());
+  if (!lifted.empty()) {
+    if (m->vm_->exe().find_function("transform_params") < 0)
+      rt_fail(path, ": the package lists lifted constants but has no @transform_params");
+    Value r = m->vm_->invoke("transform_params", {});
+    const std::vector<Value>& fields = r.tuple("@transform_params' result");
+    for (auto& [field, t] : lifted) {
+      if (field >= fields.size()) rt_fail(path, ": @transform_params returned ", fields.size(), " values, fewer than listed");
+      const Tensor& v = fields[field].tensor("a lifted constant");
+      if (!(v.dtype() == t.dtype()) || v.shape() != t.shape())
+        rt_fail(path, ": @transform_params' field ", field, " is ", v.type_str(), ", the manifest says ", t.type_str());
+      std::memcpy(t.data(), v.data(), t.nbytes());
+    }
+  }
   return m;
 }
 

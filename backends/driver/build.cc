@@ -105,6 +105,17 @@ PassOptions pass_options(const BuildOptions& opts) {
   return po;
 }
 
+// The struct info of @transform_params' result field named by a lifted
+// constant ("__lifted_K").
+StructInfo lifted_sinfo(const IRModule& mod, const std::string& name) {
+  Function t = mod.function("transform_params");
+  const auto* tu = t ? as<TupleSI>(t->ret) : nullptr;
+  size_t k = std::stoull(name.substr(9));
+  if (!tu || k >= tu->fields.size() || !as<TensorSI>(tu->fields[k]))
+    fail("internal error: the lifted constant ", name, " has no field in @transform_params' result");
+  return tu->fields[k];
+}
+
 // The activation memory of @main, for relax-inspect: symbolic sizes as
 // postfix code (rt::ShapePattern) over `vars`, lifetimes as binding indices.
 nlohmann::json memory_json(const Function& main) {
@@ -227,7 +238,18 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   for (const auto& [name, t] : m.weights) by_name[name] = &t;
   std::string wbytes;
   man["weights"] = nlohmann::json::array();
+  man["lifted"] = nlohmann::json::array();
   for (const std::string& name : lowered.weights) {
+    if (name.rfind("__lifted_", 0) == 0) {  // computed at load by @transform_params
+      const auto* t = as<TensorSI>(lifted_sinfo(mod, name));
+      std::vector<int64_t> shape;
+      for (const SymExpr& d : *t->shape) shape.push_back(d.const_value());
+      man["lifted"].push_back({{"name", name},
+                               {"field", std::stoll(name.substr(9))},
+                               {"dtype", t->dtype.str()},
+                               {"shape", shape}});
+      continue;
+    }
     auto it = by_name.find(name);
     if (it == by_name.end()) fail(model, ": the weight '", name, "' is used but not in the weight file");
     const HostTensor& t = *it->second;

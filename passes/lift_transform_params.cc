@@ -1,0 +1,166 @@
+// lift-transform-params: computations of @main that depend only on weights
+// (a transposed weight, a reshaped bias, a range of constant scalars, any
+// constant subgraph) move to a function @transform_params that the runtime
+// runs once when it loads the package; @main reads their results as
+// constants named "__lifted_K" (K = the field of @transform_params' result).
+//
+// A top-level binding of @main is liftable when its value is a call of a
+// pure, non-random op whose arguments are constants, liftable variables or
+// literals without symbolic variables, and its result has a fully constant
+// shape. The liftable bindings that the rest of @main reads become the
+// results of @transform_params; the others move there whole.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/mutator.h"
+#include "ir/op.h"
+#include "passes/analysis.h"
+#include "passes/passes.h"
+
+namespace relax {
+namespace {
+
+bool constant_sinfo(const StructInfo& si) {
+  const auto* t = as<TensorSI>(si);
+  if (!t || !t->shape || t->dtype.is_void()) return false;
+  for (const SymExpr& d : *t->shape)
+    if (!d.is_const()) return false;
+  return true;
+}
+
+bool is_random(const OpInfo& op) {
+  return op.name.rfind("random", 0) == 0 || op.name == "multinomial" || op.name == "bernoulli";
+}
+
+class Lifter {
+ public:
+  bool liftable_arg(const Expr& e) const {
+    switch (e->kind) {
+      case ExprKind::Constant:
+      case ExprKind::StringImm:
+        return true;
+      case ExprKind::Var:
+      case ExprKind::DataflowVar:
+        return lifted_.count(static_cast<const VarNode*>(e.get())) != 0;
+      case ExprKind::PrimValue: {
+        const auto* p = static_cast<const PrimValueNode*>(e.get());
+        return p->dtype.is_float() || p->int_value.is_const();
+      }
+      case ExprKind::ShapeExpr:
+        for (const SymExpr& d : static_cast<const ShapeExprNode*>(e.get())->values)
+          if (!d.is_const()) return false;
+        return true;
+      case ExprKind::Tuple:
+        for (const Expr& f : static_cast<const TupleNode*>(e.get())->fields)
+          if (!liftable_arg(f)) return false;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  bool liftable(const Binding& b) const {
+    if (b.is_match_cast() || !constant_sinfo(b.var->sinfo)) return false;
+    const auto* c = as<CallNode>(b.value);
+    const OpInfo* op = c ? c->op() : nullptr;
+    if (!op || !op->pure || is_random(*op) || handled_by_graph(op->name)) return false;
+    bool any_constant = false;
+    for (const Expr& a : c->args) {
+      if (!liftable_arg(a)) return false;
+      any_constant = any_constant || a->kind == ExprKind::Constant || is_var(a) ||
+                     (a->kind == ExprKind::Tuple && !static_cast<const TupleNode*>(a.get())->fields.empty());
+    }
+    return any_constant;
+  }
+
+  // Ops that stay: the cross-level calls (already lowered), shape ops.
+  static bool handled_by_graph(const std::string& op) {
+    return op == "call_tir" || op == "call_library" || op == "call_pure_builtin" || op == "shape_of";
+  }
+
+  IRModule run(const IRModule& mod) {
+    Function main = mod.function("main");
+    if (!main || mod.contains("transform_params")) return mod;
+    std::vector<Binding> lifted;
+    for (const BindingBlock& block : main->body->blocks)
+      for (const Binding& b : block.bindings)
+        if (liftable(b)) {
+          lifted_.insert(b.var.get());
+          lifted.push_back(b);
+        }
+    if (lifted.empty()) return mod;
+
+    // The lifted variables the rest of @main reads: the results.
+    std::unordered_set<const VarNode*> used_outside;
+    for (const BindingBlock& block : main->body->blocks)
+      for (const Binding& b : block.bindings)
+        if (!lifted_.count(b.var.get())) collect_used_vars(b.value, used_outside);
+    collect_used_vars(main->body->body, used_outside);
+
+    std::vector<Expr> results;
+    std::vector<StructInfo> result_si;
+    struct Remap : ExprMutator {
+      using ExprMutator::ExprMutator;
+      using ExprMutator::var_remap_;
+    } remap(&mod);
+    for (const Binding& b : lifted) {
+      if (!used_outside.count(b.var.get())) continue;
+      std::string name = "__lifted_" + std::to_string(results.size());
+      remap.var_remap_[b.var.get()] = make_constant(name, b.var->sinfo);
+      results.push_back(b.var);
+      result_si.push_back(b.var->sinfo);
+    }
+    if (results.empty()) return mod;  // nothing outside reads them: dead code, left to DCE
+
+    // @transform_params: the lifted bindings with fresh non-dataflow-free
+    // variables, returning the results as a tuple.
+    std::vector<Binding> moved;
+    std::unordered_map<const VarNode*, Var> fresh;
+    struct Rename : ExprMutator {
+      using ExprMutator::ExprMutator;
+      using ExprMutator::var_remap_;
+    } rename(&mod);
+    for (const Binding& b : lifted) {
+      Var v = make_dataflow_var(b.var->name, b.var->sinfo);
+      Expr value = rename.visit(b.value);
+      rename.var_remap_[b.var.get()] = v;
+      moved.push_back(Binding{v, value, nullptr});
+    }
+    std::vector<Binding> outs;
+    std::vector<Expr> fields;
+    for (size_t k = 0; k < results.size(); ++k) {
+      Var o = make_var("lifted_" + std::to_string(k), result_si[k]);
+      outs.push_back(Binding{o, rename.visit(results[k]), nullptr});
+      fields.push_back(o);
+    }
+    moved.insert(moved.end(), outs.begin(), outs.end());
+    SeqExpr tbody = make_seq({BindingBlock{true, std::move(moved)}}, make_tuple(fields));
+    Function transform = make_function({}, tbody, tuple_si(result_si));
+
+    // @main without them.
+    std::vector<BindingBlock> blocks;
+    for (const BindingBlock& block : main->body->blocks) {
+      std::vector<Binding> kept;
+      for (const Binding& b : block.bindings) {
+        if (lifted_.count(b.var.get())) continue;
+        Expr value = remap.visit(b.value);
+        kept.push_back(value == b.value ? b : Binding{b.var, value, b.cast});
+      }
+      if (!kept.empty()) blocks.push_back(BindingBlock{block.dataflow, std::move(kept)});
+    }
+    SeqExpr body = make_seq(std::move(blocks), remap.visit(main->body->body));
+    IRModule out = mod;
+    out.add_function("main", make_function(main->params, body, main->ret, main->attrs));
+    out.add_function("transform_params", transform);
+    return out;
+  }
+
+ private:
+  std::unordered_set<const VarNode*> lifted_;
+};
+
+}  // namespace
+
+IRModule lift_transform_params(const IRModule& mod) { return Lifter().run(mod); }
+
+}  // namespace relax
