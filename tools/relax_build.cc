@@ -22,9 +22,6 @@
 namespace fs = std::filesystem;
 using namespace relax;
 
-namespace {
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"relax-build: compile a model (ONNX or IR text) into a package (*.rpkg) for a target."};
@@ -48,6 +45,10 @@ int main(int argc, char** argv) {
                  "print the IR after this pass to standard error (repeatable, or comma-separated; all: every pass)")
       ->delimiter(',');
   app.add_flag("--time-passes", opts.time_passes, "print the time each pass took");
+  bool no_fold = false;
+  app.add_flag("--no-fold", no_fold,
+               "keep weight-only computations (@transform_params) for the runtime to run at load instead of "
+               "computing them now (they are never computed now for another --cpu)");
   app.add_flag("--json", json, "print a JSON report on standard output");
   CLI11_PARSE(app, argc, argv);
 
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   };
   try {
     for (const std::string& b : bounds) opts.bounds.insert(parse_bound(b));
+    opts.fold_constants = !no_fold;
     if (!emit.empty()) {
       if (emit != "relax") fail("--emit: unknown kind '", emit, "'; known: relax");
       std::cout << print_module(build_module(model, opts));

@@ -271,6 +271,7 @@ int main(int argc, char** argv) {
     out["outputs"] = man.value("outputs", json::array());
     out["bounds"] = man.value("bounds", json::object());
     out["weights"] = {{"count", man.value("weights", json::array()).size()}, {"bytes", weight_bytes}};
+    out["lifted"] = man.value("lifted", json::array());  // computed at load by @transform_params
     out["kernels"] = man.value("kernels", 0);
     out["kernel_calls"] = calls;
     out["kernel_list"] = man.value("kernel_list", json::array());
@@ -309,6 +310,8 @@ int main(int argc, char** argv) {
       std::cout << "\n";
     }
     std::cout << "weights: " << out["weights"]["count"] << " tensors, " << human(weight_bytes) << "\n";
+    if (!out["lifted"].empty())
+      std::cout << "computed at load: " << out["lifted"].size() << " weight transforms (@transform_params)\n";
     std::cout << "kernels: " << out["kernels"] << " (" << calls << " calls in @main)\n";
     for (const json& k : out["kernel_list"]) {
       std::cout << "  " << k.value("name", "?") << ":";

@@ -1,6 +1,7 @@
 #include "backends/driver/build.h"
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,9 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/memory_plan.h"
+#include "passes/passes.h"
+#include "runtime/kernel_library.h"
+#include "runtime/vm.h"
 #include "passes/op_pattern.h"
 #include "passes/pass.h"
 #include "runtime/file_util.h"
@@ -151,6 +155,83 @@ nlohmann::json memory_json(const Function& main) {
   return j;
 }
 
+struct Compiled {
+  VMLowered lowered;
+  std::string so;  // the kernels' shared object (empty without kernels)
+};
+
+// VM lowering and code generation of a module.
+Compiled compile_module(const IRModule& mod, const BuildOptions& opts) {
+  Compiled c;
+  VMLowerOptions lo;
+  lo.bounds = opts.bounds;
+  c.lowered = lower_to_vm(mod, lo);
+  std::vector<tir::Program> programs;
+  for (const std::string& name : c.lowered.programs) programs.push_back(mod.program(name));
+  if (programs.empty()) return c;
+  cpu::CpuOptions co;
+  co.cpu = opts.cpu;
+  cpu::CpuArtifact art = cpu::compile_programs(programs, co);
+  std::map<std::string, std::string> symbol;
+  for (const auto& k : art.kernels) symbol[k.program] = k.symbol;
+  for (std::string& k : c.lowered.exe.kernels) {
+    auto it = symbol.find(k);
+    if (it == symbol.end()) fail("codegen produced no kernel for @", k);
+    k = it->second;
+  }
+  c.so = std::move(art.shared_object);
+  return c;
+}
+
+// Constant folding at build time: @transform_params (what
+// lift-transform-params moved out of @main) is compiled, run here with the
+// real kernels, and its results become the package's weights "__lifted_K";
+// the function and the weights only it read leave the package. Skipped
+// when the kernels are for another CPU than this one (--cpu) or folding is
+// off: then the runtime runs @transform_params at load.
+bool fold_transform_params(IRModule& mod, NamedTensors& weights, const BuildOptions& opts) {
+  if (!opts.fold_constants || opts.cpu != "host" || !mod.function("transform_params")) return false;
+  IRModule sub = mod;
+  sub.remove("main");
+  sub = dead_code_elimination(sub);
+  Compiled c = compile_module(sub, opts);
+  std::unique_ptr<rt::KernelLibrary> lib;
+  if (!c.so.empty())
+    lib = rt::KernelLibrary::load(std::span(reinterpret_cast<const uint8_t*>(c.so.data()), c.so.size()),
+                                  "constant folding");
+  std::map<std::string, const HostTensor*> by_name;
+  for (const auto& [name, t] : weights) by_name[name] = &t;
+  rt::VirtualMachine vm(
+      c.lowered.exe,
+      [&](const std::string& name) {
+        auto it = by_name.find(name);
+        if (it == by_name.end()) return rt::Tensor();
+        const HostTensor& h = *it->second;
+        auto dtype = rt::DType::parse(h.dtype.str());
+        if (!dtype) fail("constant folding: weight '", name, "' has a dtype the runtime lacks: ", h.dtype.str());
+        rt::Tensor t = rt::Tensor::empty(*dtype, h.shape);
+        if (!h.bytes.empty()) std::memcpy(t.data(), h.bytes.data(), std::min(h.bytes.size(), t.nbytes()));
+        return t;
+      },
+      lib.get());
+  rt::Value r = vm.invoke("transform_params", {});
+  const std::vector<rt::Value>& fields = r.tuple("@transform_params' result");
+  for (size_t k = 0; k < fields.size(); ++k) {
+    const rt::Tensor& t = fields[k].tensor("a folded constant");
+    HostTensor h;
+    auto dtype = DataType::parse(t.dtype().str());
+    if (!dtype) fail("constant folding: result ", k, " has dtype ", t.dtype().str());
+    h.dtype = *dtype;
+    h.shape = t.shape();
+    const auto* p = static_cast<const uint8_t*>(t.data());
+    h.bytes.assign(p, p + t.nbytes());
+    weights.emplace_back("__lifted_" + std::to_string(k), std::move(h));
+  }
+  mod.remove("transform_params");
+  mod = dead_code_elimination(mod);
+  return true;
+}
+
 }  // namespace
 
 IRModule build_module(const std::string& model, const BuildOptions& opts) {
@@ -182,27 +263,14 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   if (!main) fail(model, ": the module has no @main function");
   phase("passes");
 
-  VMLowerOptions lo;
-  lo.bounds = opts.bounds;
-  VMLowered lowered = lower_to_vm(mod, lo);
-  phase("lower");
+  bool folded = fold_transform_params(mod, m.weights, opts);
+  if (folded) phase("fold");
 
+  Compiled compiled = compile_module(mod, opts);
+  VMLowered& lowered = compiled.lowered;
+  std::string& so = compiled.so;
   std::vector<tir::Program> programs;
   for (const std::string& name : lowered.programs) programs.push_back(mod.program(name));
-  std::string so;
-  if (!programs.empty()) {
-    cpu::CpuOptions co;
-    co.cpu = opts.cpu;
-    cpu::CpuArtifact art = cpu::compile_programs(programs, co);
-    std::map<std::string, std::string> symbol;
-    for (const auto& k : art.kernels) symbol[k.program] = k.symbol;
-    for (std::string& k : lowered.exe.kernels) {
-      auto it = symbol.find(k);
-      if (it == symbol.end()) fail("codegen produced no kernel for @", k);
-      k = it->second;
-    }
-    so = std::move(art.shared_object);
-  }
   phase("codegen");
 
   // The manifest: what a user of the package needs to know without the model.
@@ -240,7 +308,7 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   man["weights"] = nlohmann::json::array();
   man["lifted"] = nlohmann::json::array();
   for (const std::string& name : lowered.weights) {
-    if (name.rfind("__lifted_", 0) == 0) {  // computed at load by @transform_params
+    if (name.rfind("__lifted_", 0) == 0 && !by_name.count(name)) {  // computed at load by @transform_params
       const auto* t = as<TensorSI>(lifted_sinfo(mod, name));
       std::vector<int64_t> shape;
       for (const SymExpr& d : *t->shape) shape.push_back(d.const_value());

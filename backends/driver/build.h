@@ -18,6 +18,9 @@ struct BuildOptions {
   std::string cpu = "host";                // the LLVM CPU the cpu target compiles for
   int opt_level = 2;                       // the pass pipeline O0/O1/O2
   std::map<std::string, Interval> bounds;  // --bound n=1..4096
+  // Run weight-only computations (@transform_params) at build time and
+  // store their results; off: the runtime runs them at load.
+  bool fold_constants = true;
   bool time_passes = false;
   std::set<std::string> print_after;  // print the IR after these passes (stderr)
   bool print_after_all = false;

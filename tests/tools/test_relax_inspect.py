@@ -46,13 +46,13 @@ W3 = rng.standard_normal((16, 5)).astype(np.float32)
 def mlp():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 5])
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h1"], name="mm1"),
+    nodes = [helper.make_node("Gemm", ["x", "w1t"], ["h1"], name="mm1", transB=1),
              helper.make_node("Relu", ["h1"], ["r1"], name="relu1"),
              helper.make_node("MatMul", ["r1", "w2"], ["h2"], name="mm2"),
              helper.make_node("Tanh", ["h2"], ["r2"], name="tanh2"),
              helper.make_node("MatMul", ["r2", "w3"], ["h3"], name="mm3"),
              helper.make_node("Sigmoid", ["h3"], ["y"], name="out")]
-    inits = [nh.from_array(W1, "w1"), nh.from_array(W2, "w2"), nh.from_array(W3, "w3")]
+    inits = [nh.from_array(np.ascontiguousarray(W1.T), "w1t"), nh.from_array(W2, "w2"), nh.from_array(W3, "w3")]
     g = helper.make_graph(nodes, "mlp", [x], [y], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
@@ -75,7 +75,8 @@ def main():
         with open(model, "wb") as f:
             f.write(mlp().SerializeToString())
         pkgs = {}
-        for name, flags in [("o0", ["-O0"]), ("o2", ["-O2"]), ("bound", ["-O2", "--bound", "batch=1..16"])]:
+        for name, flags in [("o0", ["-O0"]), ("o2", ["-O2"]), ("bound", ["-O2", "--bound", "batch=1..16"]),
+                            ("load", ["-O2", "--no-fold"])]:
             pkgs[name] = os.path.join(tmp, name + ".rpkg")
             r = run(build, model, "-o", pkgs[name], *flags)
             check(r.returncode == 0, f"relax-build {flags}: exit {r.returncode}: {r.stderr}")
@@ -95,7 +96,8 @@ def main():
         unplanned = 4 * (16 * 4 * 4) + 4 * 5 * 4
         j0 = inspect_json(pkgs["o0"], "batch=4")
         m0 = j0.get("memory", {})
-        check(m0.get("unplanned_bytes") == unplanned, f"-O0 unplanned bytes: {m0}, expected {unplanned}")
+        # -O0 also transposes Gemm's weight (8 x 16 f32) on every call.
+        check(m0.get("unplanned_bytes") == unplanned + 8 * 16 * 4, f"-O0 unplanned bytes: {m0}, expected {unplanned}")
         check(m0.get("planned_bytes") == m0.get("pool_bytes") and m0.get("storages") == 0,
               f"-O0 has no plan, so planned == pool: {m0}")
         check(m0.get("output_bytes") == 4 * 5 * 4, f"-O0 output bytes: {m0}")
@@ -119,8 +121,17 @@ def main():
         # A dim not given takes its upper bound.
         check(inspect_json(pkgs["bound"]).get("memory", {}).get("bind") == {"batch": "16"}, "default: the bound")
 
+        # Gemm's transposed weight is a weight-only computation: at -O2 it is
+        # folded into a weight at build time, with --no-fold computed at load.
+        jl = inspect_json(pkgs["load"], "batch=4")
+        check(len(jl.get("lifted", [])) == 1 and jl["lifted"][0].get("shape") == [8, 16],
+              f"--no-fold: one weight transform at load: {jl.get('lifted')}")
+        check(j2.get("lifted") == [] and j2.get("kernels", 0) < jl.get("kernels", 0),
+              f"-O2 folds the transform (no lifted, fewer kernels): {j2.get('kernels')} vs {jl.get('kernels')}")
+        check(j0.get("kernel_calls", 0) > j2.get("kernel_calls", 0), "-O0 transposes the weight on every call")
+
         # The planned packages compute the right values at several sizes.
-        for name in ("o2", "bound"):
+        for name in ("o2", "bound", "load", "o0"):
             for b in (1, 3, 16):
                 x = rng.standard_normal((b, 8)).astype(np.float32)
                 np.save(os.path.join(tmp, "x.npy"), x)
