@@ -33,12 +33,12 @@ int main(int argc, char** argv) {
   app.add_option("model", model, "the model: *.onnx, or *.relax with its weights file")->required();
   app.add_option("--target", target, "the target: cpu")->capture_default_str();
   app.add_option("-o,--output", output, "the package (default: MODEL.<target>.rpkg beside the model)");
-  app.add_option("-O", level, "the pass pipeline: -O0 (legalise only), -O1 (graph clean-ups), -O2 (default: also fusion; docs/passes.md)")
+  app.add_option("-O", level, "the pass pipeline: -O0 (legalise only), -O1 (graph clean-ups), -O2 (default: also fusion, constant folding, memory planning; docs/passes.md)")
       ->check(CLI::Range(0, 2))
       ->capture_default_str();
   app.add_option("--cpu", opts.cpu, "the CPU to compile for: host, x86-64, x86-64-v2, x86-64-v3, znver3, ...")
       ->capture_default_str();
-  app.add_option("--bound", bounds, "bounds of a symbolic dim, checked at run time: NAME=LO..HI (repeatable)");
+  app.add_option("--bound", bounds, "bounds of a symbolic dim, checked at run time; -O2 plans memory for the upper bound: NAME=LO..HI (repeatable)");
   app.add_option("--emit", emit, "instead of a package, print the IR after the passes: relax");
   std::vector<std::string> print_after;
   app.add_option("--print-after", print_after,

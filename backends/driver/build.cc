@@ -95,7 +95,18 @@ void record_bounds(IRModule& mod, const BuildOptions& opts) {
   Function main = mod.function("main");
   if (!main || opts.bounds.empty()) return;
   std::map<std::string, Interval> bounds = function_bounds(main);
-  for (const auto& [name, b] : opts.bounds) bounds[name] = b;
+  std::vector<SymExpr> vars;
+  for (const Var& p : main->params) collect_vars(p->sinfo, vars);
+  std::string known;
+  for (const SymExpr& v : vars) known += (known.empty() ? "" : ", ") + v.name();
+  for (const auto& [name, b] : opts.bounds) {
+    bool found = false;
+    for (const SymExpr& v : vars) found = found || v.name() == name;
+    if (!found)
+      fail("--bound ", name, ": the model's inputs have no symbolic dim of that name",
+           known.empty() ? std::string(" (they have none)") : " (they have: " + known + ")");
+    bounds[name] = b;
+  }
   Attrs attrs = main->attrs;
   attrs.set("sym_bounds", bounds_attr(bounds));
   mod.add_function("main", make_function(main->params, main->body, main->ret, attrs));
