@@ -507,6 +507,11 @@ void collect_vars(const StructInfo& si, std::vector<SymExpr>& out) {
   }
 }
 
+std::vector<StructInfo> fields_or_self(const StructInfo& si) {
+  if (const auto* t = as<TupleSI>(si)) return t->fields;
+  return {si};
+}
+
 // A function signature's own variables are not definable from outside, so
 // Func struct info contributes nothing.
 void collect_definable_vars(const StructInfo& si, std::vector<SymExpr>& out) {

@@ -138,6 +138,10 @@ StructInfo substitute(const StructInfo& si, const SymMap<SymExpr>& map);
 // Appends the symbolic variables that `si` mentions, each once.
 void collect_vars(const StructInfo& si, std::vector<SymExpr>& out);
 
+// The fields of a tuple struct info, or `si` alone: the outputs a call's
+// out=... describes.
+std::vector<StructInfo> fields_or_self(const StructInfo& si);
+
 // The variables that `si` can define when it annotates a function parameter
 // or a match_cast: those appearing alone as a dim or a prim value.
 void collect_definable_vars(const StructInfo& si, std::vector<SymExpr>& out);

@@ -56,6 +56,11 @@ bool has_side_effect(const Expr& e, const IRModule& mod) {
   return effect;
 }
 
+const CallNode* as_op_call(const Expr& e, std::string_view op) {
+  const auto* c = as<CallNode>(e);
+  return c && c->op() && c->op()->name == op ? c : nullptr;
+}
+
 void collect_used_vars(const Expr& e, std::unordered_set<const VarNode*>& out) {
   visit_exprs(e, [&](const Expr& x) {
     if (auto* v = as<VarNode>(x)) out.insert(v);

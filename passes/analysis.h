@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <string_view>
 #include <unordered_set>
 
 #include "ir/module.h"
@@ -11,6 +12,9 @@ namespace relax {
 // Calls `f` on every expression reachable from `e` (pre-order), descending
 // into tuples, calls, ifs, sequences (bindings and body) and local functions.
 void visit_exprs(const Expr& e, const std::function<void(const Expr&)>& f);
+
+// `e` as a call of the op named `op`; null for anything else.
+const CallNode* as_op_call(const Expr& e, std::string_view op);
 
 // Whether evaluating `e` may have a side effect: an impure op, a call to an
 // impure or unknown function, or any such call nested in it.

@@ -35,11 +35,6 @@
 namespace relax {
 namespace {
 
-const CallNode* as_call_tir(const Expr& e) {
-  const auto* c = as<CallNode>(e);
-  return c && c->op() && c->op()->name == "call_tir" ? c : nullptr;
-}
-
 struct Node {
   const CallNode* call = nullptr;  // a call_tir, or null (any other binding)
   std::string program;
@@ -72,7 +67,7 @@ class BlockFuser {
       def_[b.var.get()] = int(i);
       Node& node = nodes_[i];
       if (b.is_match_cast()) continue;
-      if (const CallNode* c = as_call_tir(b.value)) {
+      if (const CallNode* c = as_op_call(b.value, "call_tir")) {
         node.call = c;
         node.program = static_cast<const GlobalVarNode*>(c->args[0].get())->name;
         if (tir::Program p = mod_.program(node.program)) {
@@ -118,18 +113,11 @@ class BlockFuser {
     for (auto& u : uses_) std::sort(u.begin(), u.end());
   }
 
+  // The variables of `si` (ir/struct_info.h's collect_vars), by node.
   static void collect_syms(const StructInfo& si, std::set<const SymNode*>& out) {
-    auto add = [&](const SymExpr& e) {
-      for (const SymExpr& v : free_vars(e)) out.insert(v.get());
-    };
-    if (!si) return;
-    if (const auto* t = as<TensorSI>(si); t && t->shape)
-      for (const SymExpr& d : *t->shape) add(d);
-    if (const auto* sh = as<ShapeSI>(si); sh && sh->values)
-      for (const SymExpr& d : *sh->values) add(d);
-    if (const auto* p = as<PrimSI>(si); p && p->value.defined()) add(p->value);
-    if (const auto* t = as<TupleSI>(si))
-      for (const StructInfo& f : t->fields) collect_syms(f, out);
+    std::vector<SymExpr> vars;
+    collect_vars(si, vars);
+    for (const SymExpr& v : vars) out.insert(v.get());
   }
 
   int find(int i) { return parent_[i] == i ? i : parent_[i] = find(parent_[i]); }
@@ -148,14 +136,6 @@ class BlockFuser {
       users.push_back(u);
     }
     return true;
-  }
-
-  // The members of the group of i, in binding order.
-  std::vector<int> members(int root) {
-    std::vector<int> out;
-    for (int i = 0; i < int(nodes_.size()); ++i)
-      if (find(i) == root) out.push_back(i);
-    return out;
   }
 
   // Whether merging the groups of `roots` keeps at most one anchor and
@@ -350,7 +330,7 @@ class BlockFuser {
         if (const auto* s = as<ShapeExprNode>(e))
           for (const SymExpr& d : s->values) need(d);
       });
-      for (const StructInfo& si : tensor_sinfos(b.var->sinfo))
+      for (const StructInfo& si : fields_or_self(b.var->sinfo))
         if (const auto* t = as<TensorSI>(si); t && t->shape)
           for (const SymExpr& d : *t->shape) need(d);
       if (nodes_[i].call)
@@ -412,11 +392,6 @@ class BlockFuser {
       item->sinfo = outputs[k]->sinfo;
       out.push_back(Binding{outputs[k], item, nullptr});
     }
-  }
-
-  static std::vector<StructInfo> tensor_sinfos(const StructInfo& si) {
-    if (const auto* t = as<TupleSI>(si)) return t->fields;
-    return {si};
   }
 
   // `e` with variables replaced; the struct info of rebuilt nodes is kept.

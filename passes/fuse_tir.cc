@@ -36,21 +36,11 @@ using tir::BufferNode;
 using tir::Stmt;
 using tir::TExpr;
 
-const CallNode* as_call_tir(const Expr& e) {
-  const auto* c = as<CallNode>(e);
-  return c && c->op() && c->op()->name == "call_tir" ? c : nullptr;
-}
-
 bool is_primitive(const IRModule& mod, const Expr& callee) {
   const auto* g = as<GlobalVarNode>(callee);
   if (!g) return false;
   Function f = mod.function(g->name);
   return f && f->attrs.get_bool("primitive", false);
-}
-
-std::vector<StructInfo> fields_of(const StructInfo& si) {
-  if (const auto* t = as<TupleSI>(si)) return t->fields;
-  return {si};
 }
 
 const TensorSI& tensor_of(const StructInfo& si, const std::string& what) {
@@ -85,28 +75,6 @@ struct Fused {
   std::vector<StructInfo> const_sinfo;  // ... and their struct info
   size_t num_returned = 0;              // outputs the function returns; the rest are extra
 };
-
-// A perfect loop nest around one store: the form an in-place epilogue has.
-struct Nest {
-  std::vector<SymExpr> vars, extents;
-  const tir::StoreNode* store = nullptr;
-};
-std::optional<Nest> as_nest(const Stmt& s) {
-  Nest n;
-  Stmt cur = s;
-  while (const auto* f = tir::as<tir::ForNode>(cur)) {
-    n.vars.push_back(f->var);
-    n.extents.push_back(f->extent);
-    cur = f->body;
-  }
-  n.store = tir::as<tir::StoreNode>(cur);
-  if (!n.store || n.store->indices.size() != n.vars.size()) return std::nullopt;
-  for (size_t i = 0; i < n.vars.size(); ++i) {
-    const auto* idx = tir::as<tir::SymNodeT>(n.store->indices[i]);
-    if (!idx || idx->value != n.vars[i] || n.extents[i] != n.store->buffer->shape[i]) return std::nullopt;
-  }
-  return n;
-}
 
 class Merger {
  public:
@@ -171,7 +139,7 @@ class Merger {
           if (!only_inlinable_uses(b.var.get())) return false;
           continue;
         }
-        const CallNode* c = as_call_tir(b.value);
+        const CallNode* c = as_op_call(b.value, "call_tir");
         if (!c) return false;
         tir::Program prog = mod_.program(static_cast<const GlobalVarNode*>(c->args[0].get())->name);
         const auto* in = as<TupleNode>(c->args[1]);
@@ -214,7 +182,7 @@ class Merger {
       values_[var] = {it->second[size_t(g->index)]};
       return;
     }
-    const CallNode* call = as_call_tir(b.value);
+    const CallNode* call = as_op_call(b.value, "call_tir");
     if (!call) fail("fuse-tir: @", name_, ": the binding '", var->name, "' is not a call_tir");
     const std::string& pname = static_cast<const GlobalVarNode*>(call->args[0].get())->name;
     tir::Program prog = mod_.program(pname);
@@ -223,7 +191,7 @@ class Merger {
     const auto* in = as<TupleNode>(call->args[1]);
     if (!in || in->fields.size() != prog->inputs.size())
       fail("fuse-tir: @", name_, ": the call of @", pname, " does not match its inputs");
-    std::vector<StructInfo> outs = fields_of(call->sinfo_args[0]);
+    std::vector<StructInfo> outs = fields_or_self(call->sinfo_args[0]);
 
     // The program's variables in the function's terms.
     SymMap<SymExpr> map;
@@ -352,20 +320,12 @@ class Merger {
         for (size_t i = 0; i < stmts_.size(); ++i)
           if (i != writer_[y.get()] && tir::reads_buffer(stmts_[i], y.get())) readers.push_back(i);
         if (readers.size() != 1 || readers[0] < writer_[y.get()]) continue;
-        std::optional<Nest> n = as_nest(stmts_[readers[0]]);
+        // The reader must be a nest computing another result of y's shape
+        // and dtype elementwise from y at its own index: it runs in place.
+        std::optional<StoreNest> n = as_store_nest(stmts_[readers[0]]);
         if (!n) continue;
         const Buffer& o = n->store->buffer;
-        if (o->dtype != y->dtype || o->shape != y->shape || o == y) continue;
-        bool identity = true;
-        tir::visit_exprs(n->store->value, [&](const TExpr& e) {
-          const auto* l = tir::as<tir::LoadNode>(e);
-          if (!l || l->buffer != y) return;
-          for (size_t i = 0; i < n->vars.size(); ++i) {
-            const auto* s = tir::as<tir::SymNodeT>(l->indices[i]);
-            if (!s || s->value != n->vars[i]) identity = false;
-          }
-        });
-        if (!identity) continue;
+        if (o->dtype != y->dtype || o == y || !reads_at_identity(n->def, y.get(), o->shape)) continue;
         replace_buffer(y, o);
         materialised_.erase(materialised_.begin() + long(m));
         changed = true;

@@ -5,11 +5,11 @@
 // constants named "__lifted_K" (K = the field of @transform_params' result).
 //
 // A top-level binding of @main is liftable when its value is a call of a
-// pure, non-random op whose arguments are constants, liftable variables or
-// literals without symbolic variables, and its result has a fully constant
-// shape. The liftable bindings that the rest of @main reads become the
+// pure op (the random ops count: their values depend only on the seed)
+// whose arguments are constants, liftable variables or literals without
+// symbolic variables, at least one of them data, and its result has a
+// fully constant shape. The liftable bindings that the rest of @main reads become the
 // results of @transform_params; the others move there whole.
-#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/mutator.h"
@@ -26,10 +26,6 @@ bool constant_sinfo(const StructInfo& si) {
   for (const SymExpr& d : *t->shape)
     if (!d.is_const()) return false;
   return true;
-}
-
-bool is_random(const OpInfo& op) {
-  return op.name.rfind("random", 0) == 0 || op.name == "multinomial" || op.name == "bernoulli";
 }
 
 class Lifter {
@@ -59,23 +55,27 @@ class Lifter {
     }
   }
 
+  // Whether an operand carries data (a constant or a lifted variable)
+  // rather than a literal.
+  static bool reads_data(const Expr& e) {
+    if (e->kind == ExprKind::Constant || is_var(e)) return true;
+    if (const auto* t = as<TupleNode>(e))
+      for (const Expr& f : t->fields)
+        if (reads_data(f)) return true;
+    return false;
+  }
+
   bool liftable(const Binding& b) const {
     if (b.is_match_cast() || !constant_sinfo(b.var->sinfo)) return false;
     const auto* c = as<CallNode>(b.value);
     const OpInfo* op = c ? c->op() : nullptr;
-    if (!op || !op->pure || is_random(*op) || handled_by_graph(op->name)) return false;
-    bool any_constant = false;
+    if (!op || !op->pure) return false;
+    bool data = false;
     for (const Expr& a : c->args) {
       if (!liftable_arg(a)) return false;
-      any_constant = any_constant || a->kind == ExprKind::Constant || is_var(a) ||
-                     (a->kind == ExprKind::Tuple && !static_cast<const TupleNode*>(a.get())->fields.empty());
+      data = data || reads_data(a);
     }
-    return any_constant;
-  }
-
-  // Ops that stay: the cross-level calls (already lowered), shape ops.
-  static bool handled_by_graph(const std::string& op) {
-    return op == "call_tir" || op == "call_library" || op == "call_pure_builtin" || op == "shape_of";
+    return data;
   }
 
   IRModule run(const IRModule& mod) {
@@ -97,43 +97,30 @@ class Lifter {
         if (!lifted_.count(b.var.get())) collect_used_vars(b.value, used_outside);
     collect_used_vars(main->body->body, used_outside);
 
-    std::vector<Expr> results;
-    std::vector<StructInfo> result_si;
+    // Uses of a result in @main become the constant __lifted_K.
     struct Remap : ExprMutator {
       using ExprMutator::ExprMutator;
       using ExprMutator::var_remap_;
-    } remap(&mod);
+    } remap(&mod), rename(&mod);
+    std::vector<StructInfo> result_si;
     for (const Binding& b : lifted) {
       if (!used_outside.count(b.var.get())) continue;
-      std::string name = "__lifted_" + std::to_string(results.size());
-      remap.var_remap_[b.var.get()] = make_constant(name, b.var->sinfo);
-      results.push_back(b.var);
+      remap.var_remap_[b.var.get()] = make_constant(lifted_constant_name(result_si.size()), b.var->sinfo);
       result_si.push_back(b.var->sinfo);
     }
-    if (results.empty()) return mod;  // nothing outside reads them: dead code, left to DCE
+    if (result_si.empty()) return mod;  // nothing outside reads them: dead code, left to DCE
 
-    // @transform_params: the lifted bindings with fresh non-dataflow-free
-    // variables, returning the results as a tuple.
+    // @transform_params: the lifted bindings in one dataflow block (the
+    // results bound to block outputs), returning the results as a tuple.
     std::vector<Binding> moved;
-    std::unordered_map<const VarNode*, Var> fresh;
-    struct Rename : ExprMutator {
-      using ExprMutator::ExprMutator;
-      using ExprMutator::var_remap_;
-    } rename(&mod);
-    for (const Binding& b : lifted) {
-      Var v = make_dataflow_var(b.var->name, b.var->sinfo);
-      Expr value = rename.visit(b.value);
-      rename.var_remap_[b.var.get()] = v;
-      moved.push_back(Binding{v, value, nullptr});
-    }
-    std::vector<Binding> outs;
     std::vector<Expr> fields;
-    for (size_t k = 0; k < results.size(); ++k) {
-      Var o = make_var("lifted_" + std::to_string(k), result_si[k]);
-      outs.push_back(Binding{o, rename.visit(results[k]), nullptr});
-      fields.push_back(o);
+    for (const Binding& b : lifted) {
+      bool result = used_outside.count(b.var.get()) != 0;
+      Var v = result ? make_var(b.var->name, b.var->sinfo) : make_dataflow_var(b.var->name, b.var->sinfo);
+      moved.push_back(Binding{v, rename.visit(b.value), nullptr});
+      rename.var_remap_[b.var.get()] = v;
+      if (result) fields.push_back(v);
     }
-    moved.insert(moved.end(), outs.begin(), outs.end());
     SeqExpr tbody = make_seq({BindingBlock{true, std::move(moved)}}, make_tuple(fields));
     Function transform = make_function({}, tbody, tuple_si(result_si));
 
@@ -160,6 +147,19 @@ class Lifter {
 };
 
 }  // namespace
+
+std::string lifted_constant_name(size_t k) { return "__lifted_" + std::to_string(k); }
+
+std::optional<size_t> lifted_constant_index(const std::string& name) {
+  static const std::string prefix = "__lifted_";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  size_t k = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    k = k * 10 + size_t(name[i] - '0');
+  }
+  return k;
+}
 
 IRModule lift_transform_params(const IRModule& mod) { return Lifter().run(mod); }
 

@@ -11,9 +11,11 @@
 namespace relax {
 namespace {
 
-const CallNode* op_call(const Expr& e, const char* name) {
+// The op a binding's value calls ("" when it is not an op call).
+const std::string& called_op(const Expr& e) {
+  static const std::string none;
   auto* c = as<CallNode>(e);
-  return c && c->op() && c->op()->name == name ? c : nullptr;
+  return c && c->op() ? c->op()->name : none;
 }
 
 // Union-find over variables.
@@ -36,11 +38,6 @@ class AliasSets {
   std::unordered_map<const VarNode*, const VarNode*> parent_;
 };
 
-std::vector<StructInfo> out_fields(const StructInfo& si) {
-  if (const auto* t = as<TupleSI>(si)) return t->fields;
-  return {si};
-}
-
 }  // namespace
 
 SymExpr tensor_nbytes(DataType dtype, const std::vector<SymExpr>& shape) {
@@ -56,25 +53,19 @@ MemoryAnalysis analyze_memory(const Function& f) {
   for (const BindingBlock& block : f->body->blocks)
     for (const Binding& b : block.bindings) m.bindings.push_back(b);
 
-  // Alias sets first, then the last use of each set.
+  // Alias sets first, then the last use of each set. A kernel call's
+  // outputs are fresh; a destination-passing call returns its
+  // destinations; anything else may return any of its operands.
   AliasSets alias;
-  std::unordered_map<const VarNode*, int> storage_of;
-  for (size_t i = 0; i < m.bindings.size(); ++i) {
-    const Binding& b = m.bindings[i];
-    const VarNode* var = b.var.get();
-    if (op_call(b.value, "call_tir") || op_call(b.value, "call_library") || op_call(b.value, "alloc_storage") ||
-        op_call(b.value, "alloc_tensor") || op_call(b.value, "shape_of"))
+  for (const Binding& b : m.bindings) {
+    const std::string& op = called_op(b.value);
+    if (op == "call_tir" || op == "call_library" || op == "alloc_storage" || op == "alloc_tensor" ||
+        op == "shape_of")
       continue;
-    if (const CallNode* c = op_call(b.value, "call_tir_dps") ? op_call(b.value, "call_tir_dps")
-                                                              : op_call(b.value, "call_library_dps")) {
-      std::unordered_set<const VarNode*> dests;
-      collect_used_vars(c->args[2], dests);
-      for (const VarNode* d : dests) alias.unite(var, d);
-      continue;
-    }
-    std::unordered_set<const VarNode*> used;
-    collect_used_vars(b.value, used);
-    for (const VarNode* u : used) alias.unite(var, u);
+    bool dps = op == "call_tir_dps" || op == "call_library_dps";
+    std::unordered_set<const VarNode*> operands;
+    collect_used_vars(dps ? as<CallNode>(b.value)->args[2] : b.value, operands);
+    for (const VarNode* u : operands) alias.unite(b.var.get(), u);
   }
   std::unordered_map<const VarNode*, size_t> last;
   for (size_t i = 0; i < m.bindings.size(); ++i) {
@@ -93,6 +84,7 @@ MemoryAnalysis analyze_memory(const Function& f) {
     for (const VarNode* u : used) escaping.insert(alias.find(u));
   }
 
+  std::unordered_map<const VarNode*, int> storage_of;
   for (size_t i = 0; i < m.bindings.size(); ++i) {
     const Binding& b = m.bindings[i];
     const VarNode* root = alias.find(b.var.get());
@@ -111,18 +103,19 @@ MemoryAnalysis analyze_memory(const Function& f) {
       a.storage = storage;
       m.tensors.push_back(std::move(a));
     };
-    if (const CallNode* c = op_call(b.value, "call_tir") ? op_call(b.value, "call_tir")
-                                                          : op_call(b.value, "call_library")) {
-      std::vector<StructInfo> outs = out_fields(c->sinfo_args.empty() ? b.var->sinfo : c->sinfo_args[0]);
+    const std::string& op = called_op(b.value);
+    const auto* c = as<CallNode>(b.value);
+    if (op == "call_tir" || op == "call_library") {
+      std::vector<StructInfo> outs = fields_or_self(c->sinfo_args.empty() ? b.var->sinfo : c->sinfo_args[0]);
       for (size_t k = 0; k < outs.size(); ++k) add(outs[k], k, outs.size() > 1, -1);
-    } else if (const CallNode* s = op_call(b.value, "alloc_storage")) {
-      const auto* sh = as<ShapeExprNode>(s->args[0]);
+    } else if (op == "alloc_storage") {
+      const auto* sh = as<ShapeExprNode>(c->args[0]);
       if (!sh || sh->values.size() != 1) fail("alloc_storage of '", b.var->name, "': the size must be shape(bytes)");
       storage_of[b.var.get()] = int(m.storages.size());
       m.storages.push_back(PlannedStorage{i, sh->values[0]});
-    } else if (const CallNode* a = op_call(b.value, "alloc_tensor")) {
+    } else if (op == "alloc_tensor") {
       int storage = -1;
-      if (auto* v = as<VarNode>(a->args[0]); v && storage_of.count(v)) storage = storage_of[v];
+      if (auto* v = as<VarNode>(c->args[0]); v && storage_of.count(v)) storage = storage_of[v];
       add(b.var->sinfo, 0, false, storage);
     }
   }

@@ -37,29 +37,16 @@ std::vector<Stmt> top_level(const Stmt& body) {
   return {body};
 }
 
-// A perfect nest ending in a store to an output, in ComputeDef form.
+// A store nest writing an output and reading only inputs.
 std::optional<std::pair<const BufferNode*, ComputeDef>> as_compute(const Program& p, const Stmt& s) {
-  std::vector<SymExpr> vars, extents;
-  Stmt cur = s;
-  while (const auto* f = as<ForNode>(cur)) {
-    vars.push_back(f->var);
-    extents.push_back(f->extent);
-    cur = f->body;
-  }
-  const auto* st = as<StoreNode>(cur);
-  if (!st || !contains(p->outputs, st->buffer.get())) return std::nullopt;
-  const Buffer& out = st->buffer;
-  if (st->indices.size() != vars.size() || out->shape.size() != vars.size()) return std::nullopt;
-  for (size_t i = 0; i < vars.size(); ++i) {
-    const auto* idx = as<SymNodeT>(st->indices[i]);
-    if (!idx || idx->value != vars[i] || extents[i] != out->shape[i]) return std::nullopt;
-  }
+  std::optional<StoreNest> n = as_store_nest(s);
+  if (!n || !contains(p->outputs, n->store->buffer.get())) return std::nullopt;
   bool reads_only_inputs = true;
-  visit_exprs(st->value, [&](const TExpr& e) {
+  visit_exprs(n->def.value, [&](const TExpr& e) {
     if (const auto* l = as<LoadNode>(e); l && !contains(p->inputs, l->buffer.get())) reads_only_inputs = false;
   });
   if (!reads_only_inputs) return std::nullopt;
-  return std::make_pair(out.get(), ComputeDef{vars, st->value});
+  return std::make_pair(n->store->buffer.get(), n->def);
 }
 
 // How a compute def reads its inputs: elementwise, broadcast or injective.
@@ -113,6 +100,23 @@ bool is_product_of_inputs(const Program& p, const TExpr& e) {
 }
 
 }  // namespace
+
+std::optional<StoreNest> as_store_nest(const Stmt& s) {
+  std::vector<SymExpr> vars, extents;
+  Stmt cur = s;
+  while (const auto* f = as<ForNode>(cur)) {
+    vars.push_back(f->var);
+    extents.push_back(f->extent);
+    cur = f->body;
+  }
+  const auto* st = as<StoreNode>(cur);
+  if (!st || st->indices.size() != vars.size() || st->buffer->shape.size() != vars.size()) return std::nullopt;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const auto* idx = as<SymNodeT>(st->indices[i]);
+    if (!idx || idx->value != vars[i] || extents[i] != st->buffer->shape[i]) return std::nullopt;
+  }
+  return StoreNest{st, ComputeDef{vars, st->value}};
+}
 
 bool reads_at_identity(const ComputeDef& def, const BufferNode* input, const std::vector<SymExpr>& out_shape) {
   if (input->shape != out_shape) return false;

@@ -33,6 +33,15 @@ struct ComputeDef {
   tir::TExpr value;
 };
 
+// A perfect loop nest around one store `buf[v0, ..., vk] = value`, its own
+// variables as the indices, in order, over buf's dims (what a compute and
+// an in-place epilogue look like), with the store.
+struct StoreNest {
+  const tir::StoreNode* store = nullptr;
+  ComputeDef def;
+};
+std::optional<StoreNest> as_store_nest(const tir::Stmt& s);
+
 struct ProgramPattern {
   OpPattern kind = OpPattern::Opaque;
   std::vector<std::optional<ComputeDef>> outputs;  // one per output

@@ -3,6 +3,9 @@
 // "dead-code-elimination"). The list is written once, in registry.cc.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "ir/module.h"
 
 namespace relax {
@@ -48,6 +51,10 @@ IRModule simplify_tir(const IRModule& mod);
 // @transform_params, run once at load; @main reads their results as
 // constants "__lifted_K".
 IRModule lift_transform_params(const IRModule& mod);
+// The constant name under which @main reads result K of @transform_params
+// ("__lifted_K"), and the K of such a name (nullopt for any other name).
+std::string lifted_constant_name(size_t k);
+std::optional<size_t> lifted_constant_index(const std::string& name);
 // Plans the storage of each graph function's activation tensors: explicit
 // alloc_storage / alloc_tensor and destination-passing calls, storage
 // reused between tensors whose lifetimes do not overlap (symbolic sizes

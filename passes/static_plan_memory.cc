@@ -31,9 +31,7 @@ namespace relax {
 namespace {
 
 struct Storage {
-  SymExpr size;           // symbolic size (when !constant)
-  int64_t const_size = 0;  // constant size, the max of its tensors
-  bool constant = false;
+  SymExpr size;  // bytes: a constant (the largest of its tensors) or a symbolic size
   size_t first_binding = 0;
 };
 
@@ -87,9 +85,8 @@ class Planner : public ExprMutator {
       const Binding& b = m.bindings[i];
       Var var = is_dataflow_var(b.var) ? make_var(b.var->name, b.var->sinfo) : b.var;
       for (size_t s : storages_at[i]) {
-        SymExpr size = storages[s].constant ? SymExpr(storages[s].const_size) : storages[s].size;
         storage_vars[s] = make_var("storage" + std::to_string(s), object_si());
-        out.push_back(Binding{storage_vars[s], make_op_call("alloc_storage", {make_shape({size})}), nullptr});
+        out.push_back(Binding{storage_vars[s], make_op_call("alloc_storage", {make_shape({storages[s].size})}), nullptr});
       }
       Expr value = visit(b.value);
       auto it = defined_at.find(i);
@@ -136,22 +133,20 @@ class Planner : public ExprMutator {
                   const Analyzer& ana) {
     int chosen = -1;
     if (size.is_const()) {
+      // Best fit among the constant storages, else the largest one, grown.
+      auto bytes = [&](int s) { return storages[size_t(s)].size.const_value(); };
       int64_t need = size.const_value();
       int best = -1, largest = -1;
       for (int s : free_list) {
-        const Storage& st = storages[size_t(s)];
-        if (!st.constant) continue;
-        if (st.const_size >= need && (best < 0 || st.const_size < storages[size_t(best)].const_size)) best = s;
-        if (largest < 0 || st.const_size > storages[size_t(largest)].const_size) largest = s;
+        if (!storages[size_t(s)].size.is_const()) continue;
+        if (bytes(s) >= need && (best < 0 || bytes(s) < bytes(best))) best = s;
+        if (largest < 0 || bytes(s) > bytes(largest)) largest = s;
       }
       chosen = best >= 0 ? best : largest;
-      if (chosen >= 0) {
-        Storage& st = storages[size_t(chosen)];
-        st.const_size = std::max(st.const_size, need);
-      }
+      if (chosen >= 0) storages[size_t(chosen)].size = SymExpr(std::max(bytes(chosen), need));
     } else {
       for (int s : free_list)
-        if (!storages[size_t(s)].constant && ana.can_prove_equal(storages[size_t(s)].size, size)) {
+        if (ana.can_prove_equal(storages[size_t(s)].size, size)) {
           chosen = s;
           break;
         }
@@ -160,14 +155,7 @@ class Planner : public ExprMutator {
       free_list.erase(std::find(free_list.begin(), free_list.end(), chosen));
       return chosen;
     }
-    Storage st;
-    st.constant = size.is_const();
-    if (st.constant)
-      st.const_size = size.const_value();
-    else
-      st.size = size;
-    st.first_binding = binding;
-    storages.push_back(st);
+    storages.push_back(Storage{size, binding});
     return int(storages.size() - 1);
   }
 

@@ -15,13 +15,12 @@
 #include "backends/driver/build.h"
 #include "frontends/onnx/importer.h"
 #include "ir/error.h"
-#include "passes/memory_plan.h"
 #include "ir/printer.h"
+#include "passes/memory_plan.h"
 #include "runtime/error.h"
 
 namespace fs = std::filesystem;
 using namespace relax;
-
 
 int main(int argc, char** argv) {
   CLI::App app{"relax-build: compile a model (ONNX or IR text) into a package (*.rpkg) for a target."};

@@ -123,6 +123,10 @@ MemoryFigures memory_figures(const json& man, const std::map<std::string, std::p
   MemoryFigures f;
   const json& mem = man.at("memory");
   std::vector<std::string> vars = mem.at("vars").get<std::vector<std::string>>();
+  auto text = [](const std::pair<int64_t, int64_t>& r) {
+    return r.first == r.second ? std::to_string(r.first) : std::to_string(r.first) + ".." + std::to_string(r.second);
+  };
+  for (const auto& [name, r] : bind) f.values[name] = text(r);
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const std::string& v : vars) {
     std::pair<int64_t, int64_t> r{0, 0};
@@ -130,20 +134,19 @@ MemoryFigures memory_figures(const json& man, const std::map<std::string, std::p
       r = it->second;
     } else if (man.contains("bounds") && man["bounds"].contains(v)) {
       r.first = r.second = man["bounds"][v][1].get<int64_t>();
+      f.values[v] = text(r);
     } else {
       f.missing.push_back(v);
     }
     ranges.push_back(r);
   }
-  for (size_t k = 0; k < vars.size(); ++k)
-    f.values[vars[k]] = ranges[k].first == ranges[k].second
-                            ? std::to_string(ranges[k].first)
-                            : std::to_string(ranges[k].first) + ".." + std::to_string(ranges[k].second);
-  for (const auto& [name, r] : bind)
-    if (!f.values.count(name))
-      f.values[name] = r.first == r.second ? std::to_string(r.first)
-                                           : std::to_string(r.first) + ".." + std::to_string(r.second);
   if (!f.missing.empty()) return f;
+  f.storages = mem.at("storages").size();
+  for (const json& t : mem.at("tensors")) {
+    if (t.at("escapes").get<bool>()) continue;
+    ++f.tensors;
+    if (t.at("storage").get<int>() >= 0) ++f.planned_tensors;
+  }
 
   uint64_t combos = 1;
   for (const auto& r : ranges) {
@@ -156,11 +159,8 @@ MemoryFigures memory_figures(const json& man, const std::map<std::string, std::p
   for (uint64_t call = 0; call < combos; ++call) {
     std::vector<PoolModel::Block> unplanned_blocks, planned_blocks;
     uint64_t total = 0, outputs = 0;
-    f.storages = f.tensors = f.planned_tensors = 0;
-    for (const json& s : mem.at("storages")) {
-      planned_blocks.push_back({s.value("def", size_t(0)), SIZE_MAX, uint64_t(eval(s.at("nbytes"), heap, "a storage"))});
-      ++f.storages;
-    }
+    for (const json& s : mem.at("storages"))
+      planned_blocks.push_back({s.at("def").get<size_t>(), SIZE_MAX, uint64_t(eval(s.at("nbytes"), heap, "a storage"))});
     for (const json& t : mem.at("tensors")) {
       uint64_t bytes = uint64_t(eval(t.at("nbytes"), heap, "tensor '" + t.value("name", std::string()) + "'"));
       size_t def = t.at("def").get<size_t>();
@@ -170,18 +170,13 @@ MemoryFigures memory_figures(const json& man, const std::map<std::string, std::p
         continue;
       }
       total += bytes;
-      ++f.tensors;
       unplanned_blocks.push_back({def, last, bytes});
-      if (t.at("storage").get<int>() < 0)
-        planned_blocks.push_back({def, last, bytes});
-      else
-        ++f.planned_tensors;
+      if (t.at("storage").get<int>() < 0) planned_blocks.push_back({def, last, bytes});
     }
     pool.run_call(std::move(unplanned_blocks));
     planned.run_call(std::move(planned_blocks));
     f.unplanned = std::max(f.unplanned, total);
     f.outputs = std::max(f.outputs, outputs);
-    ++f.calls;
     // The next combination, the last variable fastest.
     for (size_t k = vars.size(); k-- > 0;) {
       if (heap[k] < ranges[k].second) {
@@ -191,6 +186,7 @@ MemoryFigures memory_figures(const json& man, const std::map<std::string, std::p
       heap[k] = ranges[k].first;
     }
   }
+  f.calls = combos;
   f.pool = pool.footprint();
   f.planned = planned.footprint();
   return f;

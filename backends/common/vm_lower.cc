@@ -21,7 +21,7 @@ using rt::Arg;
 // entered once.
 class ModuleLowering {
  public:
-  ModuleLowering(const IRModule& mod, const VMLowerOptions& opts) : mod_(mod), opts_(opts) {}
+  explicit ModuleLowering(const IRModule& mod) : mod_(mod) {}
 
   VMLowered run();
 
@@ -81,11 +81,9 @@ class ModuleLowering {
   }
 
   const IRModule& mod() const { return mod_; }
-  const VMLowerOptions& opts() const { return opts_; }
 
  private:
   const IRModule& mod_;
-  const VMLowerOptions& opts_;
   VMLowered out_;
   std::map<std::string, int> function_index_, kernel_index_, builtin_index_;
   std::map<std::string, int64_t> const_index_;
@@ -127,8 +125,8 @@ class FunctionLowering {
 
   void lower(const std::string& name, const Function& f) {
     fn_.name = name;
-    // Bounds recorded on the function (relax-build --bound) are checked as
-    // the options' are: storage may have been planned for them.
+    // Bounds recorded on the function (relax-build --bound): storage may
+    // have been planned for them.
     for (const auto& [var, b] : function_bounds(f)) bounds_.emplace(var, b);
     for (const Var& p : f->params) {
       fn_.params.push_back(p->name);
@@ -260,10 +258,7 @@ class FunctionLowering {
           int64_t slot = next_slot_++;
           slot_of_.emplace(d, slot);
           Interval b{0, Interval::kPosInf};
-          auto it = m_.opts().bounds.find(d.name());
-          if (it != m_.opts().bounds.end()) b = it->second;
-          if (auto fb = bounds_.find(d.name()); fb != bounds_.end())
-            b = Interval{std::max(b.lo, fb->second.lo), std::min(b.hi, fb->second.hi)};
+          if (auto it = bounds_.find(d.name()); it != bounds_.end()) b = it->second;
           pattern.insert(pattern.end(), {P::kBind, slot, b.lo, b.hi});
         } else if (all_bound(d)) {
           emit_dim_expr(d, pattern);
@@ -593,13 +588,8 @@ class FunctionLowering {
 
   // Allocates the outputs an out=... struct info describes.
   std::vector<int> alloc_outputs(const StructInfo& out, const std::string& what) {
-    std::vector<StructInfo> fields;
-    if (const auto* t = as<TupleSI>(out))
-      fields = t->fields;
-    else
-      fields.push_back(out);
     std::vector<int> regs;
-    for (const StructInfo& f : fields) {
+    for (const StructInfo& f : fields_or_self(out)) {
       const auto* t = as<TensorSI>(f);
       if (!t || !t->shape || t->dtype.is_void())
         fail("vm lowering: in @", fn_.name, ", '", current_, "': ", what, " has an output of unknown shape or dtype (",
@@ -861,8 +851,8 @@ VMLowered ModuleLowering::run() {
 
 }  // namespace
 
-VMLowered lower_to_vm(const IRModule& mod, const VMLowerOptions& opts) {
-  ModuleLowering m(mod, opts);
+VMLowered lower_to_vm(const IRModule& mod) {
+  ModuleLowering m(mod);
   return m.run();
 }
 

@@ -25,11 +25,6 @@
 
 namespace relax {
 
-struct VMLowerOptions {
-  // Bounds of symbolic variables by name, checked when an input binds them.
-  std::map<std::string, Interval> bounds;
-};
-
 struct VMLowered {
   rt::Executable exe;
   std::vector<std::string> programs;  // tensor programs called, by name: exe.kernels[i] calls programs[i]
@@ -54,6 +49,8 @@ struct NotLowered : Error {
 };
 
 // Throws NotLowered before anything else when ops are left.
-VMLowered lower_to_vm(const IRModule& mod, const VMLowerOptions& opts = {});
+// Bounds of symbolic variables come from each function's attribute
+// sym_bounds (relax-build --bound) and are checked when a variable is bound.
+VMLowered lower_to_vm(const IRModule& mod);
 
 }  // namespace relax

@@ -14,13 +14,13 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/memory_plan.h"
-#include "passes/passes.h"
-#include "runtime/kernel_library.h"
-#include "runtime/vm.h"
 #include "passes/op_pattern.h"
 #include "passes/pass.h"
+#include "passes/passes.h"
 #include "runtime/file_util.h"
+#include "runtime/kernel_library.h"
 #include "runtime/package.h"
+#include "runtime/vm.h"
 
 namespace fs = std::filesystem;
 
@@ -120,15 +120,14 @@ PassOptions pass_options(const BuildOptions& opts) {
   return po;
 }
 
-// The struct info of @transform_params' result field named by a lifted
-// constant ("__lifted_K").
-StructInfo lifted_sinfo(const IRModule& mod, const std::string& name) {
+// The tensor type of @transform_params' result field k.
+const TensorSI* lifted_sinfo(const IRModule& mod, size_t k) {
   Function t = mod.function("transform_params");
   const auto* tu = t ? as<TupleSI>(t->ret) : nullptr;
-  size_t k = std::stoull(name.substr(9));
-  if (!tu || k >= tu->fields.size() || !as<TensorSI>(tu->fields[k]))
-    fail("internal error: the lifted constant ", name, " has no field in @transform_params' result");
-  return tu->fields[k];
+  const auto* ts = tu && k < tu->fields.size() ? as<TensorSI>(tu->fields[k]) : nullptr;
+  if (!ts || !ts->shape)
+    fail("internal error: the lifted constant ", lifted_constant_name(k), " has no field in @transform_params' result");
+  return ts;
 }
 
 // The activation memory of @main, for relax-inspect: symbolic sizes as
@@ -174,9 +173,7 @@ struct Compiled {
 // VM lowering and code generation of a module.
 Compiled compile_module(const IRModule& mod, const BuildOptions& opts) {
   Compiled c;
-  VMLowerOptions lo;
-  lo.bounds = opts.bounds;
-  c.lowered = lower_to_vm(mod, lo);
+  c.lowered = lower_to_vm(mod);
   std::vector<tir::Program> programs;
   for (const std::string& name : c.lowered.programs) programs.push_back(mod.program(name));
   if (programs.empty()) return c;
@@ -221,7 +218,9 @@ bool fold_transform_params(IRModule& mod, NamedTensors& weights, const BuildOpti
         auto dtype = rt::DType::parse(h.dtype.str());
         if (!dtype) fail("constant folding: weight '", name, "' has a dtype the runtime lacks: ", h.dtype.str());
         rt::Tensor t = rt::Tensor::empty(*dtype, h.shape);
-        if (!h.bytes.empty()) std::memcpy(t.data(), h.bytes.data(), std::min(h.bytes.size(), t.nbytes()));
+        if (h.bytes.size() != t.nbytes())
+          fail("constant folding: weight '", name, "' has ", h.bytes.size(), " bytes, its type needs ", t.nbytes());
+        if (!h.bytes.empty()) std::memcpy(t.data(), h.bytes.data(), t.nbytes());
         return t;
       },
       lib.get());
@@ -236,7 +235,7 @@ bool fold_transform_params(IRModule& mod, NamedTensors& weights, const BuildOpti
     h.shape = t.shape();
     const auto* p = static_cast<const uint8_t*>(t.data());
     h.bytes.assign(p, p + t.nbytes());
-    weights.emplace_back("__lifted_" + std::to_string(k), std::move(h));
+    weights.emplace_back(lifted_constant_name(k), std::move(h));
   }
   mod.remove("transform_params");
   mod = dead_code_elimination(mod);
@@ -319,14 +318,12 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   man["weights"] = nlohmann::json::array();
   man["lifted"] = nlohmann::json::array();
   for (const std::string& name : lowered.weights) {
-    if (name.rfind("__lifted_", 0) == 0 && !by_name.count(name)) {  // computed at load by @transform_params
-      const auto* t = as<TensorSI>(lifted_sinfo(mod, name));
+    std::optional<size_t> lifted = lifted_constant_index(name);
+    if (lifted && !by_name.count(name)) {  // not folded: computed at load by @transform_params
+      const TensorSI* t = lifted_sinfo(mod, *lifted);
       std::vector<int64_t> shape;
       for (const SymExpr& d : *t->shape) shape.push_back(d.const_value());
-      man["lifted"].push_back({{"name", name},
-                               {"field", std::stoll(name.substr(9))},
-                               {"dtype", t->dtype.str()},
-                               {"shape", shape}});
+      man["lifted"].push_back({{"name", name}, {"field", *lifted}, {"dtype", t->dtype.str()}, {"shape", shape}});
       continue;
     }
     auto it = by_name.find(name);

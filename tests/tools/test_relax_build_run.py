@@ -14,7 +14,6 @@ input whose shape breaks the signature, naming the input and the dim;
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -23,23 +22,7 @@ import onnx
 import onnx.numpy_helper as nh
 from onnx import TensorProto, helper
 
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def run(tool, *args):
-    return subprocess.run([tool, *args], capture_output=True, text=True, timeout=300)
-
-
-def save(model, path):
-    with open(path, "wb") as f:
-        f.write(model.SerializeToString())
-
+from tool_check import check, finish, run, save
 
 W = np.arange(40, dtype=np.float32).reshape(8, 5) / 40 - 0.3
 
@@ -176,11 +159,7 @@ def main():
         leftovers = [f for f in os.listdir(tmp) if ".tmp" in f]
         check(not leftovers, f"temporary files left behind: {leftovers}")
 
-    if failures:
-        print(f"{len(failures)} failures")
-        return 1
-    print("relax-build / relax-run: all checks passed")
-    return 0
+    return finish("relax-build / relax-run")
 
 
 if __name__ == "__main__":

@@ -12,30 +12,13 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
 import onnx
 from onnx import TensorProto, helper
 
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def run(tool, *args):
-    return subprocess.run([tool, *args], capture_output=True, text=True, timeout=120)
-
-
-def save(model, path):
-    with open(path, "wb") as f:
-        f.write(model.SerializeToString())
-
+from tool_check import check, finish, run, save
 
 def mlp():
     x = helper.make_tensor_value_info("input_ids", TensorProto.FLOAT, ["batch_size", "sequence_length", 8])
@@ -105,8 +88,7 @@ def main():
         check(name in p.stderr, f"{name}: message does not name the file: {p.stderr}")
         check(not os.path.exists(os.path.join(d, name[:-5] + ".relax")), f"{name}: wrote output")
 
-    print(f"relax-import CLI: {0 if failures else 1} passed, {1 if failures else 0} failed")
-    return 1 if failures else 0
+    return finish("relax-import CLI")
 
 
 if __name__ == "__main__":

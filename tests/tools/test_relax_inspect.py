@@ -16,7 +16,6 @@ refuses unknown dims, values beyond the bounds and a damaged package.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -24,18 +23,7 @@ import numpy as np
 import onnx.numpy_helper as nh
 from onnx import TensorProto, helper
 
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def run(tool, *args):
-    return subprocess.run([tool, *args], capture_output=True, text=True, timeout=300)
-
+from tool_check import check, finish, run
 
 rng = np.random.default_rng(5)
 W1 = rng.standard_normal((8, 16)).astype(np.float32)
@@ -165,11 +153,7 @@ def main():
         r = run(inspect, bad)
         check(r.returncode == 1 and "bad.rpkg" in r.stderr, f"damaged package: exit {r.returncode}: {r.stderr}")
 
-    if failures:
-        print(f"{len(failures)} failure(s)", file=sys.stderr)
-        return 1
-    print("relax-inspect and memory planning: all checks passed")
-    return 0
+    return finish("relax-inspect and memory planning")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 rt::Value run(const std::string& text, std::vector<rt::Value> args) {
   IRModule mod = legalize(parse_module(text));
-  VMLowered l = lower_to_vm(mod, {});
+  VMLowered l = lower_to_vm(mod);
   rt::VirtualMachine vm(
       l.exe, [](const std::string&) { return rt::Tensor(); }, nullptr);
   return vm.invoke("main", std::move(args));

@@ -16,9 +16,9 @@ using namespace relax;
 
 namespace {
 
-std::unique_ptr<rt::VirtualMachine> make_vm(const std::string& text, const VMLowerOptions& opts = {}) {
+std::unique_ptr<rt::VirtualMachine> make_vm(const std::string& text) {
   IRModule mod = parse_module(text);
-  VMLowered l = lower_to_vm(mod, opts);
+  VMLowered l = lower_to_vm(mod);
   // Through the bytes, as a package carries it.
   rt::Executable exe = rt::Executable::deserialize(l.exe.serialize());
   return std::make_unique<rt::VirtualMachine>(
@@ -79,10 +79,9 @@ fn @main(a: Tensor[(n + 1,), f32], b: Tensor[(n,), f32]) -> Shape[(n,)] {
   CHECK(e.find("expected n + 1 = 4") != std::string::npos);
 }
 
-TEST_CASE("vm: bounds of symbolic dims are checked on entry") {
-  VMLowerOptions opts;
-  opts.bounds["n"] = Interval{1, 8};
-  auto vm = make_vm("fn @main(x: Tensor[(n,), f32]) -> Shape[(n,)] {\n  return shape(n)\n}\n", opts);
+TEST_CASE("vm: bounds of symbolic dims (attribute sym_bounds) are checked on entry") {
+  auto vm = make_vm(
+      "fn @main(x: Tensor[(n,), f32]) -> Shape[(n,)] attrs {sym_bounds=[\"n=1..8\"]} {\n  return shape(n)\n}\n");
   CHECK(vm->invoke("main", {tensor(rt::DType::f32(), {8})}).shape() == std::vector<int64_t>{8});
   std::string e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {9})}); });
   CHECK(e.find("dim 0 (n) is 9, outside the bounds of n [1, 8]") != std::string::npos);
