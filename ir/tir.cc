@@ -347,7 +347,6 @@ Stmt make_if(TExpr cond, Stmt then_case, Stmt else_case) {
 
 Stmt make_allocate(Buffer b, Stmt body) {
   if (!b) fail("alloc: a null buffer");
-  if (b->scope == Scope::Global) fail("alloc '", b->name, "': only local or shared buffers are allocated in a program");
   if (!body) fail("alloc '", b->name, "': a null body");
   return std::make_shared<AllocateNode>(std::move(b), std::move(body));
 }

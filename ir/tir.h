@@ -26,7 +26,9 @@
 //   Seq      statements in order.
 //   IfThenElse
 //   Allocate a local (per thread) or shared (per workgroup) buffer live in
-//            its body.
+//            its body; or, only at the root of a program's body, a global
+//            one: the program's workspace, scratch for the whole call
+//            (lift-workspaces turns it into an output the caller plans).
 //   Barrier  a workgroup barrier.
 #pragma once
 
@@ -257,7 +259,7 @@ struct IfThenElseNode : StmtNode {
 };
 struct AllocateNode : StmtNode {
   AllocateNode(Buffer b, Stmt body) : StmtNode(SKind::Allocate), buffer(std::move(b)), body(std::move(body)) {}
-  Buffer buffer;  // scope Local or Shared
+  Buffer buffer;  // scope Local or Shared; Global: a workspace, at the body's root
   Stmt body;
 };
 struct BarrierNode : StmtNode {

@@ -282,7 +282,18 @@ class ProgramVerifier {
       for (const tir::Buffer& b : *list)
         for (const SymExpr& d : b->shape) check_syms(d, cat("the shape of '", b->name, "'"));
     if (p.outputs.empty()) report("has no output buffer");
-    check_stmt(p.body);
+    // Workspaces: global allocations at the root of the body.
+    tir::Stmt body = p.body;
+    std::vector<const tir::BufferNode*> workspaces;
+    while (const auto* a = tir::as<tir::AllocateNode>(body)) {
+      if (a->buffer->scope != tir::Scope::Global) break;
+      for (const SymExpr& d : a->buffer->shape) check_syms(d, cat("the shape of workspace '", a->buffer->name, "'"));
+      if (!buffers_.insert(a->buffer.get()).second) report("buffer '", a->buffer->name, "' is allocated twice");
+      workspaces.push_back(a->buffer.get());
+      body = a->body;
+    }
+    check_stmt(body);
+    for (const tir::BufferNode* w : workspaces) buffers_.erase(w);
   }
 
  private:
@@ -376,7 +387,8 @@ class ProgramVerifier {
       case SKind::Allocate: {
         auto* a = as<AllocateNode>(s);
         if (a->buffer->scope == Scope::Global)
-          report("allocated buffer '", a->buffer->name, "' must be local or shared");
+          report("allocated buffer '", a->buffer->name,
+                 "' is global: a workspace must be allocated at the root of the program body");
         for (const SymExpr& d : a->buffer->shape) check_syms(d, cat("the shape of '", a->buffer->name, "'"));
         if (!buffers_.insert(a->buffer.get()).second) report("buffer '", a->buffer->name, "' is allocated twice");
         check_stmt(a->body);

@@ -49,13 +49,6 @@ const TensorSI& tensor_of(const StructInfo& si, const std::string& what) {
   return *t;
 }
 
-// Records var -> value for each plain variable dim of `pattern` matched
-// against `actual`; the first match of a variable wins.
-void match_dims(const std::vector<SymExpr>& pattern, const std::vector<SymExpr>& actual, SymMap<SymExpr>& map) {
-  for (size_t i = 0; i < pattern.size() && i < actual.size(); ++i)
-    if (pattern[i].is_var() && !map.count(pattern[i])) map[pattern[i]] = actual[i];
-}
-
 std::string buffer_name(const std::string& var) {
   std::string s;
   for (char c : var) s += isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
@@ -194,16 +187,9 @@ class Merger {
     std::vector<StructInfo> outs = fields_or_self(call->sinfo_args[0]);
 
     // The program's variables in the function's terms.
-    SymMap<SymExpr> map;
-    for (size_t i = 0; i < prog->inputs.size(); ++i)
-      match_dims(prog->inputs[i]->shape, *tensor_of(in->fields[i]->sinfo, "an input of @" + pname).shape, map);
-    for (size_t k = 0; k < prog->outputs.size(); ++k)
-      match_dims(prog->outputs[k]->shape, *tensor_of(outs[k], "an output of @" + pname).shape, map);
-    if (call->args.size() == 3) {
-      const auto* s = as<ShapeExprNode>(call->args[2]);
-      for (size_t j = 0; s && j < prog->sym_params.size() && j < s->values.size(); ++j)
-        map[prog->sym_params[j]] = s->values[j];
-    }
+    for (size_t i = 0; i < prog->inputs.size(); ++i) tensor_of(in->fields[i]->sinfo, "an input of @" + pname);
+    for (size_t k = 0; k < prog->outputs.size(); ++k) tensor_of(outs[k], "an output of @" + pname);
+    SymMap<SymExpr> map = program_vars_at(prog, *call);
     tir::visit_stmts(prog->body, [&](const Stmt& s) {
       if (const auto* f = tir::as<tir::ForNode>(s); f && !map.count(f->var)) map[f->var] = SymExpr::var(f->var.name());
     });
@@ -450,32 +436,12 @@ Function rewrite_calls(IRModule& mod, std::map<std::string, Fused>& fused, const
       Expr ct = make_op_call("call_tir", args, {}, {out_si});
       ct->sinfo = out_si;
       changed = true;
-      bool callee_tuple = as<TupleSI>(callee->ret) != nullptr;
       if (fz.num_returned == outs.size()) {
         nb.bindings.push_back(Binding{b.var, ct, nullptr});
         continue;
       }
       // Extra outputs: take the returned ones out of the result.
-      Var all = b.var->kind == ExprKind::DataflowVar ? make_dataflow_var(b.var->name + "_all", out_si)
-                                                     : make_var(b.var->name + "_all", out_si);
-      nb.bindings.push_back(Binding{all, ct, nullptr});
-      std::vector<Expr> items;
-      for (size_t k = 0; k < fz.num_returned; ++k) {
-        Expr item = make_tuple_get_item(all, int(k));
-        item->sinfo = outs[k];
-        if (!callee_tuple) {
-          nb.bindings.push_back(Binding{b.var, item, nullptr});
-          break;
-        }
-        Var iv = make_dataflow_var(b.var->name + "_" + std::to_string(k), outs[k]);
-        nb.bindings.push_back(Binding{iv, item, nullptr});
-        items.push_back(iv);
-      }
-      if (callee_tuple) {
-        Expr t = make_tuple(items);
-        t->sinfo = b.var->sinfo;
-        nb.bindings.push_back(Binding{b.var, t, nullptr});
-      }
+      for (Binding& x : bind_leading_outputs(b.var, ct, fz.num_returned)) nb.bindings.push_back(std::move(x));
     }
     blocks.push_back(std::move(nb));
   }

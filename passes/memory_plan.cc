@@ -1,6 +1,7 @@
 #include "passes/memory_plan.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -18,24 +19,49 @@ const std::string& called_op(const Expr& e) {
   return c && c->op() ? c->op()->name : none;
 }
 
-// Union-find over variables.
+// Union-find over the values of variables: one node per variable, and one
+// per field of a variable bound to a kernel call with several outputs
+// (taking one item of such a tuple aliases that output alone, so a fused
+// kernel's internal results and workspaces die at the call).
 class AliasSets {
  public:
-  const VarNode* find(const VarNode* v) {
-    auto it = parent_.find(v);
-    if (it == parent_.end() || it->second == v) return v;
-    const VarNode* root = find(it->second);
-    parent_[v] = root;
-    return root;
+  int node(const VarNode* v, int field = -1) {
+    auto [it, fresh] = ids_.try_emplace({v, field}, int(parent_.size()));
+    if (fresh) parent_.push_back(it->second);
+    return it->second;
   }
-  void unite(const VarNode* a, const VarNode* b) {
-    a = find(a);
-    b = find(b);
-    if (a != b) parent_[a] = b;
+  int find(int n) {
+    while (parent_[size_t(n)] != n) n = parent_[size_t(n)] = parent_[size_t(parent_[size_t(n)])];
+    return n;
+  }
+  void unite(int a, int b) { parent_[size_t(find(a))] = find(b); }
+
+  // A variable's nodes: its fields when it is split, else itself.
+  void split(const VarNode* v, size_t fields) {
+    for (size_t k = 0; k < fields; ++k) node(v, int(k));
+    fields_[v] = fields;
+  }
+  size_t fields(const VarNode* v) const {
+    auto it = fields_.find(v);
+    return it == fields_.end() ? 0 : it->second;
+  }
+  std::vector<int> nodes(const VarNode* v) {
+    size_t n = fields(v);
+    if (n == 0) return {node(v)};
+    std::vector<int> out;
+    for (size_t k = 0; k < n; ++k) out.push_back(node(v, int(k)));
+    return out;
   }
 
  private:
-  std::unordered_map<const VarNode*, const VarNode*> parent_;
+  struct Hash {
+    size_t operator()(const std::pair<const VarNode*, int>& k) const {
+      return std::hash<const void*>()(k.first) * 31 + size_t(k.second);
+    }
+  };
+  std::unordered_map<std::pair<const VarNode*, int>, int, Hash> ids_;
+  std::vector<int> parent_;
+  std::unordered_map<const VarNode*, size_t> fields_;
 };
 
 }  // namespace
@@ -57,40 +83,79 @@ MemoryAnalysis analyze_memory(const Function& f) {
   // outputs are fresh; a destination-passing call returns its
   // destinations; anything else may return any of its operands.
   AliasSets alias;
+  auto is_kernel = [](const std::string& op) { return op == "call_tir" || op == "call_library"; };
+  auto is_dps = [](const std::string& op) { return op == "call_tir_dps" || op == "call_library_dps"; };
   for (const Binding& b : m.bindings) {
     const std::string& op = called_op(b.value);
-    if (op == "call_tir" || op == "call_library" || op == "alloc_storage" || op == "alloc_tensor" ||
-        op == "shape_of")
-      continue;
-    bool dps = op == "call_tir_dps" || op == "call_library_dps";
-    std::unordered_set<const VarNode*> operands;
-    collect_used_vars(dps ? as<CallNode>(b.value)->args[2] : b.value, operands);
-    for (const VarNode* u : operands) alias.unite(b.var.get(), u);
+    size_t n = 0;
+    if (is_kernel(op)) {
+      const auto* c = as<CallNode>(b.value);
+      n = fields_or_self(c->sinfo_args.empty() ? b.var->sinfo : c->sinfo_args[0]).size();
+    } else if (is_dps(op)) {
+      if (const auto* d = as<TupleNode>(as<CallNode>(b.value)->args[2])) n = d->fields.size();
+    }
+    if (n > 1 && as<TupleSI>(b.var->sinfo)) alias.split(b.var.get(), n);
   }
-  std::unordered_map<const VarNode*, size_t> last;
+  // The item of a split variable that a binding takes, if it is one.
+  auto item_of = [&](const Expr& e) -> std::optional<int> {
+    const auto* g = as<TupleGetItemNode>(e);
+    const auto* v = g ? as<VarNode>(g->tuple) : nullptr;
+    if (!v || alias.fields(v) == 0 || g->index < 0 || size_t(g->index) >= alias.fields(v)) return std::nullopt;
+    return alias.node(v, g->index);
+  };
+  for (const Binding& b : m.bindings) {
+    const std::string& op = called_op(b.value);
+    if (is_kernel(op) || op == "alloc_storage" || op == "alloc_tensor" || op == "shape_of") continue;
+    std::vector<int> self = alias.nodes(b.var.get());
+    if (is_dps(op)) {
+      const auto* dests = as<TupleNode>(as<CallNode>(b.value)->args[2]);
+      if (dests && self.size() == dests->fields.size()) {
+        for (size_t k = 0; k < self.size(); ++k)
+          if (const auto* d = as<VarNode>(dests->fields[k])) alias.unite(self[k], alias.node(d));
+        continue;
+      }
+    }
+    if (std::optional<int> item = item_of(b.value)) {
+      for (int s : self) alias.unite(s, *item);
+      continue;
+    }
+    std::unordered_set<const VarNode*> operands;
+    collect_used_vars(is_dps(op) ? as<CallNode>(b.value)->args[2] : b.value, operands);
+    for (const VarNode* u : operands)
+      for (int n : alias.nodes(u))
+        for (int s : self) alias.unite(s, n);
+  }
+  std::unordered_map<int, size_t> last;
+  auto touch = [&](int n, size_t i) {
+    size_t& l = last[alias.find(n)];
+    l = std::max(l, i);
+  };
   for (size_t i = 0; i < m.bindings.size(); ++i) {
+    for (int n : alias.nodes(m.bindings[i].var.get())) touch(n, i);  // defined here: lives at least through i
+    if (std::optional<int> item = item_of(m.bindings[i].value)) {
+      touch(*item, i);
+      continue;
+    }
     std::unordered_set<const VarNode*> used;
     collect_used_vars(m.bindings[i].value, used);
-    used.insert(m.bindings[i].var.get());  // defined here: lives at least through i
-    for (const VarNode* u : used) {
-      size_t& l = last[alias.find(u)];
-      l = std::max(l, i);
-    }
+    for (const VarNode* u : used)
+      for (int n : alias.nodes(u)) touch(n, i);
   }
-  std::unordered_set<const VarNode*> escaping;
+  std::unordered_set<int> escaping;
   {
     std::unordered_set<const VarNode*> used;
     collect_used_vars(f->body->body, used);
-    for (const VarNode* u : used) escaping.insert(alias.find(u));
+    for (const VarNode* u : used)
+      for (int n : alias.nodes(u)) escaping.insert(alias.find(n));
   }
 
   std::unordered_map<const VarNode*, int> storage_of;
   for (size_t i = 0; i < m.bindings.size(); ++i) {
     const Binding& b = m.bindings[i];
-    const VarNode* root = alias.find(b.var.get());
     auto add = [&](const StructInfo& si, size_t field, bool tuple, int storage) {
       const auto* t = as<TensorSI>(si);
       if (!t || !t->shape) return;
+      int root = alias.find(alias.fields(b.var.get()) ? alias.node(b.var.get(), int(field)) : alias.node(b.var.get()));
       ActivationTensor a;
       a.name = tuple ? b.var->name + "." + std::to_string(field) : b.var->name;
       a.binding = i;
@@ -119,6 +184,14 @@ MemoryAnalysis analyze_memory(const Function& f) {
       add(b.var->sinfo, 0, false, storage);
     }
   }
+  std::vector<int> users(m.storages.size(), 0), escaping_users(m.storages.size(), 0);
+  for (const ActivationTensor& t : m.tensors)
+    if (t.storage >= 0) {
+      ++users[size_t(t.storage)];
+      if (t.escapes) ++escaping_users[size_t(t.storage)];
+    }
+  for (size_t s = 0; s < m.storages.size(); ++s)
+    m.storages[s].escapes = users[s] > 0 && users[s] == escaping_users[s];
   return m;
 }
 

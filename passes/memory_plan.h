@@ -29,6 +29,7 @@ struct ActivationTensor {
 struct PlannedStorage {
   size_t binding = 0;  // the alloc_storage binding
   SymExpr nbytes;
+  bool escapes = false;  // holds only escaping tensors: the caller's memory, not an activation's
 };
 
 struct MemoryAnalysis {

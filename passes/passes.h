@@ -47,6 +47,10 @@ IRModule fuse_tir(const IRModule& mod);
 // Simplifies index arithmetic in every tensor program under the bounds its
 // loops give their variables (tir::simplify_indices).
 IRModule simplify_tir(const IRModule& mod);
+// Turns each tensor program's workspace (global buffers allocated at the
+// root of its body) into extra outputs that its call_tir bindings declare
+// and drop, so memory planning covers them.
+IRModule lift_workspaces(const IRModule& mod);
 // Moves @main's computations that depend only on weights into
 // @transform_params, run once at load; @main reads their results as
 // constants "__lifted_K".

@@ -22,6 +22,8 @@ const std::vector<Pass>& all_passes() {
       {"simplify-tir", "simplify index arithmetic in tensor programs under their loop bounds", simplify_tir},
       {"lift-transform-params", "weight-only computations of @main move to @transform_params, run once at load",
        lift_transform_params},
+      {"lift-workspaces", "tensor programs' workspaces become outputs their callers allocate (and memory planning plans)",
+       lift_workspaces},
       {"static-plan-memory", "plan activation storage: explicit allocations reused across lifetimes",
        static_plan_memory},
       {"bind-shapes", "match_cast operands of unknown dims to fresh variables before ops read them", bind_shapes},
@@ -50,7 +52,8 @@ std::vector<std::string> pipeline(const std::string& name) {
     add(graph);
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
     add({"legalize", "canonicalize-bindings", "dead-code-elimination", "fuse-ops", "fuse-tir",
-         "simplify-tir", "canonicalize-bindings", "dead-code-elimination", "static-plan-memory"});
+         "simplify-tir", "lift-workspaces", "canonicalize-bindings", "dead-code-elimination",
+         "static-plan-memory"});
   } else {
     fail("unknown pipeline '", name, "'; known: O0, O1, O2");
   }

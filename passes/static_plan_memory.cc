@@ -15,8 +15,10 @@
 //    symbolic size is planned at its upper bound, a constant, so tensors of
 //    different symbolic sizes share storage. The VM checks the bounds when
 //    inputs bind the variables, and alloc_tensor checks the fit.
-// Escaping tensors (the result, what a returned tuple or closure holds) and
-// tensors inside If branches and nested functions keep their own
+// Escaping tensors (the result, what a returned tuple or closure holds) keep
+// their own allocation (a storage of their own when the same call also
+// writes an activation: a kernel's workspace or internal result); tensors
+// inside If branches and nested functions keep their own
 // allocation. The function body becomes one non-dataflow block: the
 // explicit memory ops are impure.
 #include <algorithm>
@@ -63,6 +65,11 @@ class Planner : public ExprMutator {
       if (it != defined_at.end() && plannable(m, it->second)) {
         for (size_t t : it->second) {
           const ActivationTensor& a = m.tensors[t];
+          if (a.escapes) {  // the caller's: a storage of its own, exact size, never reused
+            storage_of[t] = int(storages.size());
+            storages.push_back(Storage{a.nbytes, i});
+            continue;
+          }
           SymExpr size = a.nbytes;
           int64_t hi = ana.bound(size).hi;
           if (!size.is_const() && hi != Interval::kPosInf) size = SymExpr(hi);
@@ -72,7 +79,7 @@ class Planner : public ExprMutator {
       auto d = dies_at.find(i);
       if (d != dies_at.end())
         for (size_t t : d->second)
-          if (storage_of[t] >= 0) free_list.push_back(storage_of[t]);
+          if (storage_of[t] >= 0 && !m.tensors[t].escapes) free_list.push_back(storage_of[t]);
     }
     if (storages.empty()) return f;
 
@@ -122,10 +129,15 @@ class Planner : public ExprMutator {
     }
   }
 
+  // A call whose outputs all have a byte size and one of them an activation
+  // (its other outputs, which escape, get storage of their own).
   static bool plannable(const MemoryAnalysis& m, const std::vector<size_t>& tensors) {
-    for (size_t t : tensors)
-      if (m.tensors[t].escapes || !m.tensors[t].nbytes.defined() || m.tensors[t].storage >= 0) return false;
-    return !tensors.empty();
+    bool activation = false;
+    for (size_t t : tensors) {
+      if (!m.tensors[t].nbytes.defined() || m.tensors[t].storage >= 0) return false;
+      activation |= !m.tensors[t].escapes;
+    }
+    return activation;
   }
 
   // A free storage for `size`, or a new one.

@@ -1,12 +1,19 @@
-// Library kernels: matrix products through OpenBLAS (cblas), for the
-// matmuls the matmul legaliser sends here (f32 and f64). numpy matmul
-// semantics: 1-D operands are promoted and the extra axis dropped, batch
-// axes broadcast.
+// Library kernels:
+//  - blas.matmul, through OpenBLAS (cblas): the matmuls the matmul
+//    legaliser sends here (f32 and f64). numpy matmul semantics: 1-D
+//    operands are promoted and the extra axis dropped, batch axes
+//    broadcast.
+//  - gemm.conv2d: 2-D f32 convolutions (legalize_nn.cc), one matrix
+//    product per image and group (runtime/gemm.h, whose results do not
+//    depend on an element's position, as a loop nest's do not) over an
+//    im2col matrix in a workspace the graph allocates (the call's second
+//    output), so memory planning covers it.
 #include <cblas.h>
 
 #include <cstring>
 
 #include "runtime/error.h"
+#include "runtime/gemm.h"
 #include "runtime/thread_pool.h"
 #include "runtime/vm.h"
 
@@ -89,8 +96,83 @@ void matmul(BuiltinCall& c) {
   }
 }
 
+// gemm.conv2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y[, ws]):
+// y = conv(x, w) for x (N, C, H, W), w (O, C / groups, KH, KW), y (N, O,
+// OH, OW); the ends of the padding follow from OH and OW. ws holds the
+// im2col matrix of one image and group, (C / groups * KH * KW) x (OH * OW);
+// it is absent when the convolution is a plain product (1x1 kernel, stride
+// 1, no padding), which reads x directly.
+void conv2d(BuiltinCall& c) {
+  if (c.num_args != 4 && c.num_args != 5) rt_fail("gemm.conv2d: takes 4 or 5 arguments, got ", c.num_args);
+  const Tensor& x = c.arg(0).tensor("gemm.conv2d x");
+  const Tensor& w = c.arg(1).tensor("gemm.conv2d w");
+  const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d parameters");
+  const Tensor& y = c.arg(3).tensor("gemm.conv2d y");
+  const Tensor* ws = c.num_args == 5 ? &c.arg(4).tensor("gemm.conv2d workspace") : nullptr;
+  for (const Tensor* t : {&x, &w, &y})
+    if (!(t->dtype() == DType::f32()) || t->shape().size() != 4)
+      rt_fail("gemm.conv2d: needs rank-4 f32 tensors, got ", t->type_str());
+  if (p.size() != 7) rt_fail("gemm.conv2d: needs 7 parameters, got ", p.size());
+  int64_t sh = p[0], sw = p[1], ph = p[2], pw = p[3], dh = p[4], dw = p[5], groups = p[6];
+  const std::vector<int64_t>&xs = x.shape(), &wsh = w.shape(), &ys = y.shape();
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  int64_t O = wsh[0], Cg = wsh[1], KH = wsh[2], KW = wsh[3];
+  int64_t OH = ys[2], OW = ys[3];
+  if (groups < 1 || C != Cg * groups || O % groups != 0 || ys[0] != N || ys[1] != O)
+    rt_fail("gemm.conv2d: x ", x.type_str(), ", w ", w.type_str(), " and y ", y.type_str(), " do not agree (groups ",
+            groups, ")");
+  int64_t Og = O / groups, K = Cg * KH * KW, P = OH * OW;
+  bool direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  if (!direct && (!ws || ws->nbytes() < size_t(K * P) * sizeof(float)))
+    rt_fail("gemm.conv2d: the workspace must hold ", K * P, " f32, got ", ws ? ws->type_str() : "none");
+  if (N == 0 || O == 0 || P == 0) return;
+  if (K == 0) {
+    std::memset(y.data(), 0, y.nbytes());
+    return;
+  }
+  std::shared_ptr<ThreadPool> pool = ThreadPool::global();
+  const float* xd = static_cast<const float*>(x.data());
+  const float* wd = static_cast<const float*>(w.data());
+  float* yd = static_cast<float*>(y.data());
+  float* col = ws ? static_cast<float*>(ws->data()) : nullptr;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* img = xd + (n * C + g * Cg) * H * W;
+      const float* b = img;
+      if (!direct) {
+        // Row (c, kh, kw) of col: the input under that tap at every output position.
+        pool->parallel_for(K, [&](int64_t begin, int64_t end) {
+          for (int64_t r = begin; r < end; ++r) {
+            int64_t ci = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
+            const float* plane = img + ci * H * W;
+            float* row = col + r * P;
+            for (int64_t oh = 0; oh < OH; ++oh) {
+              int64_t ih = oh * sh + kh * dh - ph;
+              float* out = row + oh * OW;
+              if (ih < 0 || ih >= H) {
+                std::memset(out, 0, size_t(OW) * sizeof(float));
+                continue;
+              }
+              const float* in = plane + ih * W;
+              for (int64_t ow = 0; ow < OW; ++ow) {
+                int64_t iw = ow * sw + kw * dw - pw;
+                out[ow] = iw >= 0 && iw < W ? in[iw] : 0.0f;
+              }
+            }
+          }
+        });
+        b = col;
+      }
+      gemm_f32(Og, P, K, wd + g * Og * K, K, b, P, yd + (n * O + g * Og) * P, P, pool.get());
+    }
+  }
+}
+
 }  // namespace
 
-void register_blas_builtins() { register_builtin("blas.matmul", matmul); }
+void register_blas_builtins() {
+  register_builtin("blas.matmul", matmul);
+  register_builtin("gemm.conv2d", conv2d);
+}
 
 }  // namespace relax::rt

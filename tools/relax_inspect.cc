@@ -141,7 +141,7 @@ MemoryFigures memory_figures(const json& man, const std::map<std::string, std::p
     ranges.push_back(r);
   }
   if (!f.missing.empty()) return f;
-  f.storages = mem.at("storages").size();
+  for (const json& s : mem.at("storages")) f.storages += !s.value("escapes", false);
   for (const json& t : mem.at("tensors")) {
     if (t.at("escapes").get<bool>()) continue;
     ++f.tensors;
@@ -160,7 +160,8 @@ MemoryFigures memory_figures(const json& man, const std::map<std::string, std::p
     std::vector<PoolModel::Block> unplanned_blocks, planned_blocks;
     uint64_t total = 0, outputs = 0;
     for (const json& s : mem.at("storages"))
-      planned_blocks.push_back({s.at("def").get<size_t>(), SIZE_MAX, uint64_t(eval(s.at("nbytes"), heap, "a storage"))});
+      if (!s.value("escapes", false))  // an output's own storage: counted with the outputs
+        planned_blocks.push_back({s.at("def").get<size_t>(), SIZE_MAX, uint64_t(eval(s.at("nbytes"), heap, "a storage"))});
     for (const json& t : mem.at("tensors")) {
       uint64_t bytes = uint64_t(eval(t.at("nbytes"), heap, "tensor '" + t.value("name", std::string()) + "'"));
       size_t def = t.at("def").get<size_t>();

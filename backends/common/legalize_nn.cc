@@ -95,8 +95,49 @@ Index cat_index(std::initializer_list<TExpr> head, const Index& mid, const TExpr
 
 // ---- conv -------------------------------------------------------------------------
 
+constexpr const char* kGemmConv2d = "gemm.conv2d";
+
+// A 2-D f32 convolution as the runtime library's im2col + matrix product
+// (gemm.conv2d, runtime/builtins_blas.cc), when each group has enough output channels
+// for a matrix product to pay (not depthwise ones: the loop nest does
+// those better). The im2col matrix is the call's second output, a
+// workspace the graph allocates and memory planning covers; a 1x1 kernel
+// with stride 1 and no padding reads the input directly and needs none.
+std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, const Attrs& attrs) {
+  const auto* y = as<TensorSI>(call.sinfo);
+  const auto* x = as<TensorSI>(call.args[0]->sinfo);
+  const auto* w = as<TensorSI>(call.args[1]->sinfo);
+  for (const TensorSI* t : {y, x, w})
+    if (!t || !t->shape || t->dtype != DataType::f32() || t->shape->size() != 4) return std::nullopt;
+  int64_t groups = attrs.get_int("groups");
+  const std::vector<SymExpr>&ws = *w->shape, &ys = *y->shape;
+  if (!ws[0].is_const() || groups < 1 || ws[0].const_value() % groups != 0 || ws[0].const_value() / groups < 4)
+    return std::nullopt;
+  Window win = read_window("conv", attrs, 2);
+  bool direct = ws[2].is_const(1) && ws[3].is_const(1) && win.strides == std::vector<int64_t>{1, 1};
+  for (int64_t p : win.pad_begin) direct &= p == 0;
+  for (int64_t p : win.pad_end) direct &= p == 0;
+  Expr params = make_shape({SymExpr(win.strides[0]), SymExpr(win.strides[1]), SymExpr(win.pad_begin[0]),
+                            SymExpr(win.pad_begin[1]), SymExpr(win.dilation[0]), SymExpr(win.dilation[1]),
+                            SymExpr(groups)});
+  if (!ctx.module().extern_decl(kGemmConv2d)) ctx.module().add_extern(kGemmConv2d);
+  Analyzer& ana = ctx.analyzer();
+  StructInfo out = call.sinfo;
+  if (!direct)
+    out = tuple_si({call.sinfo, tensor_si(DataType::f32(), {ana.simplify(ws[1] * ws[2] * ws[3]),
+                                                             ana.simplify(ys[2] * ys[3])})});
+  Expr r = make_op_call("call_library", {make_string(kGemmConv2d), make_tuple({call.args[0], call.args[1], params})},
+                        {}, {out});
+  r->sinfo = out;
+  if (direct) return r;
+  Expr item = make_tuple_get_item(ctx.emit(r, "conv_all"), 0);
+  item->sinfo = call.sinfo;
+  return item;
+}
+
 std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
+  if (std::optional<Expr> lib = gemm_conv2d(ctx, call, attrs)) return lib;
   ProgramBuilder pb(ctx, "conv");
   Buffer x = pb.input(call.args[0], "x");
   Buffer w = pb.input(call.args[1], "w");

@@ -211,6 +211,13 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
   };
   auto ld = [&](const Buffer& buf, Index i) { return cast(t, load(buf, std::move(i))); };
 
+  // The state of each batch row (hidden, cell, gates, GRU's reset product):
+  // the program's workspace, one row per batch entry, shared by the
+  // directions, which run one after the other.
+  Buffer hs = tir::make_buffer("h_state", t, {N, SymExpr(H)});
+  Buffer cs = tir::make_buffer("c_state", t, {N, SymExpr(H)});
+  Buffer gs = tir::make_buffer("gates", t, {N, SymExpr(G * H)});
+  Buffer tmp = tir::make_buffer("reset_h", t, {N, SymExpr(H)});
   std::vector<Stmt> dir_bodies;
   for (int d = 0; d < dirs; ++d) {
     bool reverse = direction == "reverse" || d == 1;
@@ -220,10 +227,6 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
     SymExpr bv = SymExpr::var("b" + sfx);
     Stmt body = tir::make_for(bv, N, par, [&]() -> Stmt {
       TExpr b = idx(bv);
-      Buffer hs = tir::make_buffer("h" + sfx, t, {SymExpr(H)}, tir::Scope::Local);
-      Buffer cs = tir::make_buffer("c" + sfx, t, {SymExpr(H)}, tir::Scope::Local);
-      Buffer gs = tir::make_buffer("g" + sfx, t, {SymExpr(G * H)}, tir::Scope::Local);
-      Buffer tmp = tir::make_buffer("tmp" + sfx, t, {SymExpr(H)}, tir::Scope::Local);
       Local acc = local("acc" + sfx, t);
       TExpr len = L ? max_(min_(as_index(load(L, {b})), idx(S)), idx(0)) : idx(S);
       auto j_loop = [&](const std::string& name, int64_t ext, const std::function<Stmt(const TExpr&)>& fn) {
@@ -241,8 +244,8 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
       auto rbias = [&](const TExpr& q) { return B ? ld(B, {idx(d), q + idx(G * H)}) : zero(t); };
       std::vector<Stmt> init;
       init.push_back(j_loop("j0_", H, [&](const TExpr& j) {
-        Stmt s1 = tir::make_store(hs, {j}, H0 ? ld(H0, si(d, b, j)) : zero(t));
-        Stmt s2 = tir::make_store(cs, {j}, C0 ? ld(C0, si(d, b, j)) : zero(t));
+        Stmt s1 = tir::make_store(hs, {b, j}, H0 ? ld(H0, si(d, b, j)) : zero(t));
+        Stmt s2 = tir::make_store(cs, {b, j}, C0 ? ld(C0, si(d, b, j)) : zero(t));
         return is_lstm ? tir::make_seq({s1, s2}) : s1;
       }));
       SymExpr tv = SymExpr::var("t" + sfx);
@@ -254,10 +257,10 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
         std::vector<Stmt> s;
         s.push_back(acc.set(bias(q)));
         s.push_back(dot(W, q, I, "kx", [&](const TExpr& k) { return ld(X, xi(tc, b, k)); }));
-        s.push_back(tir::make_store(gs, {q}, acc.get()));
+        s.push_back(tir::make_store(gs, {b, q}, acc.get()));
         Stmt rec = tir::make_seq(
-            {acc.set(rbias(q)), dot(R, q, SymExpr(H), "kh", [&](const TExpr& k) { return load(hs, {k}); })});
-        Stmt add = tir::make_store(gs, {q}, load(gs, {q}) + acc.get());
+            {acc.set(rbias(q)), dot(R, q, SymExpr(H), "kh", [&](const TExpr& k) { return load(hs, {b, k}); })});
+        Stmt add = tir::make_store(gs, {b, q}, load(gs, {b, q}) + acc.get());
         if (!is_gru) {
           s.push_back(rec);
           s.push_back(add);
@@ -265,7 +268,7 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
           // z, r: add R h + Rb; the h block keeps R h + Rb apart in tmp.
           s.push_back(rec);
           s.push_back(
-              tir::make_if(lt(q, idx(2 * H)), add, tir::make_store(tmp, {max_(q - idx(2 * H), idx(0))}, acc.get())));
+              tir::make_if(lt(q, idx(2 * H)), add, tir::make_store(tmp, {b, max_(q - idx(2 * H), idx(0))}, acc.get())));
         } else {
           s.push_back(tir::make_if(lt(q, idx(2 * H)), tir::make_seq({rec, add})));
         }
@@ -274,45 +277,45 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
       std::vector<Stmt> step{gates};
       if (G == 1) {
         step.push_back(j_loop("j1_", H, [&](const TExpr& j) {
-          TExpr hn = f(cl(load(gs, {j})));
-          return tir::make_seq({tir::make_store(hs, {j}, hn), tir::make_store(Y, yi(tc, d, b, j), cast(Y->dtype, hn))});
+          TExpr hn = f(cl(load(gs, {b, j})));
+          return tir::make_seq({tir::make_store(hs, {b, j}, hn), tir::make_store(Y, yi(tc, d, b, j), cast(Y->dtype, hn))});
         }));
       } else if (is_lstm) {
         step.push_back(j_loop("j1_", H, [&](const TExpr& j) {
-          TExpr cp = load(cs, {j});
+          TExpr cp = load(cs, {b, j});
           auto peep = [&](int k) { return P ? ld(P, {idx(d), j + idx(k * H)}) : zero(t); };
-          TExpr ig = f(cl(load(gs, {j}) + peep(0) * cp));
-          TExpr fg = input_forget ? one(t) - ig : f(cl(load(gs, {j + idx(2 * H)}) + peep(2) * cp));
-          TExpr cand = g(cl(load(gs, {j + idx(3 * H)})));
-          Stmt c_new = tir::make_store(cs, {j}, fg * cp + ig * cand);
-          TExpr cn = load(cs, {j});
-          TExpr og = f(cl(load(gs, {j + idx(H)}) + peep(1) * cn));
+          TExpr ig = f(cl(load(gs, {b, j}) + peep(0) * cp));
+          TExpr fg = input_forget ? one(t) - ig : f(cl(load(gs, {b, j + idx(2 * H)}) + peep(2) * cp));
+          TExpr cand = g(cl(load(gs, {b, j + idx(3 * H)})));
+          Stmt c_new = tir::make_store(cs, {b, j}, fg * cp + ig * cand);
+          TExpr cn = load(cs, {b, j});
+          TExpr og = f(cl(load(gs, {b, j + idx(H)}) + peep(1) * cn));
           TExpr hn = og * h(cn);
           return tir::make_seq(
-              {c_new, tir::make_store(hs, {j}, hn), tir::make_store(Y, yi(tc, d, b, j), cast(Y->dtype, hn))});
+              {c_new, tir::make_store(hs, {b, j}, hn), tir::make_store(Y, yi(tc, d, b, j), cast(Y->dtype, hn))});
         }));
       } else {
         // GRU: r first (r * h into tmp unless linear_before_reset), then each unit.
         if (!lbr)
           step.push_back(j_loop("j1_", H, [&](const TExpr& k) {
-            return tir::make_store(tmp, {k}, f(cl(load(gs, {k + idx(H)}))) * load(hs, {k}));
+            return tir::make_store(tmp, {b, k}, f(cl(load(gs, {b, k + idx(H)}))) * load(hs, {b, k}));
           }));
         step.push_back(j_loop("j2_", H, [&](const TExpr& j) {
           std::vector<Stmt> s;
           TExpr pre;
           if (lbr) {
-            TExpr r = f(cl(load(gs, {j + idx(H)})));
-            pre = load(gs, {j + idx(2 * H)}) + r * load(tmp, {j});
+            TExpr r = f(cl(load(gs, {b, j + idx(H)})));
+            pre = load(gs, {b, j + idx(2 * H)}) + r * load(tmp, {b, j});
           } else {
             s.push_back(acc.set(rbias(j + idx(2 * H))));
-            s.push_back(dot(R, j + idx(2 * H), SymExpr(H), "kr", [&](const TExpr& k) { return load(tmp, {k}); }));
-            pre = load(gs, {j + idx(2 * H)}) + acc.get();
+            s.push_back(dot(R, j + idx(2 * H), SymExpr(H), "kr", [&](const TExpr& k) { return load(tmp, {b, k}); }));
+            pre = load(gs, {b, j + idx(2 * H)}) + acc.get();
           }
           TExpr cand = g(cl(pre));
-          TExpr z = f(cl(load(gs, {j})));
-          TExpr hn = (one(t) - z) * cand + z * load(hs, {j});
-          s.push_back(tir::make_store(hs, {j}, hn));
-          s.push_back(tir::make_store(Y, yi(tc, d, b, j), cast(Y->dtype, load(hs, {j}))));
+          TExpr z = f(cl(load(gs, {b, j})));
+          TExpr hn = (one(t) - z) * cand + z * load(hs, {b, j});
+          s.push_back(tir::make_store(hs, {b, j}, hn));
+          s.push_back(tir::make_store(Y, yi(tc, d, b, j), cast(Y->dtype, load(hs, {b, j}))));
           return tir::make_seq(s);
         }));
       }
@@ -321,18 +324,21 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
       });
       Stmt time = tir::make_for(tv, S, LoopKind::Serial, tir::make_if(lt(tt, len), tir::make_seq(step), pad));
       Stmt fin = j_loop("j4_", H, [&](const TExpr& j) {
-        Stmt s1 = tir::make_store(Yh, si(d, b, j), cast(Yh->dtype, load(hs, {j})));
+        Stmt s1 = tir::make_store(Yh, si(d, b, j), cast(Yh->dtype, load(hs, {b, j})));
         if (!Yc) return s1;
-        return tir::make_seq({s1, tir::make_store(Yc, si(d, b, j), cast(Yc->dtype, load(cs, {j})))});
+        return tir::make_seq({s1, tir::make_store(Yc, si(d, b, j), cast(Yc->dtype, load(cs, {b, j})))});
       });
       Stmt all = tir::make_seq({tir::make_seq(init), time, fin});
-      all = with_locals({acc}, all);
-      for (const Buffer& buf : {tmp, gs, cs, hs}) all = tir::make_allocate(buf, all);
-      return all;
+      return with_locals({acc}, all);
     }());
     dir_bodies.push_back(body);
   }
-  return pb.finish(tir::make_seq(dir_bodies));
+  Stmt body = tir::make_seq(dir_bodies);
+  std::vector<Buffer> state{hs, gs};
+  if (is_lstm) state.push_back(cs);
+  if (is_gru) state.push_back(tmp);
+  for (const Buffer& buf : state) body = tir::make_allocate(buf, body);
+  return pb.finish(body);
 }
 
 }  // namespace

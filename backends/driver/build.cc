@@ -150,7 +150,7 @@ nlohmann::json memory_json(const Function& main) {
   };
   nlohmann::json j;
   j["storages"] = nlohmann::json::array();
-  for (const PlannedStorage& s : m.storages) j["storages"].push_back({{"nbytes", code(s.nbytes)}, {"def", s.binding}});
+  for (const PlannedStorage& s : m.storages) j["storages"].push_back({{"nbytes", code(s.nbytes)}, {"def", s.binding}, {"escapes", s.escapes}});
   j["tensors"] = nlohmann::json::array();
   for (const ActivationTensor& t : m.tensors) {
     if (!t.nbytes.defined()) continue;

@@ -1,7 +1,7 @@
 // Legalisation of the nn, image, quantization, recurrent and index-extra
 // ops (backends/common/legalize_{nn,image,quant,index_extra}.cc): each op
-// on a few shapes, symbolic batch included, becomes a call_tir whose module
-// verifies.
+// on a few shapes, symbolic batch included, becomes a call_tir (or the
+// library call it is meant to become) whose module verifies.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -17,7 +17,7 @@ namespace {
 
 // Legalises `fn @main(<params>) { %y = <call> }` and checks the result.
 void check_legalized(const std::string& op, const std::string& params, const std::string& result,
-                     const std::string& value) {
+                     const std::string& value, const std::string& callee = "") {
   std::string text = "fn @main(" + params + ") -> " + result + " {\n  dataflow {\n    y: " + result + " = " + value +
                      "\n  }\n  return y\n}\n";
   CAPTURE(text);
@@ -30,8 +30,10 @@ void check_legalized(const std::string& op, const std::string& params, const std
   std::string printed = print_module(out);
   CAPTURE(printed);
   CHECK(printed.find("= " + op + "(") == std::string::npos);
-  CHECK(printed.find("call_tir(@" + op) != std::string::npos);
+  CHECK(printed.find(callee.empty() ? "call_tir(@" + op : callee) != std::string::npos);
 }
+
+const char* kGemmConv = "call_library(\"gemm.conv2d\"";
 
 }  // namespace
 
@@ -39,13 +41,15 @@ TEST_CASE("conv: 1-D, 2-D, 3-D, groups, dilation, f16") {
   check_legalized("conv", "x: Tensor[(n, 4, 10), f32], w: Tensor[(6, 4, 3), f32]", "Tensor[(n, 6, 10), f32]",
                   "conv(x, w, padding=[1, 1])");
   check_legalized("conv", "x: Tensor[(n, 4, 9, 9), f32], w: Tensor[(8, 2, 3, 3), f32]", "Tensor[(n, 8, 3, 3), f32]",
-                  "conv(x, w, strides=[2, 2], dilation=[2, 2], groups=2)");
+                  "conv(x, w, strides=[2, 2], dilation=[2, 2], groups=2)", kGemmConv);
+  check_legalized("conv", "x: Tensor[(n, 4, 9, 9), f32], w: Tensor[(4, 1, 3, 3), f32]", "Tensor[(n, 4, 9, 9), f32]",
+                  "conv(x, w, padding=[1, 1, 1, 1], groups=4)");  // depthwise: a loop nest
   check_legalized("conv", "x: Tensor[(2, 2, 4, 4, 4), f32], w: Tensor[(2, 2, 2, 2, 2), f32]",
                   "Tensor[(2, 2, 5, 5, 5), f32]", "conv(x, w, padding=[1, 1, 1, 1, 1, 1])");
   check_legalized("conv", "x: Tensor[(1, 4, 8, 8), f16], w: Tensor[(4, 4, 3, 3), f16]", "Tensor[(1, 4, 8, 8), f16]",
                   "conv(x, w, padding=[1, 1, 1, 1])");
   check_legalized("conv", "x: Tensor[(n, 3, h, w), f32], k: Tensor[(8, 3, 3, 3), f32]",
-                  "Tensor[(n, 8, h - 2, w - 2), f32]", "conv(x, k)");
+                  "Tensor[(n, 8, h - 2, w - 2), f32]", "conv(x, k)", kGemmConv);
 }
 
 TEST_CASE("conv_transpose and deform_conv") {

@@ -96,6 +96,26 @@ TEST_CASE("tensor programs: unbound symbolic variables and reused loop variables
   CHECK(has_error(mod, "in program @twice: loop variable 'i' is already bound"));
 }
 
+TEST_CASE("tensor programs: a workspace (global alloc) only at the root of the body") {
+  using namespace relax::tir;
+  SymExpr n = SymExpr::var("n"), i = SymExpr::var("i"), m = SymExpr::var("m");
+  Buffer a = make_buffer("a", f32, {n});
+  Buffer b = make_buffer("b", f32, {n});
+  Buffer ws = make_buffer("ws", f32, {n * 2});
+  Buffer bad = make_buffer("bad", f32, {m});
+  Stmt use = make_seq({make_store(ws, {sym(i)}, load(a, {sym(i)})), make_store(b, {sym(i)}, load(ws, {sym(i)}))});
+  IRModule mod;
+  mod.add_program("root", make_program("root", {a}, {b}, {}, make_allocate(ws, make_for(i, n, LoopKind::Serial, use))));
+  mod.add_program("nested",
+                  make_program("nested", {a}, {b}, {}, make_for(i, n, LoopKind::Serial, make_allocate(ws, use))));
+  Stmt unbound = make_allocate(bad, make_allocate(ws, make_for(i, n, LoopKind::Serial, use)));
+  mod.add_program("unbound", make_program("unbound", {a}, {b}, {}, unbound));
+  std::vector<std::string> errors = verify(mod);
+  CHECK(errors.size() == 2);
+  CHECK(has_error(mod, "in program @nested: allocated buffer 'ws' is global: a workspace must be allocated at the root"));
+  CHECK(has_error(mod, "in program @unbound: symbolic variable 'm' in the shape of workspace 'bad' is not bound"));
+}
+
 TEST_CASE("verify_or_throw lists every problem") {
   SymExpr n = SymExpr::var("n");
   Var x = make_var("x", tensor_si(f32, {n}));

@@ -1,0 +1,27 @@
+// The runtime's own single-precision matrix product, for the library
+// kernels that need one with a guarantee BLAS does not give: every element
+// of C is the same chain of fused multiply-adds over k in order (blocked
+// by kKc, the blocks added in order), whatever its row, column or tile,
+// on every CPU. So rows (or columns) with equal inputs give bitwise equal
+// results, as a loop nest would; OpenBLAS's Haswell kernels do not (its
+// edge tiles round differently), which turns ties into noise that a later
+// softmax of large logits amplifies into a different answer.
+//
+// Blocked and packed (kKc x kMc panels of A, kKc x NR panels of B), an
+// AVX2 + FMA micro-kernel of 6 x 16 where the CPU has them, else a
+// portable one of the same shape with std::fma; columns split over the
+// thread pool when the product is large enough.
+#pragma once
+
+#include <cstdint>
+
+namespace relax::rt {
+
+class ThreadPool;
+
+// C[M, N] = A[M, K] * B[K, N], all row-major with leading dims lda, ldb,
+// ldc; C is overwritten. `pool` may be null (one thread).
+void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+              int64_t ldc, ThreadPool* pool);
+
+}  // namespace relax::rt
