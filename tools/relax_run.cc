@@ -2,6 +2,7 @@
 //
 //   relax-run PKG --input NAME=FILE ... [--output-dir DIR] [--threads N] [--bench N] [--json]
 //   relax-run PKG --test-data DIR [--rtol R] [--atol A] [--json]
+//   relax-run --list-devices [--json]
 //
 // Inputs are NumPy .npy files or ONNX TensorProto .pb files. With
 // --output-dir each output goes to DIR/<name>.npy (characters other than
@@ -22,6 +23,7 @@
 #include "runtime/npy.h"
 #include "runtime/tensor_proto.h"
 #include "runtime/thread_pool.h"
+#include "runtime/vulkan.h"
 
 namespace fs = std::filesystem;
 using namespace relax::rt;
@@ -79,6 +81,56 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+// --list-devices: the Vulkan devices (--device numbers them) and what each
+// offers, or why there are none. Exit 0 when there is at least one.
+int list_devices(bool json) {
+  nlohmann::json rep;
+  rep["vulkan"] = nlohmann::json::array();
+  std::string why;
+  std::vector<VulkanDeviceInfo> devices;
+  try {
+    devices = vulkan_devices();
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  for (const VulkanDeviceInfo& d : devices) {
+    nlohmann::json j{{"index", d.index},
+                     {"name", d.name},
+                     {"type", d.type},
+                     {"api_version", d.api_version},
+                     {"driver", d.driver},
+                     {"max_storage_buffer_range", d.max_storage_buffer_range},
+                     {"max_shared_memory", d.max_shared_memory},
+                     {"max_workgroup_invocations", d.max_workgroup_invocations},
+                     {"max_push_constants", d.max_push_constants},
+                     {"subgroup_size", d.subgroup_size},
+                     {"subgroup_arithmetic", d.subgroup_arithmetic},
+                     {"device_local_bytes", d.device_local_bytes}};
+    nlohmann::json types = nlohmann::json::array();
+    for (auto [ok, name] : {std::pair{d.float16, "f16"}, {d.float64, "f64"}, {d.int8, "i8"}, {d.int16, "i16"},
+                            {d.int64, "i64"}, {d.storage8, "storage8"}, {d.storage16, "storage16"}})
+      if (ok) types.push_back(name);
+    j["features"] = types;
+    rep["vulkan"].push_back(j);
+  }
+  if (!why.empty()) rep["vulkan_unavailable"] = why;
+  if (json) {
+    std::cout << rep.dump(2) << "\n";
+  } else if (devices.empty()) {
+    std::cout << "no Vulkan device: " << why << "\n";
+  } else {
+    for (const nlohmann::json& j : rep["vulkan"]) {
+      std::cout << "vulkan " << j["index"].get<int>() << ": " << j["name"].get<std::string>() << " ("
+                << j["type"].get<std::string>() << ", Vulkan " << j["api_version"].get<std::string>() << ")\n";
+      std::cout << "  storage buffer range " << j["max_storage_buffer_range"] << " bytes, shared memory "
+                << j["max_shared_memory"] << " bytes, subgroup " << j["subgroup_size"] << ", features";
+      for (const auto& f : j["features"]) std::cout << " " << f.get<std::string>();
+      std::cout << "\n";
+    }
+  }
+  return devices.empty() ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,9 +138,10 @@ int main(int argc, char** argv) {
   std::string pkg, output_dir, test_data;
   std::vector<std::string> inputs;
   int threads = 0, bench = 0;
-  bool json = false;
+  bool json = false, list = false;
   Tolerance tol;
-  app.add_option("package", pkg, "the package")->required();
+  app.add_option("package", pkg, "the package");
+  app.add_flag("--list-devices", list, "list the Vulkan devices (with --json: as JSON) and exit; 1 when there is none");
   app.add_option("--input", inputs, "an input: NAME=FILE (.npy or .pb); repeat for each input");
   app.add_option("--output-dir", output_dir, "write each output to DIR/<name>.npy");
   app.add_option("--test-data", test_data,
@@ -99,6 +152,11 @@ int main(int argc, char** argv) {
   app.add_option("--bench", bench, "run N more times and print the median latency");
   app.add_flag("--json", json, "print the result as JSON on standard output");
   CLI11_PARSE(app, argc, argv);
+  if (list) return list_devices(json);
+  if (pkg.empty()) {
+    std::cerr << "relax-run: a package is required (or --list-devices)\n" << app.help();
+    return 2;
+  }
 
   nlohmann::json rep{{"package", pkg}};
   try {
