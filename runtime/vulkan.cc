@@ -25,7 +25,22 @@ namespace {
   X(vkDestroyInstance)                                                                         \
   X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties) X(vkGetPhysicalDeviceProperties2) \
       X(vkGetPhysicalDeviceFeatures) X(vkGetPhysicalDeviceFeatures2)                           \
-          X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties)
+          X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice) \
+              X(vkGetDeviceProcAddr)
+#define RELAX_VK_DEVICE_FUNCTIONS(X)                                                                            \
+  X(vkDestroyDevice)                                                                                            \
+  X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements) X(vkAllocateMemory)  \
+      X(vkFreeMemory) X(vkBindBufferMemory) X(vkMapMemory) X(vkUnmapMemory) X(vkCreateShaderModule)             \
+          X(vkDestroyShaderModule) X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)               \
+              X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) X(vkCreateComputePipelines) X(vkDestroyPipeline) \
+                  X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkResetDescriptorPool)                 \
+                      X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkCreateCommandPool)              \
+                          X(vkDestroyCommandPool) X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer)           \
+                              X(vkEndCommandBuffer) X(vkResetCommandBuffer) X(vkCmdBindPipeline)                \
+                                  X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)             \
+                                      X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkQueueSubmit)               \
+                                          X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkResetFences) \
+                                              X(vkDeviceWaitIdle)
 
 struct Loader {
   void* lib = nullptr;
@@ -213,28 +228,41 @@ VulkanDeviceInfo describe(const Instance& inst, VkPhysicalDevice pd) {
   return d;
 }
 
-bool has_compute_queue(const Instance& inst, VkPhysicalDevice pd) {
+// The first queue family with compute, or -1.
+int compute_family(const Instance& inst, VkPhysicalDevice pd) {
   uint32_t n = 0;
   inst.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
   std::vector<VkQueueFamilyProperties> q(n);
   inst.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q.data());
-  for (const VkQueueFamilyProperties& f : q)
-    if (f.queueFlags & VK_QUEUE_COMPUTE_BIT) return true;
-  return false;
+  for (uint32_t i = 0; i < n; ++i)
+    if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return int(i);
+  return -1;
+}
+bool has_compute_queue(const Instance& inst, VkPhysicalDevice pd) { return compute_family(inst, pd) >= 0; }
+
+// The compute devices of `inst`, in --device order.
+std::vector<VkPhysicalDevice> compute_devices(const Instance& inst) {
+  uint32_t n = 0;
+  VkResult r = inst.vkEnumeratePhysicalDevices(inst.handle, &n, nullptr);
+  if (r != VK_SUCCESS) rt_fail("Vulkan is unavailable: vkEnumeratePhysicalDevices failed: ", result_name(r));
+  std::vector<VkPhysicalDevice> pds(n);
+  if (n) inst.vkEnumeratePhysicalDevices(inst.handle, &n, pds.data());
+  std::vector<VkPhysicalDevice> out;
+  for (VkPhysicalDevice pd : pds)
+    if (has_compute_queue(inst, pd)) out.push_back(pd);
+  return out;
+}
+
+void check(VkResult r, const char* what) {
+  if (r != VK_SUCCESS) rt_fail("vulkan: ", what, " failed: ", result_name(r));
 }
 
 }  // namespace
 
 std::vector<VulkanDeviceInfo> vulkan_devices() {
   std::unique_ptr<Instance> inst = create_instance();
-  uint32_t n = 0;
-  VkResult r = inst->vkEnumeratePhysicalDevices(inst->handle, &n, nullptr);
-  if (r != VK_SUCCESS) rt_fail("Vulkan is unavailable: vkEnumeratePhysicalDevices failed: ", result_name(r));
-  std::vector<VkPhysicalDevice> pds(n);
-  if (n) inst->vkEnumeratePhysicalDevices(inst->handle, &n, pds.data());
   std::vector<VulkanDeviceInfo> out;
-  for (VkPhysicalDevice pd : pds) {
-    if (!has_compute_queue(*inst, pd)) continue;
+  for (VkPhysicalDevice pd : compute_devices(*inst)) {
     out.push_back(describe(*inst, pd));
     out.back().index = int(out.size() - 1);
   }
@@ -244,7 +272,359 @@ std::vector<VulkanDeviceInfo> vulkan_devices() {
   return out;
 }
 
+// ---- An opened device --------------------------------------------------------------
+
+struct VulkanDevice::Impl {
+  std::unique_ptr<Instance> inst;
+  VkPhysicalDevice pd = VK_NULL_HANDLE;
+  VkDevice dev = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t family = 0;
+  VkPhysicalDeviceMemoryProperties mem{};
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+#define X(f) PFN_##f f = nullptr;
+  RELAX_VK_DEVICE_FUNCTIONS(X)
+#undef X
+
+  ~Impl() {
+    if (!dev) return;
+    vkDeviceWaitIdle(dev);
+    if (fence) vkDestroyFence(dev, fence, nullptr);
+    if (pool) vkDestroyCommandPool(dev, pool, nullptr);
+    vkDestroyDevice(dev, nullptr);
+  }
+
+  // A memory type among `bits` with all of `want`, preferring one with
+  // `prefer` too; -1 when none.
+  int memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) const {
+    int found = -1;
+    for (uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
+      if (!(bits & (1u << i)) || (mem.memoryTypes[i].propertyFlags & want) != want) continue;
+      if ((mem.memoryTypes[i].propertyFlags & prefer) == prefer) return int(i);
+      if (found < 0) found = int(i);
+    }
+    return found;
+  }
+
+  void begin() {
+    check(vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
+    VkCommandBufferBeginInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    check(vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+  }
+  void submit_and_wait() {
+    check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+    VkSubmitInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd;
+    check(vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
+    check(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    check(vkResetFences(dev, 1, &fence), "vkResetFences");
+  }
+};
+
+class VulkanDevice::Buffer {
+ public:
+  std::shared_ptr<VulkanDevice::Impl> owner;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  uint64_t bytes = 0;
+  void* mapped = nullptr;  // when the memory is host-visible
+  ~Buffer() {
+    if (mapped) owner->vkUnmapMemory(owner->dev, memory);
+    if (buffer) owner->vkDestroyBuffer(owner->dev, buffer, nullptr);
+    if (memory) owner->vkFreeMemory(owner->dev, memory, nullptr);
+  }
+};
+
+class VulkanDevice::Kernel {
+ public:
+  std::shared_ptr<VulkanDevice::Impl> owner;
+  std::string name;
+  uint32_t num_buffers = 0, push_bytes = 0;
+  VkShaderModule module = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkDescriptorPool descriptors = VK_NULL_HANDLE;
+  ~Kernel() {
+    VkDevice d = owner->dev;
+    if (descriptors) owner->vkDestroyDescriptorPool(d, descriptors, nullptr);
+    if (pipeline) owner->vkDestroyPipeline(d, pipeline, nullptr);
+    if (layout) owner->vkDestroyPipelineLayout(d, layout, nullptr);
+    if (set_layout) owner->vkDestroyDescriptorSetLayout(d, set_layout, nullptr);
+    if (module) owner->vkDestroyShaderModule(d, module, nullptr);
+  }
+};
+
+VulkanDevice::VulkanDevice(std::shared_ptr<Impl> impl, VulkanDeviceInfo info)
+    : impl_(std::move(impl)), info_(std::move(info)) {}
+VulkanDevice::~VulkanDevice() = default;
+
+std::shared_ptr<VulkanDevice> VulkanDevice::open(int index) {
+  auto impl = std::make_shared<Impl>();
+  impl->inst = create_instance();
+  Instance& inst = *impl->inst;
+  std::vector<VkPhysicalDevice> pds = compute_devices(inst);
+  if (pds.empty()) rt_fail("Vulkan is unavailable: no device with a compute queue");
+  if (index < 0 || size_t(index) >= pds.size())
+    rt_fail("vulkan: --device ", index, " does not exist (", pds.size(), " device", pds.size() == 1 ? "" : "s",
+            ": relax-run --list-devices)");
+  impl->pd = pds[size_t(index)];
+  VulkanDeviceInfo info = describe(inst, impl->pd);
+  info.index = index;
+  impl->family = uint32_t(compute_family(inst, impl->pd));
+  inst.vkGetPhysicalDeviceMemoryProperties(impl->pd, &impl->mem);
+
+  float priority = 1.0f;
+  VkDeviceQueueCreateInfo qi{};
+  qi.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+  qi.queueFamilyIndex = impl->family;
+  qi.queueCount = 1;
+  qi.pQueuePriorities = &priority;
+  VkDeviceCreateInfo di{};
+  di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+  di.queueCreateInfoCount = 1;
+  di.pQueueCreateInfos = &qi;
+  VkPhysicalDeviceFeatures features{};
+  features.shaderInt64 = info.int64;
+  features.shaderInt16 = info.int16;
+  features.shaderFloat64 = info.float64;
+  di.pEnabledFeatures = &features;
+  check(inst.vkCreateDevice(impl->pd, &di, nullptr, &impl->dev), "vkCreateDevice");
+#define X(f) impl->f = reinterpret_cast<PFN_##f>(inst.vkGetDeviceProcAddr(impl->dev, #f));
+  RELAX_VK_DEVICE_FUNCTIONS(X)
+#undef X
+  impl->vkGetDeviceQueue(impl->dev, impl->family, 0, &impl->queue);
+  VkCommandPoolCreateInfo pi{};
+  pi.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+  pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pi.queueFamilyIndex = impl->family;
+  check(impl->vkCreateCommandPool(impl->dev, &pi, nullptr, &impl->pool), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo ai{};
+  ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  ai.commandPool = impl->pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  check(impl->vkAllocateCommandBuffers(impl->dev, &ai, &impl->cmd), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fi{};
+  fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+  check(impl->vkCreateFence(impl->dev, &fi, nullptr, &impl->fence), "vkCreateFence");
+  return std::shared_ptr<VulkanDevice>(new VulkanDevice(std::move(impl), std::move(info)));
+}
+
+std::shared_ptr<VulkanDevice::Buffer> VulkanDevice::alloc(uint64_t bytes) {
+  if (bytes > info_.max_storage_buffer_range)
+    rt_fail("vulkan: a buffer of ", bytes, " bytes exceeds the device's storage-buffer range of ",
+            info_.max_storage_buffer_range, " bytes (", info_.name, ")");
+  Impl& d = *impl_;
+  auto b = std::make_shared<Buffer>();
+  b->owner = impl_;
+  b->bytes = std::max<uint64_t>(bytes, 4);
+  VkBufferCreateInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bi.size = b->bytes;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  check(d.vkCreateBuffer(d.dev, &bi, nullptr, &b->buffer), "vkCreateBuffer");
+  VkMemoryRequirements req{};
+  d.vkGetBufferMemoryRequirements(d.dev, b->buffer, &req);
+  int type = d.memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  if (type < 0) type = d.memory_type(req.memoryTypeBits, 0, 0);
+  if (type < 0) rt_fail("vulkan: no memory type for a storage buffer");
+  VkMemoryAllocateInfo mi{};
+  mi.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  mi.allocationSize = req.size;
+  mi.memoryTypeIndex = uint32_t(type);
+  check(d.vkAllocateMemory(d.dev, &mi, nullptr, &b->memory), "vkAllocateMemory");
+  check(d.vkBindBufferMemory(d.dev, b->buffer, b->memory, 0), "vkBindBufferMemory");
+  VkMemoryPropertyFlags flags = d.mem.memoryTypes[type].propertyFlags;
+  if ((flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
+    check(d.vkMapMemory(d.dev, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped), "vkMapMemory");
+  return b;
+}
+
+namespace {
+
+// A host-visible buffer for copies to and from device-local memory.
+struct Staging {
+  std::shared_ptr<VulkanDevice::Impl> d;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  void* mapped = nullptr;
+  Staging(std::shared_ptr<VulkanDevice::Impl> dev, uint64_t bytes) : d(std::move(dev)) {
+    VkBufferCreateInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    bi.size = bytes;
+    bi.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    check(d->vkCreateBuffer(d->dev, &bi, nullptr, &buffer), "vkCreateBuffer (staging)");
+    VkMemoryRequirements req{};
+    d->vkGetBufferMemoryRequirements(d->dev, buffer, &req);
+    int type = d->memory_type(req.memoryTypeBits,
+                              VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                              VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    if (type < 0) rt_fail("vulkan: no host-visible memory for staging");
+    VkMemoryAllocateInfo mi{};
+    mi.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    mi.allocationSize = req.size;
+    mi.memoryTypeIndex = uint32_t(type);
+    check(d->vkAllocateMemory(d->dev, &mi, nullptr, &memory), "vkAllocateMemory (staging)");
+    check(d->vkBindBufferMemory(d->dev, buffer, memory, 0), "vkBindBufferMemory (staging)");
+    check(d->vkMapMemory(d->dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory (staging)");
+  }
+  ~Staging() {
+    d->vkUnmapMemory(d->dev, memory);
+    d->vkDestroyBuffer(d->dev, buffer, nullptr);
+    d->vkFreeMemory(d->dev, memory, nullptr);
+  }
+  void copy(VkBuffer from, VkBuffer to, uint64_t bytes) {
+    d->begin();
+    VkBufferCopy region{0, 0, bytes};
+    d->vkCmdCopyBuffer(d->cmd, from, to, 1, &region);
+    d->submit_and_wait();
+  }
+};
+
+}  // namespace
+
+void VulkanDevice::upload(Buffer& dst, const void* src, uint64_t bytes) {
+  if (bytes > dst.bytes) rt_fail("vulkan: upload of ", bytes, " bytes into a buffer of ", dst.bytes);
+  if (bytes == 0) return;
+  if (dst.mapped) {
+    std::memcpy(dst.mapped, src, bytes);
+    return;
+  }
+  Staging s(impl_, bytes);
+  std::memcpy(s.mapped, src, bytes);
+  s.copy(s.buffer, dst.buffer, bytes);
+}
+
+void VulkanDevice::download(const Buffer& src, void* dst, uint64_t bytes) {
+  if (bytes > src.bytes) rt_fail("vulkan: download of ", bytes, " bytes from a buffer of ", src.bytes);
+  if (bytes == 0) return;
+  if (src.mapped) {
+    std::memcpy(dst, src.mapped, bytes);
+    return;
+  }
+  Staging s(impl_, bytes);
+  s.copy(src.buffer, s.buffer, bytes);
+  std::memcpy(dst, s.mapped, bytes);
+}
+
+std::shared_ptr<VulkanDevice::Kernel> VulkanDevice::load_kernel(const std::string& name,
+                                                                const std::vector<uint32_t>& spirv,
+                                                                uint32_t num_buffers, uint32_t push_bytes) {
+  if (push_bytes > info_.max_push_constants)
+    rt_fail("vulkan: kernel '", name, "' needs ", push_bytes, " bytes of push constants; the device has ",
+            info_.max_push_constants);
+  Impl& d = *impl_;
+  auto k = std::make_shared<Kernel>();
+  k->owner = impl_;
+  k->name = name;
+  k->num_buffers = num_buffers;
+  k->push_bytes = push_bytes;
+  VkShaderModuleCreateInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+  si.codeSize = spirv.size() * sizeof(uint32_t);
+  si.pCode = spirv.data();
+  check(d.vkCreateShaderModule(d.dev, &si, nullptr, &k->module), "vkCreateShaderModule");
+  std::vector<VkDescriptorSetLayoutBinding> bindings(num_buffers);
+  for (uint32_t i = 0; i < num_buffers; ++i) {
+    bindings[i].binding = i;
+    bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bindings[i].descriptorCount = 1;
+    bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  VkDescriptorSetLayoutCreateInfo li{};
+  li.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+  li.bindingCount = num_buffers;
+  li.pBindings = bindings.data();
+  check(d.vkCreateDescriptorSetLayout(d.dev, &li, nullptr, &k->set_layout), "vkCreateDescriptorSetLayout");
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+  VkPipelineLayoutCreateInfo pli{};
+  pli.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &k->set_layout;
+  pli.pushConstantRangeCount = push_bytes ? 1 : 0;
+  pli.pPushConstantRanges = push_bytes ? &range : nullptr;
+  check(d.vkCreatePipelineLayout(d.dev, &pli, nullptr, &k->layout), "vkCreatePipelineLayout");
+  VkComputePipelineCreateInfo ci{};
+  ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+  ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = k->module;
+  ci.stage.pName = "main";
+  ci.layout = k->layout;
+  VkResult r = d.vkCreateComputePipelines(d.dev, VK_NULL_HANDLE, 1, &ci, nullptr, &k->pipeline);
+  if (r != VK_SUCCESS) rt_fail("vulkan: kernel '", name, "': vkCreateComputePipelines failed: ", result_name(r));
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max<uint32_t>(num_buffers, 1)};
+  VkDescriptorPoolCreateInfo dpi{};
+  dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+  dpi.maxSets = 1;
+  dpi.poolSizeCount = 1;
+  dpi.pPoolSizes = &size;
+  check(d.vkCreateDescriptorPool(d.dev, &dpi, nullptr, &k->descriptors), "vkCreateDescriptorPool");
+  return k;
+}
+
+void VulkanDevice::dispatch(const Kernel& k, const std::vector<const Buffer*>& buffers, const void* push,
+                            uint32_t push_bytes, const uint32_t groups[3]) {
+  if (buffers.size() != k.num_buffers)
+    rt_fail("vulkan: kernel '", k.name, "' takes ", k.num_buffers, " buffers, got ", buffers.size());
+  if (push_bytes != k.push_bytes)
+    rt_fail("vulkan: kernel '", k.name, "' takes ", k.push_bytes, " bytes of push constants, got ", push_bytes);
+  for (int i = 0; i < 3; ++i)
+    if (groups[i] > info_.max_workgroup_count[i])
+      rt_fail("vulkan: kernel '", k.name, "': ", groups[i], " workgroups along axis ", i, " exceed the device's ",
+              info_.max_workgroup_count[i]);
+  Impl& d = *impl_;
+  check(d.vkResetDescriptorPool(d.dev, k.descriptors, 0), "vkResetDescriptorPool");
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  VkDescriptorSetAllocateInfo ai{};
+  ai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+  ai.descriptorPool = k.descriptors;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &k.set_layout;
+  check(d.vkAllocateDescriptorSets(d.dev, &ai, &set), "vkAllocateDescriptorSets");
+  std::vector<VkDescriptorBufferInfo> infos(buffers.size());
+  std::vector<VkWriteDescriptorSet> writes(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    infos[i] = {buffers[i]->buffer, 0, VK_WHOLE_SIZE};
+    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[i].dstSet = set;
+    writes[i].dstBinding = uint32_t(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  d.vkUpdateDescriptorSets(d.dev, uint32_t(writes.size()), writes.data(), 0, nullptr);
+  d.begin();
+  d.vkCmdBindPipeline(d.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+  d.vkCmdBindDescriptorSets(d.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
+  if (push_bytes) d.vkCmdPushConstants(d.cmd, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  d.vkCmdDispatch(d.cmd, groups[0], groups[1], groups[2]);
+  // Make the results visible to the host (mapped reads) and to later copies.
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_SHADER_READ_BIT;
+  d.vkCmdPipelineBarrier(d.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         0, 1, &mb, 0, nullptr, 0, nullptr);
+  d.submit_and_wait();
+}
+
 #else
+
+std::shared_ptr<VulkanDevice> VulkanDevice::open(int) {
+  rt_fail("Vulkan is unavailable: this runtime was built without the Vulkan headers (package libvulkan-dev)");
+}
+VulkanDevice::~VulkanDevice() = default;
 
 std::vector<VulkanDeviceInfo> vulkan_devices() {
   rt_fail("Vulkan is unavailable: this runtime was built without the Vulkan headers (package libvulkan-dev)");

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,45 @@ std::vector<VulkanDeviceInfo> vulkan_devices();
 
 // Whether Vulkan can run here; when not, `why` says what is missing.
 bool vulkan_available(std::string* why = nullptr);
+
+// An opened device: one compute queue, buffers, kernels (compute pipelines
+// from SPIR-V), dispatches. Not thread-safe: one user at a time.
+class VulkanDevice {
+ public:
+  class Buffer;
+  class Kernel;
+
+  // Opens device `index` of vulkan_devices(); throws rt::Error saying why not.
+  static std::shared_ptr<VulkanDevice> open(int index = 0);
+  ~VulkanDevice();
+  VulkanDevice(const VulkanDevice&) = delete;
+  VulkanDevice& operator=(const VulkanDevice&) = delete;
+
+  const VulkanDeviceInfo& info() const { return info_; }
+
+  // A storage buffer of `bytes` (at least 4) in device memory; refused
+  // beyond the device's storage-buffer range.
+  std::shared_ptr<Buffer> alloc(uint64_t bytes);
+  void upload(Buffer& dst, const void* src, uint64_t bytes);
+  void download(const Buffer& src, void* dst, uint64_t bytes);
+
+  // A compute pipeline of `spirv` (entry point "main") reading `num_buffers`
+  // storage buffers at bindings 0.. of set 0 and `push_bytes` of push
+  // constants; `name` is for messages.
+  std::shared_ptr<Kernel> load_kernel(const std::string& name, const std::vector<uint32_t>& spirv,
+                                      uint32_t num_buffers, uint32_t push_bytes);
+
+  // Runs `kernel` over groups[0] x groups[1] x groups[2] workgroups with
+  // `buffers` bound in order and `push` as its push constants, and waits.
+  void dispatch(const Kernel& kernel, const std::vector<const Buffer*>& buffers, const void* push,
+                uint32_t push_bytes, const uint32_t groups[3]);
+
+  struct Impl;
+
+ private:
+  VulkanDevice(std::shared_ptr<Impl> impl, VulkanDeviceInfo info);
+  std::shared_ptr<Impl> impl_;  // buffers and kernels hold it too: the device outlives them
+  VulkanDeviceInfo info_;
+};
 
 }  // namespace relax::rt
