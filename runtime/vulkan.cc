@@ -390,11 +390,34 @@ std::shared_ptr<VulkanDevice> VulkanDevice::open(int index) {
   di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
+  // Enable what the device has of what kernels may use: 64/16-bit integers,
+  // f64, and (Vulkan 1.1/1.2 structures) 8/16-bit storage, f16 and i8
+  // arithmetic.
   VkPhysicalDeviceFeatures features{};
   features.shaderInt64 = info.int64;
   features.shaderInt16 = info.int16;
   features.shaderFloat64 = info.float64;
   di.pEnabledFeatures = &features;
+  VkPhysicalDevice16BitStorageFeatures s16{};
+  s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+  s16.storageBuffer16BitAccess = info.storage16;
+  VkPhysicalDevice8BitStorageFeatures s8{};
+  s8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
+  s8.storageBuffer8BitAccess = info.storage8;
+  VkPhysicalDeviceShaderFloat16Int8Features f16{};
+  f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+  f16.shaderFloat16 = info.float16;
+  f16.shaderInt8 = info.int8;
+  const void** tail = &di.pNext;
+  if (info.storage16) {
+    *tail = &s16;
+    tail = const_cast<const void**>(&s16.pNext);
+  }
+  if (info.storage8) {
+    *tail = &s8;
+    tail = const_cast<const void**>(&s8.pNext);
+  }
+  if (info.float16 || info.int8) *tail = &f16;
   check(inst.vkCreateDevice(impl->pd, &di, nullptr, &impl->dev), "vkCreateDevice");
 #define X(f) impl->f = reinterpret_cast<PFN_##f>(inst.vkGetDeviceProcAddr(impl->dev, #f));
   RELAX_VK_DEVICE_FUNCTIONS(X)

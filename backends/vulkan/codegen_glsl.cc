@@ -1,0 +1,565 @@
+#include "backends/vulkan/codegen_glsl.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "backends/common/gpu_schedule.h"
+#include "ir/error.h"
+
+namespace relax::vulkan {
+namespace {
+
+using namespace tir;
+
+std::string hex32(uint32_t v) {
+  std::ostringstream o;
+  o << "0x" << std::hex << v << "u";
+  return o.str();
+}
+
+class StagePrinter {
+ public:
+  StagePrinter(const ProgramNode& p, const GlslFeatures& f, const std::vector<SymExpr>& push_vars, uint32_t block)
+      : prog_(p), feat_(f), push_vars_(push_vars), block_(block) {}
+
+  std::string print(const GpuStage& st) {
+    for (const SymExpr& v : push_vars_) name_of(v);
+    std::ostringstream body;
+    ind_ = 1;
+    for (size_t k = 0; k < push_vars_.size(); ++k)
+      body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
+    if (st.vars.empty()) {
+      body << "  if (gl_GlobalInvocationID.x == 0u) {\n";
+      ind_ = 2;
+      body << stmt(st.body);
+      body << "  }\n";
+    } else {
+      std::string total;
+      for (const SymExpr& e : st.extents) total += (total.empty() ? "" : " * ") + paren(sym(e));
+      body << "  int total_ = " << total << ";\n";
+      body << "  for (int flat_ = int(gl_GlobalInvocationID.x); flat_ < total_; flat_ += int(gl_NumWorkGroups.x) * "
+           << block_ << ") {\n";
+      body << "    int rest_ = flat_;\n";
+      for (size_t k = st.vars.size(); k-- > 0;) {
+        std::string e = paren(sym(st.extents[k]));
+        body << "    int " << name_of(st.vars[k]) << " = rest_ % " << e << ";\n";
+        if (k > 0) body << "    rest_ /= " << e << ";\n";
+      }
+      ind_ = 2;
+      body << stmt(st.body);
+      body << "  }\n";
+    }
+
+    std::ostringstream decls;
+    int binding = 0;
+    for (const auto* list : {&prog_.inputs, &prog_.outputs})
+      for (const Buffer& b : *list) {
+        bool input = list == &prog_.inputs;
+        decls << "layout(std430, set = 0, binding = " << binding << ") " << (input ? "readonly " : "") << "buffer B"
+              << binding << " { " << storage_type(b->dtype) << " d[]; } " << buffer_name(b) << ";\n";
+        ++binding;
+      }
+    if (!push_vars_.empty()) {
+      decls << "layout(push_constant) uniform Push {";
+      for (size_t k = 0; k < push_vars_.size(); ++k) decls << " int p" << k << ";";
+      decls << " } pc;\n";
+    }
+    // The extensions the types above and in the body need.
+    std::ostringstream out;
+    out << "#version 450\n";
+    if (arith_ext_) out << "#extension GL_EXT_shader_explicit_arithmetic_types : require\n";
+    if (storage8_) out << "#extension GL_EXT_shader_8bit_storage : require\n";
+    if (storage16_) out << "#extension GL_EXT_shader_16bit_storage : require\n";
+    out << "layout(local_size_x = " << block_ << ") in;\n";
+    out << decls.str();
+    out << helpers_.str();
+    out << "void main() {\n" << body.str() << "}\n";
+    return out.str();
+  }
+
+ private:
+  [[noreturn]] void unsupported(const std::string& what) const {
+    fail("vulkan codegen: prog @", prog_.name, ": ", what);
+  }
+
+  // ---- types ----
+  std::string value_type(DataType t) {
+    if (t.lanes != 1) unsupported(cat("vector dtype ", t));
+    switch (t.code) {
+      case TypeCode::Bool:
+        return "bool";
+      case TypeCode::Float:
+        if (t.bits == 32) return "float";
+        if (t.bits == 16) {
+          need(feat_.float16, "f16 arithmetic (shaderFloat16)");
+          arith_ext_ = true;
+          return "float16_t";
+        }
+        if (t.bits == 64) {
+          need(feat_.float64, "f64 (shaderFloat64)");
+          return "double";
+        }
+        break;
+      case TypeCode::Int:
+      case TypeCode::UInt: {
+        bool u = t.code == TypeCode::UInt;
+        if (t.bits == 32) return u ? "uint" : "int";
+        if (t.bits == 64) need(feat_.int64, "64-bit integers (shaderInt64)");
+        if (t.bits == 16) need(feat_.int16, "16-bit integers (shaderInt16)");
+        if (t.bits == 8) need(feat_.int8, "8-bit integers (shaderInt8)");
+        if (t.bits == 8 || t.bits == 16 || t.bits == 64) {
+          arith_ext_ = true;
+          return std::string(u ? "uint" : "int") + std::to_string(t.bits) + "_t";
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    unsupported(cat("dtype ", t, " has no Vulkan type here"));
+  }
+  std::string storage_type(DataType t) {
+    if (t.is_bool()) {
+      need(feat_.storage8 && feat_.int8, "8-bit storage buffers (storageBuffer8BitAccess), for bool tensors");
+      storage8_ = arith_ext_ = true;
+      return "uint8_t";
+    }
+    if (t.bits == 8) {
+      need(feat_.storage8, "8-bit storage buffers (storageBuffer8BitAccess)");
+      storage8_ = true;
+    }
+    if (t.bits == 16) {
+      need(feat_.storage16, "16-bit storage buffers (storageBuffer16BitAccess)");
+      storage16_ = true;
+    }
+    return value_type(t);
+  }
+  void need(bool ok, const std::string& what) const {
+    if (!ok) unsupported(cat("needs ", what, ", which the device lacks"));
+  }
+
+  // ---- names ----
+  std::string name_of(const SymExpr& v) {
+    auto it = names_.find(v.get());
+    if (it != names_.end()) return it->second;
+    std::string n = "v_";
+    for (char c : v.name()) n += isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    n += "_" + std::to_string(names_.size());
+    names_[v.get()] = n;
+    return n;
+  }
+  std::string buffer_name(const Buffer& b) {
+    auto it = buffers_.find(b.get());
+    if (it != buffers_.end()) return it->second;
+    std::string n = "b_";
+    for (char c : b->name) n += isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    n += "_" + std::to_string(buffers_.size());
+    buffers_[b.get()] = n;
+    return n;
+  }
+  static std::string paren(const std::string& s) { return "(" + s + ")"; }
+
+  // ---- integer helpers (floor division and modulo, Python's) ----
+  std::string floor_helper(const std::string& type, bool mod) {
+    std::string name = std::string(mod ? "fmod_" : "fdiv_") + type;
+    if (helper_names_.insert(name).second) {
+      helpers_ << type << " " << name << "(" << type << " a, " << type << " b) { " << type << " q = a / b; " << type
+               << " r = a - q * b; if (r != " << type << "(0) && ((r < " << type << "(0)) != (b < " << type
+               << "(0)))) { r += b; q -= " << type << "(1); } return " << (mod ? "r" : "q") << "; }\n";
+    }
+    return name;
+  }
+
+  // ---- symbolic integers, as 32-bit ints ----
+  std::string sym(const SymExpr& e) {
+    const SymNode& n = *e.get();
+    switch (n.kind) {
+      case SymKind::Const:
+        return int_literal(n.value);
+      case SymKind::Var: {
+        auto it = names_.find(e.get());
+        if (it == names_.end()) unsupported(cat("symbolic variable '", n.name, "' is not bound"));
+        return it->second;
+      }
+      case SymKind::Sum: {
+        std::string s = n.constant ? int_literal(n.constant) : "";
+        for (const SymTerm& t : n.terms) {
+          std::string term = t.coeff == 1 ? sym(t.term) : int_literal(t.coeff) + " * " + paren(sym(t.term));
+          s += s.empty() ? term : " + " + term;
+        }
+        return s;
+      }
+      case SymKind::Mul: {
+        std::string s;
+        for (const SymExpr& f : n.operands) s += (s.empty() ? "" : " * ") + paren(sym(f));
+        return s;
+      }
+      case SymKind::FloorDiv:
+      case SymKind::FloorMod:
+        return floor_helper("int", n.kind == SymKind::FloorMod) + "(" + sym(n.operands[0]) + ", " +
+               sym(n.operands[1]) + ")";
+      case SymKind::Min:
+      case SymKind::Max:
+        return std::string(n.kind == SymKind::Min ? "min(" : "max(") + sym(n.operands[0]) + ", " +
+               sym(n.operands[1]) + ")";
+    }
+    unsupported("a symbolic expression of unknown kind");
+  }
+  std::string int_literal(int64_t v) {
+    if (v < INT32_MIN || v > INT32_MAX) unsupported(cat("the index constant ", v, " does not fit in 32 bits"));
+    if (v == INT32_MIN) return "(-2147483647 - 1)";
+    return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v);
+  }
+
+  // The expression as a 32-bit index when it is made of symbolic values
+  // and integer immediates only.
+  std::optional<std::string> index(const TExpr& e) {
+    if (const auto* s = as<SymNodeT>(e)) return sym(s->value);
+    if (const auto* i = as<ImmNode>(e); i && i->dtype.is_integer() && i->int_value >= INT32_MIN &&
+                                        i->int_value <= INT32_MAX)
+      return int_literal(i->int_value);
+    if (const auto* c = as<CastNode>(e); c && c->dtype.is_integer() && c->a->dtype.is_integer())
+      return index(c->a);
+    if (const auto* b = as<BinaryNode>(e); b && b->dtype.is_integer()) {
+      std::optional<std::string> x = index(b->a), y = index(b->b);
+      if (!x || !y) return std::nullopt;
+      switch (b->op) {
+        case BinOp::Add:
+        case BinOp::Sub:
+        case BinOp::Mul:
+          return paren(*x + " " + binop_text(b->op) + " " + *y);
+        case BinOp::Min:
+          return "min(" + *x + ", " + *y + ")";
+        case BinOp::Max:
+          return "max(" + *x + ", " + *y + ")";
+        case BinOp::FloorDiv:
+        case BinOp::FloorMod:
+          return floor_helper("int", b->op == BinOp::FloorMod) + "(" + *x + ", " + *y + ")";
+        default:
+          return std::nullopt;
+      }
+    }
+    if (const auto* s = as<SelectNode>(e); s && s->dtype.is_integer()) {
+      std::optional<std::string> x = index(s->a), y = index(s->b);
+      if (!x || !y) return std::nullopt;
+      return "(" + expr(s->cond) + " ? " + *x + " : " + *y + ")";
+    }
+    return std::nullopt;
+  }
+  std::string as_index(const TExpr& e) {
+    if (std::optional<std::string> i = index(e)) return *i;
+    return "int(" + expr(e) + ")";
+  }
+  std::string flat_index(const Buffer& b, const std::vector<TExpr>& idx) {
+    if (idx.empty()) return "0";
+    std::string s = as_index(idx[0]);
+    for (size_t k = 1; k < idx.size(); ++k) s = paren(s) + " * " + paren(sym(b->shape[k])) + " + " + as_index(idx[k]);
+    return s;
+  }
+  std::string access(const Buffer& b, const std::vector<TExpr>& idx) {
+    if (b->scope == Scope::Global) return buffer_name(b) + ".d[" + flat_index(b, idx) + "]";
+    return buffer_name(b) + "[" + flat_index(b, idx) + "]";
+  }
+
+  // ---- scalar expressions, each of its dtype's value type ----
+  std::string imm(const ImmNode& i) {
+    DataType t = i.dtype;
+    if (t.is_bool()) return i.int_value ? "true" : "false";
+    if (t.is_float()) {
+      if (t.bits == 64) {
+        value_type(t);
+        uint64_t bits;
+        std::memcpy(&bits, &i.float_value, 8);
+        return "packDouble2x32(uvec2(" + hex32(uint32_t(bits)) + ", " + hex32(uint32_t(bits >> 32)) + "))";
+      }
+      float f = float(i.float_value);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      std::string s = "uintBitsToFloat(" + hex32(bits) + ")";
+      return t.bits == 32 ? s : value_type(t) + "(" + s + ")";
+    }
+    std::string type = value_type(t);
+    if (t.bits == 32 && t.is_int()) return int_literal(i.int_value);
+    if (t.bits == 32) return std::to_string(uint32_t(i.int_value)) + "u";
+    if (t.bits == 64) {
+      if (t.is_uint()) return std::to_string(uint64_t(i.int_value)) + "ul";
+      if (i.int_value == INT64_MIN) return "(-9223372036854775807l - 1l)";
+      return i.int_value < 0 ? "(" + std::to_string(i.int_value) + "l)" : std::to_string(i.int_value) + "l";
+    }
+    return type + "(" + std::to_string(i.int_value) + ")";
+  }
+
+  std::string expr(const TExpr& e) {
+    switch (e->kind) {
+      case TKind::Sym:
+        value_type(DataType::i64());
+        return "int64_t(" + sym(as<SymNodeT>(e)->value) + ")";
+      case TKind::Imm:
+        return imm(*as<ImmNode>(e));
+      case TKind::Load: {
+        const auto* l = as<LoadNode>(e);
+        std::string a = access(l->buffer, l->indices);
+        if (l->buffer->dtype.is_bool() && l->buffer->scope == Scope::Global) return "(" + a + " != uint8_t(0))";
+        return a;
+      }
+      case TKind::Binary:
+        return binary(*as<BinaryNode>(e));
+      case TKind::Unary: {
+        const auto* u = as<UnaryNode>(e);
+        std::string a = expr(u->a);
+        if (u->op == UnOp::Neg) return "(-" + paren(a) + ")";
+        if (u->op == UnOp::Not || u->a->dtype.is_bool()) return "(!" + paren(a) + ")";
+        return "(~" + paren(a) + ")";
+      }
+      case TKind::Call:
+        return call(*as<CallNodeT>(e));
+      case TKind::Cast: {
+        const auto* c = as<CastNode>(e);
+        DataType to = c->dtype, from = c->a->dtype;
+        std::string a = expr(c->a);
+        if (to == from) return a;
+        if (to.is_bool()) return "(" + a + " != " + value_type(from) + "(0))";
+        if (from.is_bool()) return "(" + a + " ? " + value_type(to) + "(1) : " + value_type(to) + "(0))";
+        return value_type(to) + "(" + a + ")";
+      }
+      case TKind::Select: {
+        const auto* s = as<SelectNode>(e);
+        return "(" + expr(s->cond) + " ? " + expr(s->a) + " : " + expr(s->b) + ")";
+      }
+    }
+    unsupported("an expression of unknown kind");
+  }
+
+  std::string binary(const BinaryNode& b) {
+    DataType t = b.a->dtype;
+    if (binop_is_compare(b.op)) {
+      std::optional<std::string> x = index(b.a), y = index(b.b);
+      if (x && y) return "(" + *x + " " + binop_text(b.op) + " " + *y + ")";
+    }
+    std::string x = expr(b.a), y = expr(b.b);
+    auto infix = [&](const char* op) { return "(" + x + " " + op + " " + y + ")"; };
+    switch (b.op) {
+      case BinOp::Add:
+      case BinOp::Sub:
+      case BinOp::Mul:
+      case BinOp::Div:
+        return infix(binop_text(b.op));
+      case BinOp::FloorDiv:
+      case BinOp::FloorMod:
+        if (t.is_float()) {
+          std::string q = "floor(" + x + " / " + y + ")";
+          return b.op == BinOp::FloorDiv ? q : "(" + x + " - " + y + " * " + q + ")";
+        }
+        if (t.bits == 8 || t.bits == 16) {  // in int, then back
+          std::string type = value_type(t);
+          return type + "(" + floor_helper("int", b.op == BinOp::FloorMod) + "(int(" + x + "), int(" + y + ")))";
+        }
+        return floor_helper(value_type(t), b.op == BinOp::FloorMod) + "(" + x + ", " + y + ")";
+      case BinOp::Min:
+      case BinOp::Max: {
+        bool is_min = b.op == BinOp::Min;
+        if (t.is_bool()) return infix(is_min ? "&&" : "||");
+        if (!t.is_float()) return std::string(is_min ? "min(" : "max(") + x + ", " + y + ")";
+        // NaN propagates, as the cpu backend's minimum / maximum.
+        std::string type = value_type(t), name = std::string(is_min ? "fmin_" : "fmax_") + type;
+        if (helper_names_.insert(name).second)
+          helpers_ << type << " " << name << "(" << type << " a, " << type << " b) { return isnan(a) || isnan(b) ? a + b : "
+                   << (is_min ? "min" : "max") << "(a, b); }\n";
+        return name + "(" + x + ", " + y + ")";
+      }
+      case BinOp::EQ:
+      case BinOp::NE:
+      case BinOp::LT:
+      case BinOp::LE:
+      case BinOp::GT:
+      case BinOp::GE:
+        if (t.is_bool()) {
+          x = "int(" + x + ")";
+          y = "int(" + y + ")";
+        }
+        return infix(binop_text(b.op));
+      case BinOp::And:
+        return infix("&&");
+      case BinOp::Or:
+        return infix("||");
+      case BinOp::BitAnd:
+        return infix(t.is_bool() ? "&&" : "&");
+      case BinOp::BitOr:
+        return infix(t.is_bool() ? "||" : "|");
+      case BinOp::BitXor:
+        return infix(t.is_bool() ? "^^" : "^");
+      case BinOp::Shl:
+      case BinOp::Shr:
+        return infix(binop_text(b.op));
+    }
+    unsupported("an unknown binary operator");
+  }
+
+  std::string call(const CallNodeT& c) {
+    DataType t = c.args[0]->dtype;
+    std::vector<std::string> a;
+    for (const TExpr& x : c.args) a.push_back(expr(x));
+    if (c.fn == Intrinsic::abs && t.is_integer()) return "(" + a[0] + " < " + value_type(t) + "(0) ? -" + a[0] + " : " + a[0] + ")";
+    if (c.fn == Intrinsic::popcount) return value_type(c.dtype) + "(bitCount(" + a[0] + "))";
+    if (!t.is_float()) unsupported(cat("intrinsic ", intrinsic_name(c.fn), " on ", t));
+    // Math in f32 (GLSL's f16 and f64 have few functions), back to the type.
+    bool wide = t.bits != 32;
+    for (std::string& s : a)
+      if (wide) s = "float(" + s + ")";
+    std::string x = a[0];
+    std::string r;
+    switch (c.fn) {
+      case Intrinsic::exp: r = "exp(" + x + ")"; break;
+      case Intrinsic::exp2: r = "exp2(" + x + ")"; break;
+      case Intrinsic::log: r = "log(" + x + ")"; break;
+      case Intrinsic::log2: r = "log2(" + x + ")"; break;
+      case Intrinsic::log1p: r = "(abs(" + x + ") < 1e-4 ? " + x + " - 0.5 * " + x + " * " + x + " : log(1.0 + " + x + "))"; break;
+      case Intrinsic::expm1: r = "(abs(" + x + ") < 1e-4 ? " + x + " + 0.5 * " + x + " * " + x + " : exp(" + x + ") - 1.0)"; break;
+      case Intrinsic::sqrt: r = "sqrt(" + x + ")"; break;
+      case Intrinsic::rsqrt: r = "(1.0 / sqrt(" + x + "))"; break;
+      case Intrinsic::tanh: r = "tanh(clamp(" + x + ", -15.0, 15.0))"; break;
+      case Intrinsic::sigmoid: r = "(1.0 / (1.0 + exp(-" + x + ")))"; break;
+      case Intrinsic::erf: r = helper_erf() + "(" + x + ")"; break;
+      case Intrinsic::sin: r = "sin(" + x + ")"; break;
+      case Intrinsic::cos: r = "cos(" + x + ")"; break;
+      case Intrinsic::tan: r = "tan(" + x + ")"; break;
+      case Intrinsic::asin: r = "asin(" + x + ")"; break;
+      case Intrinsic::acos: r = "acos(" + x + ")"; break;
+      case Intrinsic::atan: r = "atan(" + x + ")"; break;
+      case Intrinsic::sinh: r = "sinh(" + x + ")"; break;
+      case Intrinsic::cosh: r = "cosh(" + x + ")"; break;
+      case Intrinsic::asinh: r = "asinh(" + x + ")"; break;
+      case Intrinsic::acosh: r = "acosh(" + x + ")"; break;
+      case Intrinsic::atanh: r = "atanh(" + x + ")"; break;
+      case Intrinsic::abs: r = "abs(" + x + ")"; break;
+      case Intrinsic::floor: r = "floor(" + x + ")"; break;
+      case Intrinsic::ceil: r = "ceil(" + x + ")"; break;
+      case Intrinsic::round: r = "roundEven(" + x + ")"; break;
+      case Intrinsic::trunc: r = "trunc(" + x + ")"; break;
+      case Intrinsic::isnan: return "isnan(" + x + ")";
+      case Intrinsic::isinf: return "isinf(" + x + ")";
+      case Intrinsic::isfinite: return "!(isnan(" + x + ") || isinf(" + x + "))";
+      case Intrinsic::pow: r = "pow(" + x + ", " + a[1] + ")"; break;
+      case Intrinsic::atan2: r = "atan(" + x + ", " + a[1] + ")"; break;
+      case Intrinsic::fmod: r = "(" + x + " - " + a[1] + " * trunc(" + x + " / " + a[1] + "))"; break;
+      case Intrinsic::copysign:
+        r = "((" + a[1] + " < 0.0 || (" + a[1] + " == 0.0 && 1.0 / " + a[1] + " < 0.0)) ? -abs(" + x + ") : abs(" + x + "))";
+        break;
+      case Intrinsic::fma: r = "fma(" + x + ", " + a[1] + ", " + a[2] + ")"; break;
+      default: unsupported(cat("intrinsic ", intrinsic_name(c.fn)));
+    }
+    return wide ? value_type(c.dtype) + "(" + r + ")" : r;
+  }
+  // erf(x) with the rational approximation of Abramowitz and Stegun 7.1.26
+  // (absolute error below 1.5e-7).
+  std::string helper_erf() {
+    if (helper_names_.insert("erf_").second)
+      helpers_ << "float erf_(float x) { float s = sign(x); x = abs(x); float t = 1.0 / (1.0 + 0.3275911 * x); "
+                  "float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + "
+                  "0.254829592) * t * exp(-x * x); return s * y; }\n";
+    return "erf_";
+  }
+
+  // ---- statements ----
+  std::string pad() const { return std::string(size_t(ind_) * 2, ' '); }
+  std::string stmt(const Stmt& s) {
+    std::ostringstream o;
+    switch (s->kind) {
+      case SKind::For: {
+        const auto* f = as<ForNode>(s);
+        if (f->loop_kind >= LoopKind::BlockX)
+          unsupported(cat("loop '", f->var.name(), "' is already bound to ", loop_kind_text(f->loop_kind)));
+        std::string v = name_of(f->var);
+        o << pad() << "for (int " << v << " = 0; " << v << " < " << sym(f->extent) << "; ++" << v << ") {\n";
+        ++ind_;
+        o << stmt(f->body);
+        --ind_;
+        o << pad() << "}\n";
+        return o.str();
+      }
+      case SKind::Store: {
+        const auto* st = as<StoreNode>(s);
+        std::string v = expr(st->value);
+        if (st->buffer->dtype.is_bool() && st->buffer->scope == Scope::Global)
+          v = "(" + v + " ? uint8_t(1) : uint8_t(0))";
+        o << pad() << access(st->buffer, st->indices) << " = " << v << ";\n";
+        return o.str();
+      }
+      case SKind::Seq:
+        for (const Stmt& x : as<SeqNode>(s)->stmts) o << stmt(x);
+        return o.str();
+      case SKind::IfThenElse: {
+        const auto* i = as<IfThenElseNode>(s);
+        o << pad() << "if (" << expr(i->cond) << ") {\n";
+        ++ind_;
+        o << stmt(i->then_case);
+        --ind_;
+        if (i->else_case) {
+          o << pad() << "} else {\n";
+          ++ind_;
+          o << stmt(i->else_case);
+          --ind_;
+        }
+        o << pad() << "}\n";
+        return o.str();
+      }
+      case SKind::Allocate: {
+        const auto* a = as<AllocateNode>(s);
+        const Buffer& b = a->buffer;
+        if (b->scope != Scope::Local) unsupported(cat("buffer '", b->name, "' in ", scope_name(b->scope), " memory"));
+        int64_t n = 1;
+        for (const SymExpr& d : b->shape) {
+          if (!d.is_const()) unsupported(cat("local buffer '", b->name, "' of symbolic size"));
+          n *= d.const_value();
+        }
+        o << pad() << value_type(b->dtype) << " " << buffer_name(b) << "[" << std::max<int64_t>(n, 1) << "];\n";
+        o << stmt(a->body);
+        return o.str();
+      }
+      case SKind::Barrier:
+        unsupported("a barrier outside a workgroup schedule");
+    }
+    unsupported("a statement of unknown kind");
+  }
+
+  const ProgramNode& prog_;
+  const GlslFeatures& feat_;
+  const std::vector<SymExpr>& push_vars_;
+  uint32_t block_;
+  int ind_ = 1;
+  bool arith_ext_ = false, storage8_ = false, storage16_ = false;
+  std::unordered_map<const SymNode*, std::string> names_;
+  std::unordered_map<const BufferNode*, std::string> buffers_;
+  std::set<std::string> helper_names_;
+  std::ostringstream helpers_;
+};
+
+}  // namespace
+
+GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, uint32_t block) {
+  GlslProgram out;
+  out.block = block;
+  // Push constants: plain variable dims of the parameters, then sym params.
+  std::set<const SymNode*> seen;
+  for (const auto* list : {&p->inputs, &p->outputs})
+    for (const tir::Buffer& b : *list)
+      for (const SymExpr& d : b->shape)
+        if (d.is_var() && seen.insert(d.get()).second) out.push_vars.push_back(d);
+  for (const SymExpr& s : p->sym_params)
+    if (seen.insert(s.get()).second) out.push_vars.push_back(s);
+  std::vector<GpuStage> stages = gpu_stages(p);
+  for (size_t k = 0; k < stages.size(); ++k) {
+    GlslStage st;
+    st.name = stages.size() == 1 ? p->name : p->name + "_s" + std::to_string(k);
+    st.source = StagePrinter(*p, features, out.push_vars, block).print(stages[k]);
+    st.extents = stages[k].extents;
+    out.stages.push_back(std::move(st));
+  }
+  return out;
+}
+
+}  // namespace relax::vulkan

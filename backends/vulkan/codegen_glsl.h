@@ -1,0 +1,45 @@
+// Tensor programs to GLSL compute shaders, one per GPU stage
+// (backends/common/gpu_schedule.h).
+//
+// Kernel ABI (what the runtime binds):
+//   - set 0, binding k: the program's inputs, then its outputs, each a
+//     std430 storage buffer of its element type (bool as uint8);
+//   - push constants: `push_vars`, each an int32, in order: the variables
+//     of the parameter buffers' plain dims (first binding wins, inputs
+//     then outputs) and then the symbolic parameters; the host computes
+//     them from the buffers' shapes and checks every other dim;
+//   - a 1-D launch of `block`-thread workgroups; each stage loops over its
+//     index space with a grid stride, so any workgroup count is correct.
+// Index arithmetic is 32-bit: the host refuses buffers of 2^31 elements or
+// more. Data types: f32, f16, f64, i8..i64, u8..u64, bool, each within
+// what the device supports (an Error names the program and the missing
+// feature otherwise).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/tir.h"
+
+namespace relax::vulkan {
+
+struct GlslFeatures {
+  bool int64 = true, float16 = true, float64 = true, int8 = true, int16 = true;
+  bool storage8 = true, storage16 = true;
+};
+
+struct GlslStage {
+  std::string name;              // program name, then "_s<k>" when there are several
+  std::string source;            // the shader
+  std::vector<SymExpr> extents;  // threads = their product (1 when empty)
+};
+
+struct GlslProgram {
+  std::vector<SymExpr> push_vars;
+  uint32_t block = 256;
+  std::vector<GlslStage> stages;
+};
+
+GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features = {}, uint32_t block = 256);
+
+}  // namespace relax::vulkan
