@@ -22,8 +22,10 @@ struct Pass {
 const Pass* find_pass(const std::string& name);
 const std::vector<Pass>& all_passes();
 
-// The names of a named pipeline ("O0", "O1", "O2"); Error for an unknown one.
-std::vector<std::string> pipeline(const std::string& name);
+// The names of a named pipeline ("O0", "O1", "O2") for a target ("cpu",
+// "vulkan", "cuda"); Error for an unknown one. GPU targets lift workspaces
+// at every level (a shader cannot allocate).
+std::vector<std::string> pipeline(const std::string& name, const std::string& target = "cpu");
 std::vector<std::string> pipeline_names();
 
 struct PassOptions {

@@ -36,7 +36,10 @@ std::vector<std::string> pipeline_names() { return {"O0", "O1", "O2"}; }
 // The pipelines are what relax-build runs at -O0, -O1 and -O2: graph-level
 // passes, legalisation into tensor programs, then the passes on the
 // legalised form. Every level legalises, so every level builds.
-std::vector<std::string> pipeline(const std::string& name) {
+std::vector<std::string> pipeline(const std::string& name, const std::string& target) {
+  if (target != "cpu" && target != "vulkan" && target != "cuda")
+    fail("unknown target '", target, "'; known: cpu, vulkan, cuda");
+  bool gpu = target != "cpu";
   const std::vector<std::string> graph = {"normalize", "convert-to-dataflow", "simplify-shapes",
                                           "canonicalize-bindings", "dead-code-elimination"};
   const std::vector<std::string> lower = {"legalize", "canonicalize-bindings", "dead-code-elimination"};
@@ -45,9 +48,11 @@ std::vector<std::string> pipeline(const std::string& name) {
   if (name == "O0") {
     add({"normalize"});
     add(lower);
+    if (gpu) add({"lift-workspaces"});
   } else if (name == "O1") {
     add(graph);
     add(lower);
+    if (gpu) add({"lift-workspaces"});
   } else if (name == "O2") {
     add(graph);
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});

@@ -64,6 +64,8 @@ LegalizeContext::LegalizeContext(IRModule& mod, Analyzer& ana) : mod_(mod), ana_
   for (const std::string& name : mod_.program_names()) by_text_.emplace(program_key(mod_.program(name)), name);
 }
 
+bool LegalizeContext::libraries() const { return mod_.attrs.get_string("target", "cpu") == "cpu"; }
+
 Expr LegalizeContext::add_program(const tir::Program& p) {
   std::string key = program_key(p);
   auto it = by_text_.find(key);

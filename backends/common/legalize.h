@@ -85,6 +85,10 @@ class LegalizeContext {
 
   IRModule& module() { return mod_; }
   Analyzer& analyzer() { return ana_; }
+  // Whether ops may become library calls (BLAS, the runtime's GEMM): on
+  // the cpu target, not on GPU targets, whose kernels are all generated.
+  // The module's attribute `target` says which ("cpu" when absent).
+  bool libraries() const;
 
   // Adds `p` to the module under a fresh name built from p->name ("add",
   // "add_1", ...) unless a program with the same text is already there;

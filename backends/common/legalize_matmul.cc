@@ -18,6 +18,7 @@ constexpr const char* kBlasMatmul = "blas.matmul";
 // The library call, when both operands and the result are f32 (or f64)
 // tensors of known shape (the VM allocates the result).
 std::optional<Expr> blas_matmul(LegalizeContext& ctx, const CallNode& call) {
+  if (!ctx.libraries()) return std::nullopt;
   const auto* out = as<TensorSI>(call.sinfo);
   if (!out || !out->shape || !(out->dtype == DataType::f32() || out->dtype == DataType::f(64))) return std::nullopt;
   for (const Expr& a : call.args) {

@@ -104,6 +104,7 @@ constexpr const char* kGemmConv2d = "gemm.conv2d";
 // workspace the graph allocates and memory planning covers; a 1x1 kernel
 // with stride 1 and no padding reads the input directly and needs none.
 std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, const Attrs& attrs) {
+  if (!ctx.libraries()) return std::nullopt;
   const auto* y = as<TensorSI>(call.sinfo);
   const auto* x = as<TensorSI>(call.args[0]->sinfo);
   const auto* w = as<TensorSI>(call.args[1]->sinfo);

@@ -12,6 +12,7 @@
 #include "backends/common/legalize.h"
 #include "backends/vulkan/codegen_glsl.h"
 #include "backends/vulkan/spirv.h"
+#include "ir/printer.h"
 #include "passes/pass.h"
 #include "runtime/vulkan.h"
 
@@ -145,7 +146,7 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
 }
 
 const char* kOps = R"(
-fn @main(x: Tensor[(n, 16), f32], y: Tensor[(16,), f32], a: Tensor[(n, 16), i64], b: Tensor[(16,), i64], w: Tensor[(4, 1, 3, 3), f32], im: Tensor[(n, 4, 9, 7), f32], ia: Tensor[(n, 16), i32], ib: Tensor[(16, 5), i32]) -> Tuple[Tensor[(n, 16), f32], Tensor[(n,), f32], Tensor[(n, 16), f32], Tensor[(n, 16), i64], Tensor[(n, 16), i64], Tensor[(n, 16), f32], Tensor[(n, 16), i32], Tensor[(n, 32), f32], Tensor[(n, 4, 9, 7), f32], Tensor[(n, 4, 4, 3), f32], Tensor[(n, 5), i32], Tensor[(n, 16), f32]] {
+fn @main(x: Tensor[(n, 16), f32], y: Tensor[(16,), f32], a: Tensor[(n, 16), i64], b: Tensor[(16,), i64], w: Tensor[(4, 1, 3, 3), f32], im: Tensor[(n, 4, 9, 7), f32], ia: Tensor[(n, 16), i32], ib: Tensor[(16, 5), i32], fw: Tensor[(8, 4, 3, 3), f32], fm: Tensor[(16, 8), f32], gx: Tensor[(3, n, 5), f32], gw: Tensor[(1, 12, 5), f32], gr: Tensor[(1, 12, 4), f32]) -> Tuple[Tensor[(n, 16), f32], Tensor[(n,), f32], Tensor[(n, 16), f32], Tensor[(n, 16), i64], Tensor[(n, 16), i64], Tensor[(n, 16), f32], Tensor[(n, 16), i32], Tensor[(n, 32), f32], Tensor[(n, 4, 9, 7), f32], Tensor[(n, 4, 4, 3), f32], Tensor[(n, 5), i32], Tensor[(n, 16), f32], Tensor[(n, 8, 9, 7), f32], Tensor[(n, 8), f32], Tensor[(1, n, 4), f32]] {
   dataflow {
     %s: Tensor[(n, 16), f32] = add(x, y)
     %r: Tensor[(n,), f32] = sum(x, axis=[1])
@@ -162,7 +163,11 @@ fn @main(x: Tensor[(n, 16), f32], y: Tensor[(16,), f32], a: Tensor[(n, 16), i64]
     %mp: Tensor[(n, 4, 4, 3), f32] = max_pool(im, pool_size=[2, 2], strides=[2, 2])
     %mm: Tensor[(n, 5), i32] = matmul(ia, ib)
     %ln: Tensor[(n, 16), f32] = layer_norm(x, y, y, axes=[1])
-    out: Tuple[Tensor[(n, 16), f32], Tensor[(n,), f32], Tensor[(n, 16), f32], Tensor[(n, 16), i64], Tensor[(n, 16), i64], Tensor[(n, 16), f32], Tensor[(n, 16), i32], Tensor[(n, 32), f32], Tensor[(n, 4, 9, 7), f32], Tensor[(n, 4, 4, 3), f32], Tensor[(n, 5), i32], Tensor[(n, 16), f32]] = (%s, %r, %m, %fd, %md, %wh, %i, %cc, %dw, %mp, %mm, %ln)
+    %fc: Tensor[(n, 8, 9, 7), f32] = conv(im, fw, padding=[1, 1, 1, 1])
+    %fmm: Tensor[(n, 8), f32] = matmul(x, fm)
+    %g: Tuple[Tensor[(3, 1, n, 4), f32], Tensor[(1, n, 4), f32]] = gru(gx, gw, gr, hidden_size=4)
+    %gh: Tensor[(1, n, 4), f32] = %g[1]
+    out: Tuple[Tensor[(n, 16), f32], Tensor[(n,), f32], Tensor[(n, 16), f32], Tensor[(n, 16), i64], Tensor[(n, 16), i64], Tensor[(n, 16), f32], Tensor[(n, 16), i32], Tensor[(n, 32), f32], Tensor[(n, 4, 9, 7), f32], Tensor[(n, 4, 4, 3), f32], Tensor[(n, 5), i32], Tensor[(n, 16), f32], Tensor[(n, 8, 9, 7), f32], Tensor[(n, 8), f32], Tensor[(1, n, 4), f32]] = (%s, %r, %m, %fd, %md, %wh, %i, %cc, %dw, %mp, %mm, %ln, %fc, %fmm, %gh)
   }
   return out
 }
@@ -178,10 +183,16 @@ TEST_CASE("vulkan codegen: legalised and fused programs agree with the cpu backe
   }
   auto dev = rt::VulkanDevice::open(0);
   std::mt19937 rng(7);
+  // For the vulkan target: no library calls (f32 matmul and conv become
+  // programs too) and workspaces lifted at every level (the GRU's).
   IRModule mod = parse_module(kOps);
+  mod.attrs.set("target", std::string("vulkan"));
   for (const char* level : {"O0", "O2"}) {
     CAPTURE(level);
-    IRModule lowered = run_passes(mod, pipeline(level));
+    IRModule lowered = run_passes(mod, pipeline(level, "vulkan"));
+    std::string printed = print_module(lowered);
+    CHECK(printed.find("call_library") == std::string::npos);
+    CHECK(printed.find("workspaces=") != std::string::npos);
     std::vector<tir::Program> progs = cpu::test::programs_in(lowered);
     REQUIRE(progs.size() >= 5);
     for (int64_t n : {1, 37, 300}) {
