@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -28,7 +29,21 @@ using KernelFn = int32_t (*)(void* const* buffers, const int64_t* shape_args);
 
 constexpr int32_t kKernelAbiVersion = 1;
 
-class KernelLibrary {
+// A kernel as the VM calls it: buffers (inputs then outputs), then
+// shape_args (each parameter's dims, then the symbolic arguments); 0 on
+// success.
+using KernelCall = std::function<int32_t(void* const* buffers, const int64_t* shape_args)>;
+
+// Where the VM finds a package's kernels: the cpu shared object
+// (KernelLibrary) or the Vulkan pipelines (runtime/vulkan.h).
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  // Throws rt::Error naming `name` when absent.
+  virtual KernelCall kernel_call(std::string_view name) const = 0;
+};
+
+class KernelLibrary : public Kernels {
  public:
   // Loads a shared object from its bytes. `label` names it in messages (the
   // package path and section). Kernels run on ThreadPool::global(); its
@@ -36,12 +51,13 @@ class KernelLibrary {
   // does not load, lacks relax_abi_version or relax_runtime_hooks, or has
   // another ABI version.
   static std::unique_ptr<KernelLibrary> load(std::span<const uint8_t> so_bytes, std::string label);
-  ~KernelLibrary();  // dlclose
+  ~KernelLibrary() override;  // dlclose
   KernelLibrary(const KernelLibrary&) = delete;
   KernelLibrary& operator=(const KernelLibrary&) = delete;
 
   // The kernel exported as `symbol`; throws rt::Error naming it when absent.
   KernelFn kernel(std::string_view symbol) const;
+  KernelCall kernel_call(std::string_view symbol) const override { return kernel(symbol); }
   // nullptr when absent.
   void* find_symbol(std::string_view symbol) const;
   const std::string& label() const { return label_; }

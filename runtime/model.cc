@@ -4,6 +4,7 @@
 #include <map>
 
 #include "runtime/error.h"
+#include "runtime/vulkan.h"
 
 namespace relax::rt {
 namespace {
@@ -27,7 +28,7 @@ std::vector<TensorDesc> descs(const nlohmann::json& list) {
 
 }  // namespace
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, int device) {
   auto m = std::unique_ptr<Model>(new Model);
   m->pkg_ = Package::open(path);
   try {
@@ -41,8 +42,15 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   if (m->manifest_.value("format", 0) != 1)
     rt_fail(path, ": manifest format ", m->manifest_.value("format", 0), " is not supported by this runtime (1)");
   std::string target = m->manifest_.value("/target/kind"_json_pointer, std::string("?"));
-  if (target != "cpu") rt_fail(path, ": built for target '", target, "', which this runtime cannot run");
-  if (auto so = m->pkg_.find("kernels.cpu")) m->kernels_ = KernelLibrary::load(*so, path + ":kernels.cpu");
+  if (target == "cpu") {
+    if (auto so = m->pkg_.find("kernels.cpu")) m->kernels_ = KernelLibrary::load(*so, path + ":kernels.cpu");
+  } else if (target == "vulkan") {
+    if (auto meta = m->pkg_.find("kernels.vulkan"))
+      m->kernels_ = VulkanKernels::load(m->pkg_.section_text("kernels.vulkan"), m->pkg_.section("kernels.vulkan.spv"),
+                                        device, path + ":kernels.vulkan");
+  } else {
+    rt_fail(path, ": built for target '", target, "', which this runtime cannot run");
+  }
 
   // Weights are views of the mapping; the package stays mapped while any lives.
   std::map<std::string, Tensor> weights;

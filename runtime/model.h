@@ -23,8 +23,10 @@ struct TensorDesc {
 
 class Model {
  public:
-  // Opens and validates `path` (throws rt::Error naming the file).
-  static std::unique_ptr<Model> load(const std::string& path);
+  // Opens and validates `path` (throws rt::Error naming the file). A
+  // package for the vulkan target runs on Vulkan device `device`
+  // (vulkan_devices() numbers them).
+  static std::unique_ptr<Model> load(const std::string& path, int device = 0);
 
   const std::vector<TensorDesc>& inputs() const { return inputs_; }
   const std::vector<TensorDesc>& outputs() const { return outputs_; }
@@ -40,7 +42,7 @@ class Model {
   nlohmann::json manifest_;
   std::vector<TensorDesc> inputs_, outputs_;
   bool output_is_tuple_ = false;
-  std::unique_ptr<KernelLibrary> kernels_;
+  std::unique_ptr<Kernels> kernels_;
   std::unique_ptr<VirtualMachine> vm_;
 };
 

@@ -80,7 +80,7 @@ const Builtin* find_builtin(const std::string& name) {
 // ---- The machine ------------------------------------------------------------------
 
 VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const std::string&)>& weights,
-                               const KernelLibrary* kernels, std::shared_ptr<PoolAllocator> pool)
+                               const Kernels* kernels, std::shared_ptr<PoolAllocator> pool)
     : exe_(std::move(exe)), pool_(pool ? std::move(pool) : std::make_shared<PoolAllocator>()) {
   for (const Constant& c : exe_.constants) {
     switch (c.kind) {
@@ -109,7 +109,7 @@ VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const 
   }
   for (const std::string& k : exe_.kernels) {
     if (!kernels) rt_fail("the program calls kernel ", k, " but the package has no kernels");
-    kernels_.push_back(kernels->kernel(k));
+    kernels_.push_back(kernels->kernel_call(k));
   }
   for (const std::string& b : exe_.builtins) {
     const Builtin* fn = find_builtin(b);

@@ -87,7 +87,7 @@ class VirtualMachine {
   // holds the compiled kernels the executable calls (may be null when it
   // calls none). Throws rt::Error for an unknown builtin, a missing weight
   // or kernel.
-  VirtualMachine(Executable exe, const std::function<Tensor(const std::string&)>& weights, const KernelLibrary* kernels,
+  VirtualMachine(Executable exe, const std::function<Tensor(const std::string&)>& weights, const Kernels* kernels,
                  std::shared_ptr<PoolAllocator> pool = nullptr);
 
   // Runs function `name` (default: the first, @main).
@@ -104,7 +104,7 @@ class VirtualMachine {
 
   Executable exe_;
   std::vector<Value> consts_;
-  std::vector<KernelFn> kernels_;
+  std::vector<KernelCall> kernels_;
   std::vector<Builtin> builtins_;
   std::shared_ptr<PoolAllocator> pool_;
 };

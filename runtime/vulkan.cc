@@ -7,6 +7,10 @@
 #include <memory>
 #include <mutex>
 
+#include <nlohmann/json.hpp>
+
+#include "runtime/bytecode.h"
+#include "runtime/dtype.h"
 #include "runtime/error.h"
 
 #if RELAX_HAVE_VULKAN_HEADERS
@@ -642,6 +646,121 @@ void VulkanDevice::dispatch(const Kernel& k, const std::vector<const Buffer*>& b
   d.submit_and_wait();
 }
 
+// ---- A package's kernels ------------------------------------------------------------
+
+struct VulkanKernels::Entry {
+  std::string name;
+  size_t num_inputs = 0;
+  std::vector<std::pair<DType, size_t>> params;  // dtype, ndim
+  std::vector<int64_t> push;                     // shape-args slot of each push constant
+  struct Stage {
+    std::shared_ptr<VulkanDevice::Kernel> kernel;
+    std::vector<int64_t> threads;  // postfix code over the shape args
+  };
+  std::vector<Stage> stages;
+  int64_t num_slots = 0;
+};
+
+VulkanKernels::~VulkanKernels() = default;
+
+std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, std::span<const uint8_t> spirv,
+                                                   int device, const std::string& label) {
+  auto out = std::unique_ptr<VulkanKernels>(new VulkanKernels);
+  out->label_ = label;
+  out->device_ = VulkanDevice::open(device);
+  const VulkanDeviceInfo& info = out->device_->info();
+  if (spirv.size() % 4 != 0) rt_fail(label, ": the SPIR-V section is not whole 32-bit words");
+  try {
+    nlohmann::json meta = nlohmann::json::parse(metadata);
+    for (const std::string& need : meta.at("needs").get<std::vector<std::string>>()) {
+      bool ok = need == "int64"       ? info.int64
+                : need == "int16"     ? info.int16
+                : need == "int8"      ? info.int8
+                : need == "float16"   ? info.float16
+                : need == "float64"   ? info.float64
+                : need == "storage8"  ? info.storage8
+                : need == "storage16" ? info.storage16
+                                      : false;
+      if (!ok)
+        rt_fail(label, ": the package's kernels need the device feature '", need, "', which ", info.name,
+                " lacks (relax-run --list-devices shows what each device has)");
+    }
+    size_t total_words = spirv.size() / 4;
+    for (const auto& k : meta.at("kernels")) {
+      auto e = std::make_shared<Entry>();
+      e->name = k.at("name");
+      e->num_inputs = k.at("num_inputs");
+      for (const auto& p : k.at("params")) {
+        auto dt = DType::parse(p.at("dtype").get<std::string>());
+        if (!dt) rt_fail(label, ": kernel ", e->name, ": unknown dtype ", p.at("dtype").dump());
+        e->params.emplace_back(*dt, p.at("ndim").get<size_t>());
+        e->num_slots += int64_t(e->params.back().second);
+      }
+      e->push = k.at("push").get<std::vector<int64_t>>();
+      int64_t syms = 0;
+      for (int64_t s : e->push) syms = std::max(syms, s + 1 - e->num_slots);
+      e->num_slots += syms;
+      for (const auto& st : k.at("stages")) {
+        size_t off = st.at("offset"), n = st.at("words");
+        if (off > total_words || n > total_words - off) rt_fail(label, ": kernel ", e->name, ": SPIR-V out of range");
+        std::vector<uint32_t> words(n);
+        std::memcpy(words.data(), spirv.data() + off * 4, n * 4);
+        Entry::Stage stage;
+        stage.kernel = out->device_->load_kernel(st.at("name").get<std::string>(), words, uint32_t(e->params.size()),
+                                                 uint32_t(e->push.size() * 4));
+        stage.threads = st.at("threads").get<std::vector<int64_t>>();
+        e->stages.push_back(std::move(stage));
+      }
+      out->entries_.push_back(std::move(e));
+    }
+    out->label_ += " (block " + std::to_string(meta.value("block", 256)) + ")";
+  } catch (const nlohmann::json::exception& e) {
+    rt_fail(label, ": the Vulkan kernel index is malformed: ", e.what());
+  }
+  return out;
+}
+
+KernelCall VulkanKernels::kernel_call(std::string_view name) const {
+  std::shared_ptr<Entry> entry;
+  for (const auto& e : entries_)
+    if (e->name == name) entry = e;
+  if (!entry) rt_fail(label_, ": no Vulkan kernel '", name, "'");
+  std::shared_ptr<VulkanDevice> dev = device_;
+  return [entry, dev](void* const* buffers, const int64_t* shape_args) -> int32_t {
+    const Entry& e = *entry;
+    std::vector<std::shared_ptr<VulkanDevice::Buffer>> bufs;
+    std::vector<const VulkanDevice::Buffer*> bound;
+    std::vector<uint64_t> bytes;
+    size_t slot = 0;
+    for (size_t i = 0; i < e.params.size(); ++i) {
+      int64_t numel = 1;
+      for (size_t d = 0; d < e.params[i].second; ++d) numel *= shape_args[slot++];
+      if (numel >= (int64_t(1) << 31))
+        rt_fail("vulkan kernel ", e.name, ": a tensor of ", numel, " elements is beyond 32-bit indexing");
+      bytes.push_back(uint64_t(e.params[i].first.storage_bytes(numel)));
+      bufs.push_back(dev->alloc(bytes.back()));
+      bound.push_back(bufs.back().get());
+      if (i < e.num_inputs) dev->upload(*bufs.back(), buffers[i], bytes.back());
+    }
+    std::vector<int32_t> push;
+    for (int64_t s : e.push) {
+      int64_t v = shape_args[s];
+      if (v < INT32_MIN || v > INT32_MAX) rt_fail("vulkan kernel ", e.name, ": the size ", v, " is beyond 32 bits");
+      push.push_back(int32_t(v));
+    }
+    const uint32_t block = 256;
+    for (const Entry::Stage& st : e.stages) {
+      int64_t threads = eval_shape_code(st.threads.data(), int64_t(st.threads.size()), shape_args, e.num_slots);
+      int64_t groups = std::clamp<int64_t>((threads + block - 1) / block, 1,
+                                           int64_t(dev->info().max_workgroup_count[0]));
+      uint32_t g[3] = {uint32_t(groups), 1, 1};
+      dev->dispatch(*st.kernel, bound, push.data(), uint32_t(push.size() * 4), g);
+    }
+    for (size_t i = e.num_inputs; i < e.params.size(); ++i) dev->download(*bufs[i], buffers[i], bytes[i]);
+    return 0;
+  };
+}
+
 #else
 
 std::shared_ptr<VulkanDevice> VulkanDevice::open(int) {
@@ -652,6 +771,13 @@ VulkanDevice::~VulkanDevice() = default;
 std::vector<VulkanDeviceInfo> vulkan_devices() {
   rt_fail("Vulkan is unavailable: this runtime was built without the Vulkan headers (package libvulkan-dev)");
 }
+
+VulkanKernels::~VulkanKernels() = default;
+std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view, std::span<const uint8_t>, int,
+                                                   const std::string& label) {
+  rt_fail(label, ": this runtime was built without Vulkan (package libvulkan-dev)");
+}
+KernelCall VulkanKernels::kernel_call(std::string_view) const { return {}; }
 
 #endif
 

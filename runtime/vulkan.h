@@ -9,8 +9,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "runtime/kernel_library.h"
 
 namespace relax::rt {
 
@@ -82,6 +86,33 @@ class VulkanDevice {
   VulkanDevice(std::shared_ptr<Impl> impl, VulkanDeviceInfo info);
   std::shared_ptr<Impl> impl_;  // buffers and kernels hold it too: the device outlives them
   VulkanDeviceInfo info_;
+};
+
+// A package's Vulkan kernels (sections "kernels.vulkan" and
+// "kernels.vulkan.spv", backends/vulkan/codegen.h) on an opened device:
+// pipelines created once, at load. The device must have every feature the
+// package needs (an rt::Error names the missing one).
+//
+// First version of the data path: tensors live in host memory and each
+// kernel call copies its inputs to device buffers, runs its stages (one
+// dispatch each, in order) and copies its outputs back. Device-resident
+// tensors planned by the memory plan, and one command buffer per call,
+// come next.
+class VulkanKernels : public Kernels {
+ public:
+  static std::unique_ptr<VulkanKernels> load(std::string_view metadata, std::span<const uint8_t> spirv, int device,
+                                             const std::string& label);
+  ~VulkanKernels() override;
+  KernelCall kernel_call(std::string_view name) const override;
+  const VulkanDevice& device() const { return *device_; }
+
+  struct Entry;
+
+ private:
+  VulkanKernels() = default;
+  std::shared_ptr<VulkanDevice> device_;
+  std::vector<std::shared_ptr<Entry>> entries_;
+  std::string label_;
 };
 
 }  // namespace relax::rt

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   int level = 2;
   std::vector<std::string> bounds;
   app.add_option("model", model, "the model: *.onnx, or *.relax with its weights file")->required();
-  app.add_option("--target", target, "the target: cpu")->capture_default_str();
+  app.add_option("--target", target, "the target: cpu or vulkan")->capture_default_str();
   app.add_option("-o,--output", output, "the package (default: MODEL.<target>.rpkg beside the model)");
   app.add_option("-O", level, "the pass pipeline: -O0 (legalise only), -O1 (graph clean-ups), -O2 (default: also fusion, constant folding, memory planning; docs/passes.md)")
       ->check(CLI::Range(0, 2))

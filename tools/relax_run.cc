@@ -1,6 +1,6 @@
 // relax-run: run a package on inputs from files.
 //
-//   relax-run PKG --input NAME=FILE ... [--output-dir DIR] [--threads N] [--bench N] [--json]
+//   relax-run PKG --input NAME=FILE ... [--output-dir DIR] [--threads N] [--device N] [--bench N] [--json]
 //   relax-run PKG --test-data DIR [--rtol R] [--atol A] [--json]
 //   relax-run --list-devices [--json]
 //
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   CLI::App app{"relax-run: run a package (*.rpkg) on inputs from .npy or .pb files."};
   std::string pkg, output_dir, test_data;
   std::vector<std::string> inputs;
-  int threads = 0, bench = 0;
+  int threads = 0, bench = 0, device = 0;
   bool json = false, list = false;
   Tolerance tol;
   app.add_option("package", pkg, "the package");
@@ -149,6 +149,8 @@ int main(int argc, char** argv) {
   app.add_option("--rtol", tol.rtol, "relative tolerance for --test-data")->capture_default_str();
   app.add_option("--atol", tol.atol, "absolute tolerance for --test-data")->capture_default_str();
   app.add_option("--threads", threads, "threads for kernels (default: the number of cores)");
+  app.add_option("--device", device, "the Vulkan device a vulkan package runs on (see --list-devices)")
+      ->capture_default_str();
   app.add_option("--bench", bench, "run N more times and print the median latency");
   app.add_flag("--json", json, "print the result as JSON on standard output");
   CLI11_PARSE(app, argc, argv);
@@ -161,7 +163,7 @@ int main(int argc, char** argv) {
   nlohmann::json rep{{"package", pkg}};
   try {
     if (threads > 0) ThreadPool::set_global_num_threads(threads);
-    auto model = Model::load(pkg);
+    auto model = Model::load(pkg, device);
     std::vector<Tensor> in = test_data.empty() ? named_inputs(*model, inputs) : files_in(test_data, "input_");
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> out = model->run(in);

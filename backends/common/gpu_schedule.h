@@ -8,10 +8,12 @@
 //    broadcast, injective computes; op_pattern.h's StoreNest): every loop
 //    is independent, so the whole nest is flattened into one index space,
 //    one thread per element;
-//  - otherwise the leading chain of loops the legaliser marked parallel or
-//    vectorized (independent iterations by construction): flattened, one
-//    thread per iteration, the rest of the body serial in the thread
-//    (reductions accumulating per output row, conv row nests, scans);
+//  - otherwise the leading chain of loops whose iterations are independent
+//    (marked parallel or vectorized by the legaliser, or shown so: each
+//    iteration writes only elements indexed by its own variable and reads
+//    back only those): flattened, one thread per iteration, the rest of the
+//    body serial in the thread (reductions per output element, conv row
+//    nests, scans);
 //  - otherwise one thread runs the stage.
 // A program must have no workspace left (lift-workspaces runs first): a
 // shader cannot allocate.

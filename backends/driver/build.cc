@@ -7,6 +7,9 @@
 
 #include "backends/common/vm_lower.h"
 #include "backends/cpu/codegen.h"
+#if RELAX_HAVE_VULKAN
+#include "backends/vulkan/codegen.h"
+#endif
 #include "frontends/onnx/importer.h"
 #include "frontends/onnx/safetensors.h"
 #include "ir/error.h"
@@ -64,7 +67,18 @@ LoadedModel load_model(const std::string& path) {
 }
 
 std::vector<std::string> pass_list(const BuildOptions& opts) {
-  return pipeline("O" + std::to_string(std::clamp(opts.opt_level, 0, 2)));
+  return pipeline("O" + std::to_string(std::clamp(opts.opt_level, 0, 2)), opts.target);
+}
+
+// The target decides lowering (library offload, workspace lifting): the
+// module records it for the passes.
+void check_target(IRModule& mod, const BuildOptions& opts) {
+  if (opts.target != "cpu" && opts.target != "vulkan")
+    fail("target '", opts.target, "' is not available yet; known targets: cpu, vulkan");
+#if !RELAX_HAVE_VULKAN
+  if (opts.target == "vulkan") fail("this relax-build was built without the Vulkan backend (RELAX_ENABLE_VULKAN)");
+#endif
+  mod.attrs.set("target", opts.target);
 }
 
 nlohmann::json dims_json(const StructInfo& si) {
@@ -168,6 +182,7 @@ nlohmann::json memory_json(const Function& main) {
 struct Compiled {
   VMLowered lowered;
   std::string so;  // the kernels' shared object (empty without kernels)
+  std::string vulkan_meta, vulkan_spirv;  // the vulkan target's kernels
 };
 
 // VM lowering and code generation of a module.
@@ -177,6 +192,14 @@ Compiled compile_module(const IRModule& mod, const BuildOptions& opts) {
   std::vector<tir::Program> programs;
   for (const std::string& name : c.lowered.programs) programs.push_back(mod.program(name));
   if (programs.empty()) return c;
+  if (opts.target == "vulkan") {
+#if RELAX_HAVE_VULKAN
+    vulkan::VulkanArtifact art = vulkan::compile_vulkan(programs, std::clamp(opts.opt_level, 0, 2));
+    c.vulkan_meta = std::move(art.metadata);
+    c.vulkan_spirv = std::move(art.spirv);
+#endif
+    return c;  // kernels are named by their programs
+  }
   cpu::CpuOptions co;
   co.cpu = opts.cpu;
   cpu::CpuArtifact art = cpu::compile_programs(programs, co);
@@ -202,7 +225,9 @@ bool fold_transform_params(IRModule& mod, NamedTensors& weights, const BuildOpti
   IRModule sub = mod;
   sub.remove("main");
   sub = dead_code_elimination(sub);
-  Compiled c = compile_module(sub, opts);
+  BuildOptions host = opts;  // folding runs here, on this cpu, whatever the target
+  host.target = "cpu";
+  Compiled c = compile_module(sub, host);
   std::unique_ptr<rt::KernelLibrary> lib;
   if (!c.so.empty())
     lib = rt::KernelLibrary::load(std::span(reinterpret_cast<const uint8_t*>(c.so.data()), c.so.size()),
@@ -246,12 +271,12 @@ bool fold_transform_params(IRModule& mod, NamedTensors& weights, const BuildOpti
 
 IRModule build_module(const std::string& model, const BuildOptions& opts) {
   LoadedModel m = load_model(model);
+  check_target(m.mod, opts);
   record_bounds(m.mod, opts);
   return run_passes(m.mod, pass_list(opts), pass_options(opts));
 }
 
 BuildReport build_package(const std::string& model, const std::string& out_path, const BuildOptions& opts) {
-  if (opts.target != "cpu") fail("target '", opts.target, "' is not available yet; known targets: cpu");
   BuildReport report;
   report.package_path = out_path;
   auto t0 = Clock::now();
@@ -263,6 +288,7 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
 
   LoadedModel m = load_model(model);
   phase("import");
+  check_target(m.mod, opts);
   record_bounds(m.mod, opts);
   IRModule mod = run_passes(m.mod, pass_list(opts), pass_options(opts));
   // A pass that broke the IR is a compiler bug: say so rather than build it.
@@ -347,6 +373,10 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   w.add("manifest", man.dump(1));
   w.add("bytecode", lowered.exe.serialize());
   if (!so.empty()) w.add("kernels.cpu", std::move(so));
+  if (!compiled.vulkan_meta.empty()) {
+    w.add("kernels.vulkan", std::move(compiled.vulkan_meta));
+    w.add("kernels.vulkan.spv", std::move(compiled.vulkan_spirv));
+  }
   w.add("weights", std::move(wbytes));
   w.write(out_path);
   phase("package");

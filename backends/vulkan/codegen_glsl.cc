@@ -95,12 +95,12 @@ class StagePrinter {
       case TypeCode::Float:
         if (t.bits == 32) return "float";
         if (t.bits == 16) {
-          need(feat_.float16, "f16 arithmetic (shaderFloat16)");
+          need(feat_.float16, "float16", "f16 arithmetic (shaderFloat16)");
           arith_ext_ = true;
           return "float16_t";
         }
         if (t.bits == 64) {
-          need(feat_.float64, "f64 (shaderFloat64)");
+          need(feat_.float64, "float64", "f64 (shaderFloat64)");
           return "double";
         }
         break;
@@ -108,9 +108,9 @@ class StagePrinter {
       case TypeCode::UInt: {
         bool u = t.code == TypeCode::UInt;
         if (t.bits == 32) return u ? "uint" : "int";
-        if (t.bits == 64) need(feat_.int64, "64-bit integers (shaderInt64)");
-        if (t.bits == 16) need(feat_.int16, "16-bit integers (shaderInt16)");
-        if (t.bits == 8) need(feat_.int8, "8-bit integers (shaderInt8)");
+        if (t.bits == 64) need(feat_.int64, "int64", "64-bit integers (shaderInt64)");
+        if (t.bits == 16) need(feat_.int16, "int16", "16-bit integers (shaderInt16)");
+        if (t.bits == 8) need(feat_.int8, "int8", "8-bit integers (shaderInt8)");
         if (t.bits == 8 || t.bits == 16 || t.bits == 64) {
           arith_ext_ = true;
           return std::string(u ? "uint" : "int") + std::to_string(t.bits) + "_t";
@@ -124,23 +124,30 @@ class StagePrinter {
   }
   std::string storage_type(DataType t) {
     if (t.is_bool()) {
-      need(feat_.storage8 && feat_.int8, "8-bit storage buffers (storageBuffer8BitAccess), for bool tensors");
+      need(feat_.storage8, "storage8", "8-bit storage buffers (storageBuffer8BitAccess), for bool tensors");
+      need(feat_.int8, "int8", "8-bit integers (shaderInt8), for bool tensors");
       storage8_ = arith_ext_ = true;
       return "uint8_t";
     }
     if (t.bits == 8) {
-      need(feat_.storage8, "8-bit storage buffers (storageBuffer8BitAccess)");
+      need(feat_.storage8, "storage8", "8-bit storage buffers (storageBuffer8BitAccess)");
       storage8_ = true;
     }
     if (t.bits == 16) {
-      need(feat_.storage16, "16-bit storage buffers (storageBuffer16BitAccess)");
+      need(feat_.storage16, "storage16", "16-bit storage buffers (storageBuffer16BitAccess)");
       storage16_ = true;
     }
     return value_type(t);
   }
-  void need(bool ok, const std::string& what) const {
+  void need(bool ok, const char* key, const std::string& what) {
     if (!ok) unsupported(cat("needs ", what, ", which the device lacks"));
+    needs_.insert(key);
   }
+
+ public:
+  std::set<std::string> needs_;  // the device features the stage uses
+
+ private:
 
   // ---- names ----
   std::string name_of(const SymExpr& v) {
@@ -262,6 +269,7 @@ class StagePrinter {
   }
   std::string access(const Buffer& b, const std::vector<TExpr>& idx) {
     if (b->scope == Scope::Global) return buffer_name(b) + ".d[" + flat_index(b, idx) + "]";
+    if (scalars_.count(b.get())) return buffer_name(b);  // a one-element local: a plain variable
     return buffer_name(b) + "[" + flat_index(b, idx) + "]";
   }
 
@@ -516,7 +524,12 @@ class StagePrinter {
           if (!d.is_const()) unsupported(cat("local buffer '", b->name, "' of symbolic size"));
           n *= d.const_value();
         }
-        o << pad() << value_type(b->dtype) << " " << buffer_name(b) << "[" << std::max<int64_t>(n, 1) << "];\n";
+        if (n == 1) {
+          scalars_.insert(b.get());
+          o << pad() << value_type(b->dtype) << " " << buffer_name(b) << ";\n";
+        } else {
+          o << pad() << value_type(b->dtype) << " " << buffer_name(b) << "[" << std::max<int64_t>(n, 1) << "];\n";
+        }
         o << stmt(a->body);
         return o.str();
       }
@@ -534,6 +547,7 @@ class StagePrinter {
   bool arith_ext_ = false, storage8_ = false, storage16_ = false;
   std::unordered_map<const SymNode*, std::string> names_;
   std::unordered_map<const BufferNode*, std::string> buffers_;
+  std::set<const BufferNode*> scalars_;
   std::set<std::string> helper_names_;
   std::ostringstream helpers_;
 };
@@ -555,7 +569,9 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
   for (size_t k = 0; k < stages.size(); ++k) {
     GlslStage st;
     st.name = stages.size() == 1 ? p->name : p->name + "_s" + std::to_string(k);
-    st.source = StagePrinter(*p, features, out.push_vars, block).print(stages[k]);
+    StagePrinter printer(*p, features, out.push_vars, block);
+    st.source = printer.print(stages[k]);
+    out.needs.insert(printer.needs_.begin(), printer.needs_.end());
     st.extents = stages[k].extents;
     out.stages.push_back(std::move(st));
   }

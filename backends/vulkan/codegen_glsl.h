@@ -16,6 +16,7 @@
 // feature otherwise).
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct GlslStage {
 
 struct GlslProgram {
   std::vector<SymExpr> push_vars;
+  // Device features the shaders use: "int64", "int16", "int8", "float16",
+  // "float64", "storage8", "storage16" (the runtime checks the device).
+  std::set<std::string> needs;
   uint32_t block = 256;
   std::vector<GlslStage> stages;
 };

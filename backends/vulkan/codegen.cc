@@ -1,0 +1,69 @@
+#include "backends/vulkan/codegen.h"
+
+#include <nlohmann/json.hpp>
+
+#include "backends/common/vm_lower.h"
+#include "backends/vulkan/codegen_glsl.h"
+#include "backends/vulkan/spirv.h"
+#include "ir/error.h"
+
+namespace relax::vulkan {
+
+VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt_level) {
+  VulkanArtifact out;
+  nlohmann::json meta;
+  meta["kernels"] = nlohmann::json::array();
+  std::set<std::string> needs;
+  std::vector<uint32_t> words;
+  uint32_t block = 256;
+  for (const tir::Program& p : programs) {
+    GlslProgram g = glsl_program(p, {}, block);
+    needs.insert(g.needs.begin(), g.needs.end());
+    // Shape-args slot of each variable: the first plain dim that binds it,
+    // else its symbolic parameter.
+    SymMap<int64_t> slot;
+    int64_t next = 0;
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto* list : {&p->inputs, &p->outputs})
+      for (const tir::Buffer& b : *list) {
+        params.push_back({{"dtype", b->dtype.str()}, {"ndim", b->shape.size()}});
+        for (const SymExpr& d : b->shape) {
+          if (d.is_var() && !slot.count(d)) slot[d] = next;
+          ++next;
+        }
+      }
+    for (const SymExpr& s : p->sym_params) {
+      if (!slot.count(s)) slot[s] = next;
+      ++next;
+    }
+    auto slot_of = [&](const SymExpr& v) -> int64_t {
+      auto it = slot.find(v);
+      if (it == slot.end()) fail("vulkan codegen: prog @", p->name, ": variable '", v.name(), "' has no shape slot");
+      return it->second;
+    };
+    nlohmann::json push = nlohmann::json::array();
+    for (const SymExpr& v : g.push_vars) push.push_back(slot_of(v));
+    nlohmann::json stages = nlohmann::json::array();
+    for (const GlslStage& st : g.stages) {
+      std::vector<uint32_t> spv = compile_glsl(st.source, st.name, {opt_level, 1});
+      SymExpr threads(int64_t(1));
+      for (const SymExpr& e : st.extents) threads = threads * e;
+      std::vector<int64_t> code;
+      sym_to_code(threads, slot_of, code);
+      stages.push_back({{"name", st.name}, {"offset", words.size()}, {"words", spv.size()}, {"threads", code}});
+      words.insert(words.end(), spv.begin(), spv.end());
+    }
+    meta["kernels"].push_back({{"name", p->name},
+                               {"num_inputs", p->inputs.size()},
+                               {"params", params},
+                               {"push", push},
+                               {"stages", stages}});
+  }
+  meta["block"] = block;
+  meta["needs"] = needs;
+  out.metadata = meta.dump(1);
+  out.spirv.assign(reinterpret_cast<const char*>(words.data()), words.size() * sizeof(uint32_t));
+  return out;
+}
+
+}  // namespace relax::vulkan
