@@ -371,7 +371,12 @@ class StagePrinter {
       case BinOp::Max: {
         bool is_min = b.op == BinOp::Min;
         if (t.is_bool()) return infix(is_min ? "&&" : "||");
-        if (!t.is_float()) return std::string(is_min ? "min(" : "max(") + x + ", " + y + ")";
+        if (!t.is_float()) {
+          // GLSL.std.450's integer min/max wants 32 bits or more here: narrower ones compare in int.
+          if (t.bits < 32)
+            return value_type(t) + "(" + (is_min ? "min(int(" : "max(int(") + x + "), int(" + y + ")))";
+          return std::string(is_min ? "min(" : "max(") + x + ", " + y + ")";
+        }
         // NaN propagates, as the cpu backend's minimum / maximum.
         std::string type = value_type(t), name = std::string(is_min ? "fmin_" : "fmax_") + type;
         if (helper_names_.insert(name).second)
