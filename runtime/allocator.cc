@@ -11,26 +11,38 @@
 namespace relax::rt {
 
 struct PoolAllocator::State {
+  struct Block {
+    void* p;
+    bool from_source;
+  };
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> free_lists;
+  std::unordered_map<size_t, std::vector<Block>> free_lists;
   PoolStats stats;
   size_t max_cached = SIZE_MAX;
+  std::shared_ptr<BlockSource> source;
   bool closed = false;  // the PoolAllocator is gone: free blocks at once
 
-  void give_back(void* p, size_t cls) {
+  void free_block(Block b) {
+    if (b.from_source)
+      source->release(b.p);
+    else
+      std::free(b.p);
+  }
+
+  void give_back(Block b, size_t cls) {
     std::lock_guard lock(mu);
     stats.bytes_in_use -= cls;
     if (closed || stats.bytes_cached + cls > max_cached) {
-      std::free(p);
+      free_block(b);
       return;
     }
-    free_lists[cls].push_back(p);
+    free_lists[cls].push_back(b);
     stats.bytes_cached += cls;
   }
 
   void release_all() {
     for (auto& [cls, list] : free_lists)
-      for (void* p : list) std::free(p);
+      for (Block b : list) free_block(b);
     free_lists.clear();
     stats.bytes_cached = 0;
   }
@@ -43,13 +55,16 @@ namespace {
 struct PoolBlock {
   std::shared_ptr<PoolAllocator::State> state;
   size_t cls;
-  void operator()(void* p) const { state->give_back(p, cls); }
+  bool from_source;
+  void operator()(void* p) const { state->give_back({p, from_source}, cls); }
 };
 
 }  // namespace
 
-PoolAllocator::PoolAllocator(size_t max_cached_bytes) : state_(std::make_shared<State>()) {
+PoolAllocator::PoolAllocator(size_t max_cached_bytes, std::shared_ptr<BlockSource> source)
+    : state_(std::make_shared<State>()) {
   state_->max_cached = max_cached_bytes;
+  state_->source = std::move(source);
 }
 
 PoolAllocator::~PoolAllocator() {
@@ -70,19 +85,25 @@ size_t PoolAllocator::size_class(size_t nbytes) {
 std::shared_ptr<Storage> PoolAllocator::allocate(size_t nbytes) {
   size_t cls = size_class(nbytes);
   void* p = nullptr;
+  bool from_source = false;
   {
     std::lock_guard lock(state_->mu);
     PoolStats& s = state_->stats;
     ++s.num_allocations;
     auto it = state_->free_lists.find(cls);
     if (it != state_->free_lists.end() && !it->second.empty()) {
-      p = it->second.back();
+      p = it->second.back().p;
+      from_source = it->second.back().from_source;
       it->second.pop_back();
       s.bytes_cached -= cls;
       ++s.num_reused;
     }
     s.bytes_in_use += cls;
     if (s.bytes_in_use > s.peak_bytes_in_use) s.peak_bytes_in_use = s.bytes_in_use;
+  }
+  if (!p && state_->source) {
+    p = state_->source->allocate(cls);
+    from_source = p != nullptr;
   }
   if (!p) {
     p = std::aligned_alloc(Storage::kAlignment, cls);
@@ -92,7 +113,7 @@ std::shared_ptr<Storage> PoolAllocator::allocate(size_t nbytes) {
       rt_fail("out of memory allocating ", nbytes, " bytes");
     }
   }
-  std::shared_ptr<void> owner(p, PoolBlock{state_, cls});
+  std::shared_ptr<void> owner(p, PoolBlock{state_, cls, from_source});
   return std::make_shared<Storage>(p, nbytes, std::move(owner));
 }
 

@@ -24,11 +24,24 @@ struct PoolStats {
   uint64_t num_reused = 0;       // ... of which a free list served
 };
 
+// Where a pool's blocks come from when not from the host heap (device
+// memory the host maps, runtime/vulkan.h). Thread-safe.
+class BlockSource {
+ public:
+  virtual ~BlockSource() = default;
+  // A 64-byte aligned block of `bytes`, or nullptr: the pool then takes the
+  // block from the host heap.
+  virtual void* allocate(size_t bytes) = 0;
+  // Gives back a block allocate() returned.
+  virtual void release(void* block) = 0;
+};
+
 class PoolAllocator {
  public:
   // Blocks freed beyond `max_cached_bytes` on the free lists go back to the
-  // system at once.
-  explicit PoolAllocator(size_t max_cached_bytes = SIZE_MAX);
+  // system (or the source) at once. Blocks come from `source` when given
+  // and it has them, else from the host heap.
+  explicit PoolAllocator(size_t max_cached_bytes = SIZE_MAX, std::shared_ptr<BlockSource> source = nullptr);
   ~PoolAllocator();
   PoolAllocator(const PoolAllocator&) = delete;
   PoolAllocator& operator=(const PoolAllocator&) = delete;

@@ -13,9 +13,12 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/tensor.h"
+
 namespace relax::rt {
 
 class ThreadPool;
+class PoolAllocator;
 
 // The hooks struct of the kernel ABI, field for field.
 struct RelaxRuntimeHooks {
@@ -39,8 +42,20 @@ using KernelCall = std::function<int32_t(void* const* buffers, const int64_t* sh
 class Kernels {
  public:
   virtual ~Kernels() = default;
-  // Throws rt::Error naming `name` when absent.
+  // Throws rt::Error naming `name` when absent. A call may only be
+  // recorded (a device's command buffer): its outputs are ready after
+  // synchronize().
   virtual KernelCall kernel_call(std::string_view name) const = 0;
+  // The allocator for the tensors the kernels read and write (device memory
+  // the host maps); null: the host heap.
+  virtual std::shared_ptr<PoolAllocator> make_pool() const { return nullptr; }
+  // `t` where the kernels read it best (a weight, at load): `t` itself, or a
+  // copy in device memory.
+  virtual Tensor place_constant(const Tensor& t) const { return t; }
+  // Waits until every kernel call made so far has finished and its outputs
+  // are in host-visible memory. The VM calls it before the host reads or
+  // writes tensor data.
+  virtual void synchronize() const {}
 };
 
 class KernelLibrary : public Kernels {

@@ -65,20 +65,23 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
       if (off > wsec.size() || nbytes > wsec.size() - off)
         rt_fail(path, ": weight '", name, "' lies outside the weights section");
       auto storage = Storage::wrap(wsec.data() + off, size_t(nbytes), keep);
-      weights[name] = Tensor(storage, *dtype, w.at("shape").get<std::vector<int64_t>>());
+      Tensor t(storage, *dtype, w.at("shape").get<std::vector<int64_t>>());
+      weights[name] = m->kernels_ ? m->kernels_->place_constant(t) : t;
     }
   } catch (const nlohmann::json::exception& e) {
     rt_fail(path, ": the weights index is malformed: ", e.what());
   }
   // Lifted constants: @transform_params computes them once, here; until it
-  // has, they are uninitialised tensors of their recorded type.
+  // has, they are uninitialised tensors of their recorded type, in the
+  // memory the kernels use.
+  std::shared_ptr<PoolAllocator> pool = m->kernels_ ? m->kernels_->make_pool() : nullptr;
   std::vector<std::pair<size_t, Tensor>> lifted;
   try {
     for (const auto& l : m->manifest_.value("lifted", nlohmann::json::array())) {
       std::string name = l.at("name");
       auto dtype = DType::parse(l.at("dtype").get<std::string>());
       if (!dtype) rt_fail(path, ": lifted constant '", name, "' has unknown dtype ", l.at("dtype").dump());
-      Tensor t = Tensor::empty(*dtype, l.at("shape").get<std::vector<int64_t>>());
+      Tensor t = Tensor::empty(*dtype, l.at("shape").get<std::vector<int64_t>>(), pool.get());
       weights[name] = t;
       lifted.emplace_back(l.at("field").get<size_t>(), t);
     }
@@ -93,7 +96,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
         auto it = weights.find(name);
         return it == weights.end() ? Tensor() : it->second;
       },
-      m->kernels_.get());
+      m->kernels_.get(), pool);
   if (!lifted.empty()) {
     if (m->vm_->exe().find_function("transform_params") < 0)
       rt_fail(path, ": the package lists lifted constants but has no @transform_params");

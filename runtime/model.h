@@ -36,6 +36,8 @@ class Model {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
   VirtualMachine& vm() { return *vm_; }
+  // The package's kernels (cpu shared object, Vulkan pipelines); null when it has none.
+  const Kernels* kernels() const { return kernels_.get(); }
 
  private:
   Package pkg_;

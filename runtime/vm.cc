@@ -79,6 +79,23 @@ const Builtin* find_builtin(const std::string& name) {
 
 // ---- The machine ------------------------------------------------------------------
 
+namespace {
+
+// Builtins that touch no tensor data on the host (shapes, allocation,
+// views, tuples): kernel calls recorded before them need not have finished.
+// Every other builtin waits for them (Kernels::synchronize).
+bool builtin_is_metadata_only(const std::string& name) {
+  static const char* const names[] = {
+      "relax.match_shape", "relax.make_shape", "relax.make_prim", "relax.alloc_tensor",
+      "relax.alloc_storage", "relax.alloc_tensor_in", "relax.make_tuple", "relax.tuple_get",
+      "relax.move", "relax.shape_of", "relax.reinterpret", "relax.make_closure", "relax.broadcast_shape"};
+  for (const char* n : names)
+    if (name == n) return true;
+  return false;
+}
+
+}  // namespace
+
 VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const std::string&)>& weights,
                                const Kernels* kernels, std::shared_ptr<PoolAllocator> pool)
     : exe_(std::move(exe)), pool_(pool ? std::move(pool) : std::make_shared<PoolAllocator>()) {
@@ -107,6 +124,7 @@ VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const 
       }
     }
   }
+  kernel_source_ = kernels;
   for (const std::string& k : exe_.kernels) {
     if (!kernels) rt_fail("the program calls kernel ", k, " but the package has no kernels");
     kernels_.push_back(kernels->kernel_call(k));
@@ -115,6 +133,7 @@ VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const 
     const Builtin* fn = find_builtin(b);
     if (!fn) rt_fail("this runtime has no builtin '", b, "' (the package needs a newer runtime)");
     builtins_.push_back(*fn);
+    builtin_syncs_.push_back(!builtin_is_metadata_only(b));
   }
 }
 
@@ -130,7 +149,9 @@ Value VirtualMachine::invoke(int function, std::vector<Value> args) {
   if (args.size() != f.params.size()) rt_fail(f.name, " takes ", f.params.size(), " inputs, got ", args.size());
   std::vector<Value> regs(size_t(f.num_registers));
   for (size_t i = 0; i < args.size(); ++i) regs[i] = std::move(args[i]);
-  return run(function, regs);
+  Value r = run(function, regs);
+  if (kernel_source_) kernel_source_->synchronize();
+  return r;
 }
 
 Value VirtualMachine::call(const Value& closure, std::vector<Value> args) {
@@ -168,6 +189,7 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
         pc = size_t(int64_t(pc) + in.offset);
         continue;
       case Opcode::If:
+        if (kernel_source_ && regs[size_t(in.dst)].is_tensor()) kernel_source_->synchronize();
         pc = truthy(regs[size_t(in.dst)]) ? pc + 1 : size_t(int64_t(pc) + in.offset);
         continue;
       case Opcode::Call:
@@ -196,6 +218,7 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
         case CalleeKind::Builtin: {
           Value out;
           BuiltinCall call{*this, heap, argp.data(), argp.size(), out};
+          if (kernel_source_ && builtin_syncs_[size_t(in.callee)]) kernel_source_->synchronize();
           builtins_[size_t(in.callee)](call);
           if (in.dst >= 0) regs[size_t(in.dst)] = std::move(out);
           break;

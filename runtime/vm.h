@@ -90,7 +90,8 @@ class VirtualMachine {
   VirtualMachine(Executable exe, const std::function<Tensor(const std::string&)>& weights, const Kernels* kernels,
                  std::shared_ptr<PoolAllocator> pool = nullptr);
 
-  // Runs function `name` (default: the first, @main).
+  // Runs function `name` (default: the first, @main). Kernel calls have
+  // finished when it returns.
   Value invoke(const std::string& name, std::vector<Value> args);
   Value invoke(int function, std::vector<Value> args);
   // Calls a closure value with `args` after its captured values.
@@ -104,8 +105,10 @@ class VirtualMachine {
 
   Executable exe_;
   std::vector<Value> consts_;
+  const Kernels* kernel_source_ = nullptr;
   std::vector<KernelCall> kernels_;
   std::vector<Builtin> builtins_;
+  std::vector<bool> builtin_syncs_;  // reads or writes tensor data on the host: wait for the kernels first
   std::shared_ptr<PoolAllocator> pool_;
 };
 

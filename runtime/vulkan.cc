@@ -7,21 +7,17 @@
 #include <memory>
 #include <mutex>
 
-#include <nlohmann/json.hpp>
-
-#include "runtime/bytecode.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 
 #if RELAX_HAVE_VULKAN_HEADERS
-#define VK_NO_PROTOTYPES
-#include <vulkan/vulkan.h>
+#include "runtime/vulkan_internal.h"
 #endif
 
 namespace relax::rt {
 
 #if RELAX_HAVE_VULKAN_HEADERS
-namespace {
+namespace vk {
 
 // Entry points, listed once: global ones (no instance) and instance ones.
 #define RELAX_VK_GLOBAL_FUNCTIONS(X) X(vkCreateInstance) X(vkEnumerateInstanceVersion)
@@ -31,20 +27,6 @@ namespace {
       X(vkGetPhysicalDeviceFeatures) X(vkGetPhysicalDeviceFeatures2)                           \
           X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice) \
               X(vkGetDeviceProcAddr)
-#define RELAX_VK_DEVICE_FUNCTIONS(X)                                                                            \
-  X(vkDestroyDevice)                                                                                            \
-  X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements) X(vkAllocateMemory)  \
-      X(vkFreeMemory) X(vkBindBufferMemory) X(vkMapMemory) X(vkUnmapMemory) X(vkCreateShaderModule)             \
-          X(vkDestroyShaderModule) X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)               \
-              X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) X(vkCreateComputePipelines) X(vkDestroyPipeline) \
-                  X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkResetDescriptorPool)                 \
-                      X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkCreateCommandPool)              \
-                          X(vkDestroyCommandPool) X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer)           \
-                              X(vkEndCommandBuffer) X(vkResetCommandBuffer) X(vkCmdBindPipeline)                \
-                                  X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)             \
-                                      X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkQueueSubmit)               \
-                                          X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkResetFences) \
-                                              X(vkDeviceWaitIdle)
 
 struct Loader {
   void* lib = nullptr;
@@ -177,6 +159,7 @@ VulkanDeviceInfo describe(const Instance& inst, VkPhysicalDevice pd) {
     d.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
   }
   d.max_push_constants = lim.maxPushConstantsSize;
+  d.min_storage_offset_alignment = lim.minStorageBufferOffsetAlignment;
 
   VkPhysicalDeviceFeatures f{};
   inst.vkGetPhysicalDeviceFeatures(pd, &f);
@@ -261,7 +244,16 @@ void check(VkResult r, const char* what) {
   if (r != VK_SUCCESS) rt_fail("vulkan: ", what, " failed: ", result_name(r));
 }
 
-}  // namespace
+}  // namespace vk
+using namespace vk;
+
+VulkanDevice::Impl::~Impl() {
+  if (!dev) return;
+  vkDeviceWaitIdle(dev);
+  if (fence) vkDestroyFence(dev, fence, nullptr);
+  if (pool) vkDestroyCommandPool(dev, pool, nullptr);
+  vkDestroyDevice(dev, nullptr);
+}
 
 std::vector<VulkanDeviceInfo> vulkan_devices() {
   std::unique_ptr<Instance> inst = create_instance();
@@ -277,93 +269,6 @@ std::vector<VulkanDeviceInfo> vulkan_devices() {
 }
 
 // ---- An opened device --------------------------------------------------------------
-
-struct VulkanDevice::Impl {
-  std::unique_ptr<Instance> inst;
-  VkPhysicalDevice pd = VK_NULL_HANDLE;
-  VkDevice dev = VK_NULL_HANDLE;
-  VkQueue queue = VK_NULL_HANDLE;
-  uint32_t family = 0;
-  VkPhysicalDeviceMemoryProperties mem{};
-  VkCommandPool pool = VK_NULL_HANDLE;
-  VkCommandBuffer cmd = VK_NULL_HANDLE;
-  VkFence fence = VK_NULL_HANDLE;
-#define X(f) PFN_##f f = nullptr;
-  RELAX_VK_DEVICE_FUNCTIONS(X)
-#undef X
-
-  ~Impl() {
-    if (!dev) return;
-    vkDeviceWaitIdle(dev);
-    if (fence) vkDestroyFence(dev, fence, nullptr);
-    if (pool) vkDestroyCommandPool(dev, pool, nullptr);
-    vkDestroyDevice(dev, nullptr);
-  }
-
-  // A memory type among `bits` with all of `want`, preferring one with
-  // `prefer` too; -1 when none.
-  int memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) const {
-    int found = -1;
-    for (uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
-      if (!(bits & (1u << i)) || (mem.memoryTypes[i].propertyFlags & want) != want) continue;
-      if ((mem.memoryTypes[i].propertyFlags & prefer) == prefer) return int(i);
-      if (found < 0) found = int(i);
-    }
-    return found;
-  }
-
-  void begin() {
-    check(vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
-    VkCommandBufferBeginInfo bi{};
-    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    check(vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
-  }
-  void submit_and_wait() {
-    check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-    VkSubmitInfo si{};
-    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cmd;
-    check(vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
-    check(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-    check(vkResetFences(dev, 1, &fence), "vkResetFences");
-  }
-};
-
-class VulkanDevice::Buffer {
- public:
-  std::shared_ptr<VulkanDevice::Impl> owner;
-  VkBuffer buffer = VK_NULL_HANDLE;
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  uint64_t bytes = 0;
-  void* mapped = nullptr;  // when the memory is host-visible
-  ~Buffer() {
-    if (mapped) owner->vkUnmapMemory(owner->dev, memory);
-    if (buffer) owner->vkDestroyBuffer(owner->dev, buffer, nullptr);
-    if (memory) owner->vkFreeMemory(owner->dev, memory, nullptr);
-  }
-};
-
-class VulkanDevice::Kernel {
- public:
-  std::shared_ptr<VulkanDevice::Impl> owner;
-  std::string name;
-  uint32_t num_buffers = 0, push_bytes = 0;
-  VkShaderModule module = VK_NULL_HANDLE;
-  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
-  VkPipelineLayout layout = VK_NULL_HANDLE;
-  VkPipeline pipeline = VK_NULL_HANDLE;
-  VkDescriptorPool descriptors = VK_NULL_HANDLE;
-  ~Kernel() {
-    VkDevice d = owner->dev;
-    if (descriptors) owner->vkDestroyDescriptorPool(d, descriptors, nullptr);
-    if (pipeline) owner->vkDestroyPipeline(d, pipeline, nullptr);
-    if (layout) owner->vkDestroyPipelineLayout(d, layout, nullptr);
-    if (set_layout) owner->vkDestroyDescriptorSetLayout(d, set_layout, nullptr);
-    if (module) owner->vkDestroyShaderModule(d, module, nullptr);
-  }
-};
 
 VulkanDevice::VulkanDevice(std::shared_ptr<Impl> impl, VulkanDeviceInfo info)
     : impl_(std::move(impl)), info_(std::move(info)) {}
@@ -444,10 +349,12 @@ std::shared_ptr<VulkanDevice> VulkanDevice::open(int index) {
   return std::shared_ptr<VulkanDevice>(new VulkanDevice(std::move(impl), std::move(info)));
 }
 
-std::shared_ptr<VulkanDevice::Buffer> VulkanDevice::alloc(uint64_t bytes) {
-  if (bytes > info_.max_storage_buffer_range)
+std::shared_ptr<VulkanDevice::Buffer> VulkanDevice::alloc(uint64_t bytes, Memory where) {
+  if (bytes > info_.max_storage_buffer_range) {
+    if (where == Memory::Mapped) return nullptr;
     rt_fail("vulkan: a buffer of ", bytes, " bytes exceeds the device's storage-buffer range of ",
             info_.max_storage_buffer_range, " bytes (", info_.name, ")");
+  }
   Impl& d = *impl_;
   auto b = std::make_shared<Buffer>();
   b->owner = impl_;
@@ -455,68 +362,56 @@ std::shared_ptr<VulkanDevice::Buffer> VulkanDevice::alloc(uint64_t bytes) {
   VkBufferCreateInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   bi.size = b->bytes;
-  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  if (where != Memory::Staging) bi.usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   check(d.vkCreateBuffer(d.dev, &bi, nullptr, &b->buffer), "vkCreateBuffer");
   VkMemoryRequirements req{};
   d.vkGetBufferMemoryRequirements(d.dev, b->buffer, &req);
-  int type = d.memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
-  if (type < 0) type = d.memory_type(req.memoryTypeBits, 0, 0);
-  if (type < 0) rt_fail("vulkan: no memory type for a storage buffer");
+  constexpr VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  constexpr VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  int type = -1;
+  switch (where) {
+    case Memory::Device:
+      type = d.memory_type(req.memoryTypeBits, local, 0);
+      if (type < 0) type = d.memory_type(req.memoryTypeBits, 0, 0);
+      break;
+    case Memory::Mapped:
+      type = d.memory_type(req.memoryTypeBits, host | local, 0);
+      break;
+    case Memory::Staging:
+      type = d.memory_type(req.memoryTypeBits, host, VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+      break;
+  }
+  if (type < 0) {
+    if (where == Memory::Mapped) return nullptr;
+    rt_fail("vulkan: no memory type for a ", where == Memory::Staging ? "staging" : "storage", " buffer");
+  }
   VkMemoryAllocateInfo mi{};
   mi.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   mi.allocationSize = req.size;
   mi.memoryTypeIndex = uint32_t(type);
-  check(d.vkAllocateMemory(d.dev, &mi, nullptr, &b->memory), "vkAllocateMemory");
+  VkResult r = d.vkAllocateMemory(d.dev, &mi, nullptr, &b->memory);
+  if (r != VK_SUCCESS) {
+    if (where == Memory::Mapped) return nullptr;  // the caller falls back to host memory
+    rt_fail("vulkan: allocating ", bytes, " bytes of device memory failed: ", result_name(r));
+  }
   check(d.vkBindBufferMemory(d.dev, b->buffer, b->memory, 0), "vkBindBufferMemory");
   VkMemoryPropertyFlags flags = d.mem.memoryTypes[type].propertyFlags;
-  if ((flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
-    check(d.vkMapMemory(d.dev, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped), "vkMapMemory");
+  b->device_local = flags & local;
+  if ((flags & host) == host) check(d.vkMapMemory(d.dev, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped), "vkMapMemory");
   return b;
 }
 
-namespace {
-
-// A host-visible buffer for copies to and from device-local memory.
-struct Staging {
-  std::shared_ptr<VulkanDevice::Impl> d;
-  VkBuffer buffer = VK_NULL_HANDLE;
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  void* mapped = nullptr;
-  Staging(std::shared_ptr<VulkanDevice::Impl> dev, uint64_t bytes) : d(std::move(dev)) {
-    VkBufferCreateInfo bi{};
-    bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
-    bi.size = bytes;
-    bi.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    check(d->vkCreateBuffer(d->dev, &bi, nullptr, &buffer), "vkCreateBuffer (staging)");
-    VkMemoryRequirements req{};
-    d->vkGetBufferMemoryRequirements(d->dev, buffer, &req);
-    int type = d->memory_type(req.memoryTypeBits,
-                              VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                              VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
-    if (type < 0) rt_fail("vulkan: no host-visible memory for staging");
-    VkMemoryAllocateInfo mi{};
-    mi.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
-    mi.allocationSize = req.size;
-    mi.memoryTypeIndex = uint32_t(type);
-    check(d->vkAllocateMemory(d->dev, &mi, nullptr, &memory), "vkAllocateMemory (staging)");
-    check(d->vkBindBufferMemory(d->dev, buffer, memory, 0), "vkBindBufferMemory (staging)");
-    check(d->vkMapMemory(d->dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory (staging)");
-  }
-  ~Staging() {
-    d->vkUnmapMemory(d->dev, memory);
-    d->vkDestroyBuffer(d->dev, buffer, nullptr);
-    d->vkFreeMemory(d->dev, memory, nullptr);
-  }
-  void copy(VkBuffer from, VkBuffer to, uint64_t bytes) {
-    d->begin();
-    VkBufferCopy region{0, 0, bytes};
-    d->vkCmdCopyBuffer(d->cmd, from, to, 1, &region);
-    d->submit_and_wait();
-  }
-};
-
-}  // namespace
+void VulkanDevice::copy(const Buffer& from, uint64_t from_offset, const Buffer& to, uint64_t to_offset,
+                        uint64_t bytes) {
+  if (bytes == 0) return;
+  Impl& d = *impl_;
+  d.begin();
+  VkBufferCopy region{from_offset, to_offset, bytes};
+  d.vkCmdCopyBuffer(d.cmd, from.buffer, to.buffer, 1, &region);
+  d.submit_and_wait();
+}
 
 void VulkanDevice::upload(Buffer& dst, const void* src, uint64_t bytes) {
   if (bytes > dst.bytes) rt_fail("vulkan: upload of ", bytes, " bytes into a buffer of ", dst.bytes);
@@ -525,9 +420,9 @@ void VulkanDevice::upload(Buffer& dst, const void* src, uint64_t bytes) {
     std::memcpy(dst.mapped, src, bytes);
     return;
   }
-  Staging s(impl_, bytes);
-  std::memcpy(s.mapped, src, bytes);
-  s.copy(s.buffer, dst.buffer, bytes);
+  auto s = alloc(bytes, Memory::Staging);
+  std::memcpy(s->mapped, src, bytes);
+  copy(*s, 0, dst, 0, bytes);
 }
 
 void VulkanDevice::download(const Buffer& src, void* dst, uint64_t bytes) {
@@ -537,9 +432,9 @@ void VulkanDevice::download(const Buffer& src, void* dst, uint64_t bytes) {
     std::memcpy(dst, src.mapped, bytes);
     return;
   }
-  Staging s(impl_, bytes);
-  s.copy(src.buffer, s.buffer, bytes);
-  std::memcpy(dst, s.mapped, bytes);
+  auto s = alloc(bytes, Memory::Staging);
+  copy(src, 0, *s, 0, bytes);
+  std::memcpy(dst, s->mapped, bytes);
 }
 
 std::shared_ptr<VulkanDevice::Kernel> VulkanDevice::load_kernel(const std::string& name,
@@ -646,121 +541,6 @@ void VulkanDevice::dispatch(const Kernel& k, const std::vector<const Buffer*>& b
   d.submit_and_wait();
 }
 
-// ---- A package's kernels ------------------------------------------------------------
-
-struct VulkanKernels::Entry {
-  std::string name;
-  size_t num_inputs = 0;
-  std::vector<std::pair<DType, size_t>> params;  // dtype, ndim
-  std::vector<int64_t> push;                     // shape-args slot of each push constant
-  struct Stage {
-    std::shared_ptr<VulkanDevice::Kernel> kernel;
-    std::vector<int64_t> threads;  // postfix code over the shape args
-  };
-  std::vector<Stage> stages;
-  int64_t num_slots = 0;
-};
-
-VulkanKernels::~VulkanKernels() = default;
-
-std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, std::span<const uint8_t> spirv,
-                                                   int device, const std::string& label) {
-  auto out = std::unique_ptr<VulkanKernels>(new VulkanKernels);
-  out->label_ = label;
-  out->device_ = VulkanDevice::open(device);
-  const VulkanDeviceInfo& info = out->device_->info();
-  if (spirv.size() % 4 != 0) rt_fail(label, ": the SPIR-V section is not whole 32-bit words");
-  try {
-    nlohmann::json meta = nlohmann::json::parse(metadata);
-    for (const std::string& need : meta.at("needs").get<std::vector<std::string>>()) {
-      bool ok = need == "int64"       ? info.int64
-                : need == "int16"     ? info.int16
-                : need == "int8"      ? info.int8
-                : need == "float16"   ? info.float16
-                : need == "float64"   ? info.float64
-                : need == "storage8"  ? info.storage8
-                : need == "storage16" ? info.storage16
-                                      : false;
-      if (!ok)
-        rt_fail(label, ": the package's kernels need the device feature '", need, "', which ", info.name,
-                " lacks (relax-run --list-devices shows what each device has)");
-    }
-    size_t total_words = spirv.size() / 4;
-    for (const auto& k : meta.at("kernels")) {
-      auto e = std::make_shared<Entry>();
-      e->name = k.at("name");
-      e->num_inputs = k.at("num_inputs");
-      for (const auto& p : k.at("params")) {
-        auto dt = DType::parse(p.at("dtype").get<std::string>());
-        if (!dt) rt_fail(label, ": kernel ", e->name, ": unknown dtype ", p.at("dtype").dump());
-        e->params.emplace_back(*dt, p.at("ndim").get<size_t>());
-        e->num_slots += int64_t(e->params.back().second);
-      }
-      e->push = k.at("push").get<std::vector<int64_t>>();
-      int64_t syms = 0;
-      for (int64_t s : e->push) syms = std::max(syms, s + 1 - e->num_slots);
-      e->num_slots += syms;
-      for (const auto& st : k.at("stages")) {
-        size_t off = st.at("offset"), n = st.at("words");
-        if (off > total_words || n > total_words - off) rt_fail(label, ": kernel ", e->name, ": SPIR-V out of range");
-        std::vector<uint32_t> words(n);
-        std::memcpy(words.data(), spirv.data() + off * 4, n * 4);
-        Entry::Stage stage;
-        stage.kernel = out->device_->load_kernel(st.at("name").get<std::string>(), words, uint32_t(e->params.size()),
-                                                 uint32_t(e->push.size() * 4));
-        stage.threads = st.at("threads").get<std::vector<int64_t>>();
-        e->stages.push_back(std::move(stage));
-      }
-      out->entries_.push_back(std::move(e));
-    }
-    out->label_ += " (block " + std::to_string(meta.value("block", 256)) + ")";
-  } catch (const nlohmann::json::exception& e) {
-    rt_fail(label, ": the Vulkan kernel index is malformed: ", e.what());
-  }
-  return out;
-}
-
-KernelCall VulkanKernels::kernel_call(std::string_view name) const {
-  std::shared_ptr<Entry> entry;
-  for (const auto& e : entries_)
-    if (e->name == name) entry = e;
-  if (!entry) rt_fail(label_, ": no Vulkan kernel '", name, "'");
-  std::shared_ptr<VulkanDevice> dev = device_;
-  return [entry, dev](void* const* buffers, const int64_t* shape_args) -> int32_t {
-    const Entry& e = *entry;
-    std::vector<std::shared_ptr<VulkanDevice::Buffer>> bufs;
-    std::vector<const VulkanDevice::Buffer*> bound;
-    std::vector<uint64_t> bytes;
-    size_t slot = 0;
-    for (size_t i = 0; i < e.params.size(); ++i) {
-      int64_t numel = 1;
-      for (size_t d = 0; d < e.params[i].second; ++d) numel *= shape_args[slot++];
-      if (numel >= (int64_t(1) << 31))
-        rt_fail("vulkan kernel ", e.name, ": a tensor of ", numel, " elements is beyond 32-bit indexing");
-      bytes.push_back(uint64_t(e.params[i].first.storage_bytes(numel)));
-      bufs.push_back(dev->alloc(bytes.back()));
-      bound.push_back(bufs.back().get());
-      if (i < e.num_inputs) dev->upload(*bufs.back(), buffers[i], bytes.back());
-    }
-    std::vector<int32_t> push;
-    for (int64_t s : e.push) {
-      int64_t v = shape_args[s];
-      if (v < INT32_MIN || v > INT32_MAX) rt_fail("vulkan kernel ", e.name, ": the size ", v, " is beyond 32 bits");
-      push.push_back(int32_t(v));
-    }
-    const uint32_t block = 256;
-    for (const Entry::Stage& st : e.stages) {
-      int64_t threads = eval_shape_code(st.threads.data(), int64_t(st.threads.size()), shape_args, e.num_slots);
-      int64_t groups = std::clamp<int64_t>((threads + block - 1) / block, 1,
-                                           int64_t(dev->info().max_workgroup_count[0]));
-      uint32_t g[3] = {uint32_t(groups), 1, 1};
-      dev->dispatch(*st.kernel, bound, push.data(), uint32_t(push.size() * 4), g);
-    }
-    for (size_t i = e.num_inputs; i < e.params.size(); ++i) dev->download(*bufs[i], buffers[i], bytes[i]);
-    return 0;
-  };
-}
-
 #else
 
 std::shared_ptr<VulkanDevice> VulkanDevice::open(int) {
@@ -772,12 +552,6 @@ std::vector<VulkanDeviceInfo> vulkan_devices() {
   rt_fail("Vulkan is unavailable: this runtime was built without the Vulkan headers (package libvulkan-dev)");
 }
 
-VulkanKernels::~VulkanKernels() = default;
-std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view, std::span<const uint8_t>, int,
-                                                   const std::string& label) {
-  rt_fail(label, ": this runtime was built without Vulkan (package libvulkan-dev)");
-}
-KernelCall VulkanKernels::kernel_call(std::string_view) const { return {}; }
 
 #endif
 

@@ -28,6 +28,7 @@ struct VulkanDeviceInfo {
   std::string driver;        // driver name and version info, when the device reports them
   uint32_t vendor_id = 0, device_id = 0;
   uint64_t max_storage_buffer_range = 0;   // bytes one storage-buffer binding may span
+  uint64_t min_storage_offset_alignment = 0;  // a binding's offset is a multiple of this
   uint32_t max_shared_memory = 0;          // maxComputeSharedMemorySize, bytes per workgroup
   uint32_t max_workgroup_invocations = 0;  // maxComputeWorkGroupInvocations
   uint32_t max_workgroup_size[3] = {0, 0, 0};
@@ -63,11 +64,21 @@ class VulkanDevice {
 
   const VulkanDeviceInfo& info() const { return info_; }
 
-  // A storage buffer of `bytes` (at least 4) in device memory; refused
-  // beyond the device's storage-buffer range.
-  std::shared_ptr<Buffer> alloc(uint64_t bytes);
+  // Where a buffer's memory is. Device: device-local when the device has
+  // such memory (mapped too when it is host-visible and coherent, as on
+  // lavapipe or with resizable BAR). Mapped: host-visible, coherent and
+  // device-local; nullptr instead of an error when the device has none, or
+  // none left, or `bytes` exceeds the storage-buffer range. Staging:
+  // host-visible, for copies only.
+  enum class Memory { Device, Mapped, Staging };
+
+  // A buffer of `bytes` (at least 4); a storage buffer unless Staging.
+  // Device buffers beyond the device's storage-buffer range are refused.
+  std::shared_ptr<Buffer> alloc(uint64_t bytes, Memory where = Memory::Device);
+  // Synchronous copies (each waits for the device).
   void upload(Buffer& dst, const void* src, uint64_t bytes);
   void download(const Buffer& src, void* dst, uint64_t bytes);
+  void copy(const Buffer& from, uint64_t from_offset, const Buffer& to, uint64_t to_offset, uint64_t bytes);
 
   // A compute pipeline of `spirv` (entry point "main") reading `num_buffers`
   // storage buffers at bindings 0.. of set 0 and `push_bytes` of push
@@ -81,6 +92,8 @@ class VulkanDevice {
                 uint32_t push_bytes, const uint32_t groups[3]);
 
   struct Impl;
+  Impl& impl() const { return *impl_; }
+  const std::shared_ptr<Impl>& impl_ptr() const { return impl_; }
 
  private:
   VulkanDevice(std::shared_ptr<Impl> impl, VulkanDeviceInfo info);
@@ -88,30 +101,66 @@ class VulkanDevice {
   VulkanDeviceInfo info_;
 };
 
+// What a package's kernels did on the device since load.
+struct VulkanStats {
+  uint64_t kernel_calls = 0;
+  uint64_t dispatches = 0;
+  uint64_t row_dispatches = 0;  // ... of which one workgroup per row (reductions split over threads)
+  uint64_t barriers = 0;        // pipeline barriers the data flow needed between them
+  uint64_t submits = 0;         // command buffers submitted (each waited for)
+  uint64_t bytes_uploaded = 0;  // host memory copied to the device (tensors not device-resident)
+  uint64_t bytes_downloaded = 0;
+  uint64_t resident_bytes = 0;  // device memory now holding tensors and weights the host maps
+};
+
 // A package's Vulkan kernels (sections "kernels.vulkan" and
 // "kernels.vulkan.spv", backends/vulkan/codegen.h) on an opened device:
 // pipelines created once, at load. The device must have every feature the
 // package needs (an rt::Error names the missing one).
 //
-// First version of the data path: tensors live in host memory and each
-// kernel call copies its inputs to device buffers, runs its stages (one
-// dispatch each, in order) and copies its outputs back. Device-resident
-// tensors planned by the memory plan, and one command buffer per call,
-// come next.
+// Tensors are device-resident: the VM's pool (make_pool) and the weights
+// (place_constant) live in device memory that the host maps (device-local
+// and host-visible: lavapipe, integrated GPUs, discrete GPUs with resizable
+// BAR), so a kernel call binds them where they are. Kernel calls are
+// recorded into one command buffer, with a pipeline barrier only where a
+// dispatch reads or writes what an earlier one since the last barrier
+// wrote (or writes what it read); synchronize() submits it and waits, and
+// the VM calls it before the host touches tensor data. Memory the device
+// does not map (host tensors given as inputs; everything, on a device
+// without mappable memory or with RELAX_VULKAN_HOST_MEMORY=1) is copied to
+// a device buffer once per command buffer, and a kernel output there is
+// copied back when it completes.
 class VulkanKernels : public Kernels {
  public:
   static std::unique_ptr<VulkanKernels> load(std::string_view metadata, std::span<const uint8_t> spirv, int device,
                                              const std::string& label);
   ~VulkanKernels() override;
   KernelCall kernel_call(std::string_view name) const override;
+  std::shared_ptr<PoolAllocator> make_pool() const override;
+  Tensor place_constant(const Tensor& t) const override;
+  void synchronize() const override;
   const VulkanDevice& device() const { return *device_; }
+  VulkanStats stats() const;
+
+  // Profiling: each kernel call is submitted and waited for on its own and
+  // timed (wall clock, recording included); profile() lists the kernels by
+  // total time, most first.
+  struct KernelTime {
+    std::string name;
+    uint64_t calls = 0;
+    double ms = 0;
+  };
+  void set_profiling(bool on) const;
+  std::vector<KernelTime> profile() const;
 
   struct Entry;
+  struct Exec;
 
  private:
   VulkanKernels() = default;
   std::shared_ptr<VulkanDevice> device_;
   std::vector<std::shared_ptr<Entry>> entries_;
+  std::shared_ptr<Exec> exec_;
   std::string label_;
 };
 

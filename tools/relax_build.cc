@@ -38,7 +38,9 @@ int main(int argc, char** argv) {
   app.add_option("--cpu", opts.cpu, "the CPU to compile for: host, x86-64, x86-64-v2, x86-64-v3, znver3, ...")
       ->capture_default_str();
   app.add_option("--bound", bounds, "bounds of a symbolic dim, checked at run time; -O2 plans memory for the upper bound: NAME=LO..HI (repeatable)");
-  app.add_option("--emit", emit, "instead of a package, print the IR after the passes: relax");
+  app.add_option("--emit", emit,
+                 "instead of a package, print the IR after the passes (relax) or the kernels' source (kernels: LLVM "
+                 "IR for cpu, GLSL for vulkan)");
   std::vector<std::string> print_after;
   app.add_option("--print-after", print_after,
                  "print the IR after this pass to standard error (repeatable, or comma-separated; all: every pass)")
@@ -71,8 +73,9 @@ int main(int argc, char** argv) {
     for (const std::string& b : bounds) opts.bounds.insert(parse_bound(b));
     opts.fold_constants = !no_fold;
     if (!emit.empty()) {
-      if (emit != "relax") fail("--emit: unknown kind '", emit, "'; known: relax");
-      std::cout << print_module(build_module(model, opts));
+      if (emit != "relax" && emit != "kernels") fail("--emit: unknown kind '", emit, "'; known: relax, kernels");
+      IRModule mod = build_module(model, opts);
+      std::cout << (emit == "relax" ? print_module(mod) : kernel_source(mod, opts));
       return 0;
     }
     BuildReport r = build_package(model, output, opts);

@@ -1,6 +1,6 @@
 // relax-run: run a package on inputs from files.
 //
-//   relax-run PKG --input NAME=FILE ... [--output-dir DIR] [--threads N] [--device N] [--bench N] [--json]
+//   relax-run PKG --input NAME=FILE ... [--output-dir DIR] [--threads N] [--device N] [--bench N] [--stats] [--profile] [--json]
 //   relax-run PKG --test-data DIR [--rtol R] [--atol A] [--json]
 //   relax-run --list-devices [--json]
 //
@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "runtime/compare.h"
@@ -153,6 +155,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bench", bench, "run N more times and print the median latency");
   app.add_flag("--json", json, "print the result as JSON on standard output");
+  bool stats = false, profile = false;
+  app.add_flag("--profile", profile,
+               "vulkan packages: run each kernel call on its own, time it, and print the kernels by total time "
+               "(in --json: \"profile\")");
+  app.add_flag("--stats", stats,
+               "print what a vulkan package did on the device per run: kernel calls, dispatches, barriers, "
+               "submits, bytes copied in and out (in --json: always)");
   CLI11_PARSE(app, argc, argv);
   if (list) return list_devices(json);
   if (pkg.empty()) {
@@ -164,6 +173,9 @@ int main(int argc, char** argv) {
   try {
     if (threads > 0) ThreadPool::set_global_num_threads(threads);
     auto model = Model::load(pkg, device);
+    const auto* vk = dynamic_cast<const VulkanKernels*>(model->kernels());
+    if (profile && !vk) rt_fail("--profile times the kernels of vulkan packages only");
+    if (profile) vk->set_profiling(true);
     std::vector<Tensor> in = test_data.empty() ? named_inputs(*model, inputs) : files_in(test_data, "input_");
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> out = model->run(in);
@@ -177,6 +189,42 @@ int main(int argc, char** argv) {
       }
       rep["bench"] = {{"runs", bench}, {"median_ms", median(ms)}, {"min_ms", *std::min_element(ms.begin(), ms.end())}};
       if (!json) std::cout << "median latency: " << median(ms) << " ms over " << bench << " runs\n";
+    }
+    if (vk && profile) {
+      rep["profile"] = nlohmann::json::array();
+      double total = 0;
+      for (const auto& t : vk->profile()) total += t.ms;
+      if (!json) std::cout << "kernel time by kernel (all runs, " << total << " ms):\n";
+      int shown = 0;
+      for (const auto& t : vk->profile()) {
+        rep["profile"].push_back({{"kernel", t.name}, {"calls", t.calls}, {"ms", t.ms}});
+        if (!json && shown++ < 20) {
+          std::ostringstream line;
+          line << "  " << std::fixed << std::setprecision(3) << std::setw(10) << t.ms << " ms  " << std::setw(5)
+               << std::setprecision(1) << 100 * t.ms / std::max(total, 1e-9) << "%  " << std::setw(5) << t.calls
+               << "  " << t.name << "\n";
+          std::cout << line.str();
+        }
+      }
+    }
+    if (vk) {
+      VulkanStats s = vk->stats();
+      double runs = 1 + std::max(bench, 0);
+      nlohmann::json j{{"runs", int(runs)},
+                       {"kernel_calls", s.kernel_calls / runs},
+                       {"dispatches", s.dispatches / runs},
+                       {"row_dispatches", s.row_dispatches / runs},
+                       {"barriers", s.barriers / runs},
+                       {"submits", s.submits / runs},
+                       {"bytes_uploaded", s.bytes_uploaded / runs},
+                       {"bytes_downloaded", s.bytes_downloaded / runs},
+                       {"resident_bytes", s.resident_bytes}};
+      rep["vulkan"] = j;
+      if (stats && !json)
+        std::cout << "vulkan, per run: " << j["kernel_calls"] << " kernel calls, " << j["dispatches"]
+                  << " dispatches, " << j["barriers"] << " barriers, " << j["submits"] << " submits, "
+                  << j["bytes_uploaded"] << " bytes uploaded, " << j["bytes_downloaded"]
+                  << " bytes downloaded; " << s.resident_bytes << " bytes resident on the device\n";
     }
     const auto& descs = model->outputs();
     rep["outputs"] = nlohmann::json::array();

@@ -19,6 +19,7 @@
 // shader cannot allocate.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "ir/tir.h"
@@ -34,5 +35,35 @@ struct GpuStage {
 // The stages of `p`; an Error naming the program when it still holds a
 // workspace.
 std::vector<GpuStage> gpu_stages(const tir::Program& p);
+
+// The workgroup schedule of a stage with loops per thread: one row (an
+// index of the stage's vars) per workgroup, the row's loops split over the
+// workgroup's threads. Each step of the row body is one of:
+//   Serial  a statement on local scalars, run by every thread alike;
+//   Global  a store to global memory outside any loop, run by thread 0;
+//   Reduce  a loop nest whose one store is acc[0] = op(acc[0], x), op one of
+//           + * min max: the outer loop's iterations are split over the
+//           threads, their partials combined through shared memory in a
+//           tree, and every thread gets the result;
+//   Spread  a loop whose iterations are independent (marked, or shown as
+//           gpu_stages shows them), split over the threads.
+// nullopt when the body has anything else (a serial loop that is not a
+// reduction, a local array, a condition around loops): the stage then runs
+// one thread per row. The runtime picks between the two per call, from the
+// row count and the work per row.
+struct GpuRowStep {
+  enum class Kind { Serial, Global, Reduce, Spread };
+  Kind kind = Kind::Serial;
+  tir::Stmt stmt;
+  tir::Buffer acc;              // Reduce: the accumulator
+  tir::BinOp op = tir::BinOp::Add;  // Reduce: how partials combine
+  bool barrier_after = false;   // a later step reads global memory this one writes
+};
+struct GpuRows {
+  std::vector<tir::Buffer> locals;  // the row's local scalars
+  std::vector<GpuRowStep> steps;
+  SymExpr work;                     // loop iterations per row: the extents of its Reduce and Spread loops, summed
+};
+std::optional<GpuRows> gpu_rows(const GpuStage& st);
 
 }  // namespace relax

@@ -9,6 +9,7 @@
 #include "backends/cpu/codegen.h"
 #if RELAX_HAVE_VULKAN
 #include "backends/vulkan/codegen.h"
+#include "backends/vulkan/codegen_glsl.h"
 #endif
 #include "frontends/onnx/importer.h"
 #include "frontends/onnx/safetensors.h"
@@ -385,6 +386,26 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   report.num_weights = lowered.weights.size();
   report.package_bytes = size_t(fs::file_size(out_path));
   return report;
+}
+
+std::string kernel_source(const IRModule& mod, const BuildOptions& opts) {
+  VMLowered lowered = lower_to_vm(mod);
+  std::vector<tir::Program> programs;
+  for (const std::string& name : lowered.programs) programs.push_back(mod.program(name));
+  if (opts.target == "vulkan") {
+#if RELAX_HAVE_VULKAN
+    std::string out;
+    for (const tir::Program& p : programs)
+      for (const vulkan::GlslStage& st : vulkan::glsl_program(p, {}, 256).stages)
+        out += "// ---- " + st.name + "\n" + st.source + "\n";
+    return out;
+#else
+    fail("this relax-build was built without the Vulkan backend");
+#endif
+  }
+  cpu::CpuOptions co;
+  co.cpu = opts.cpu;
+  return cpu::emit_llvm_ir(programs, co);
 }
 
 }  // namespace relax

@@ -43,4 +43,8 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
 // The IR after the passes (legalised), for --emit relax.
 IRModule build_module(const std::string& model, const BuildOptions& opts);
 
+// The kernels' source as the target's code generator writes it, for --emit
+// kernels: LLVM IR for cpu, one GLSL compute shader per launch for vulkan.
+std::string kernel_source(const IRModule& mod, const BuildOptions& opts);
+
 }  // namespace relax

@@ -50,8 +50,16 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
       for (const SymExpr& e : st.extents) threads = threads * e;
       std::vector<int64_t> code;
       sym_to_code(threads, slot_of, code);
-      stages.push_back({{"name", st.name}, {"offset", words.size()}, {"words", spv.size()}, {"threads", code}});
+      nlohmann::json stage{{"name", st.name}, {"offset", words.size()}, {"words", spv.size()}, {"threads", code}};
       words.insert(words.end(), spv.begin(), spv.end());
+      if (!st.rows_source.empty()) {
+        std::vector<uint32_t> rows = compile_glsl(st.rows_source, st.name + "_rows", {opt_level, 1});
+        std::vector<int64_t> work;
+        sym_to_code(st.rows_work, slot_of, work);
+        stage["rows"] = {{"offset", words.size()}, {"words", rows.size()}, {"work", work}};
+        words.insert(words.end(), rows.begin(), rows.end());
+      }
+      stages.push_back(std::move(stage));
     }
     meta["kernels"].push_back({{"name", p->name},
                                {"num_inputs", p->inputs.size()},

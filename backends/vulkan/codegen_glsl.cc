@@ -53,7 +53,135 @@ class StagePrinter {
       body << stmt(st.body);
       body << "  }\n";
     }
+    return finish(body.str());
+  }
 
+  // One row per workgroup (gpu_rows): the row's loops split over the
+  // workgroup's threads; reductions combine through shared memory.
+  std::string print_rows(const GpuStage& st, const GpuRows& rows) {
+    for (const SymExpr& v : push_vars_) name_of(v);
+    std::ostringstream body;
+    ind_ = 1;
+    for (size_t k = 0; k < push_vars_.size(); ++k)
+      body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
+    std::string total;
+    for (const SymExpr& e : st.extents) total += (total.empty() ? "" : " * ") + paren(sym(e));
+    body << "  int lid_ = int(gl_LocalInvocationID.x);\n";
+    body << "  int rows_ = " << total << ";\n";
+    body << "  for (int row_ = int(gl_WorkGroupID.x); row_ < rows_; row_ += int(gl_NumWorkGroups.x)) {\n";
+    body << "    int rest_ = row_;\n";
+    for (size_t k = st.vars.size(); k-- > 0;) {
+      std::string e = paren(sym(st.extents[k]));
+      body << "    int " << name_of(st.vars[k]) << " = rest_ % " << e << ";\n";
+      if (k > 0) body << "    rest_ /= " << e << ";\n";
+    }
+    ind_ = 2;
+    for (const Buffer& b : rows.locals) {
+      scalars_.insert(b.get());
+      body << pad() << value_type(b->dtype) << " " << buffer_name(b) << ";\n";
+    }
+    for (const GpuRowStep& step : rows.steps) {
+      switch (step.kind) {
+        case GpuRowStep::Kind::Serial:
+          body << stmt(step.stmt);
+          break;
+        case GpuRowStep::Kind::Global:
+          body << pad() << "if (lid_ == 0) {\n";
+          ++ind_;
+          body << stmt(step.stmt);
+          --ind_;
+          body << pad() << "}\n";
+          break;
+        case GpuRowStep::Kind::Spread:
+          body << strided(*as<ForNode>(step.stmt));
+          break;
+        case GpuRowStep::Kind::Reduce:
+          body << reduce(step);
+          break;
+      }
+      if (step.barrier_after) body << pad() << "memoryBarrierBuffer();\n" << pad() << "barrier();\n";
+    }
+    body << "  }\n";
+    return finish(body.str());
+  }
+
+ private:
+  // A loop whose iterations are split over the workgroup's threads.
+  std::string strided(const ForNode& f) {
+    std::ostringstream o;
+    std::string v = name_of(f.var);
+    o << pad() << "for (int " << v << " = lid_; " << v << " < " << sym(f.extent) << "; " << v << " += " << block_
+      << ") {\n";
+    ++ind_;
+    o << stmt(f.body);
+    --ind_;
+    o << pad() << "}\n";
+    return o.str();
+  }
+
+  // acc = op(acc, reduction over the nest), every thread getting the result.
+  std::string reduce(const GpuRowStep& step) {
+    const Buffer& acc = step.acc;
+    DataType t = acc->dtype;
+    std::string ty = value_type(t);
+    // The shared array for this value type, declared once.
+    std::string red = "red_" + std::to_string(reductions_.size());
+    if (auto it = reductions_.find(ty); it != reductions_.end())
+      red = it->second;
+    else
+      reductions_[ty] = red;
+    // op on two scalars, printed as the body prints it (NaN-propagating min/max).
+    auto a = make_buffer("ra", t, {SymExpr(int64_t(1))}, Scope::Local);
+    auto b = make_buffer("rb", t, {SymExpr(int64_t(1))}, Scope::Local);
+    scalars_.insert(a.get());
+    scalars_.insert(b.get());
+    buffers_[a.get()] = "ra_";
+    buffers_[b.get()] = "rb_";
+    keep_.push_back(a);
+    keep_.push_back(b);
+    std::string combine = expr(tir::binary(step.op, tir::load(a, {tir::sym(SymExpr(int64_t(0)))}), tir::load(b, {tir::sym(SymExpr(int64_t(0)))})));
+    std::string identity;
+    switch (step.op) {
+      case BinOp::Add: identity = ty + "(0)"; break;
+      case BinOp::Mul: identity = ty + "(1)"; break;
+      case BinOp::Max:
+      case BinOp::Min: {
+        bool mx = step.op == BinOp::Max;
+        if (t.is_float())
+          identity = ty + "(uintBitsToFloat(" + std::string(mx ? "0xff800000u" : "0x7f800000u") + "))";
+        else if (t.is_uint())
+          identity = mx ? ty + "(0)" : ty + "(~" + ty + "(0))";
+        else
+          identity = mx ? ty + "(" + ty + "(1) << " + std::to_string(t.bits - 1) + ")"
+                        : ty + "(~(" + ty + "(1) << " + std::to_string(t.bits - 1) + "))";
+        break;
+      }
+      default:
+        unsupported("a reduction of this kind in a workgroup");
+    }
+    std::string accv = buffer_name(acc);
+    std::ostringstream o;
+    o << pad() << "{\n";
+    ++ind_;
+    o << pad() << ty << " init_ = " << accv << ";\n";
+    o << pad() << accv << " = " << identity << ";\n";
+    o << strided(*as<ForNode>(step.stmt));
+    o << pad() << red << "[lid_] = " << accv << ";\n";
+    o << pad() << "barrier();\n";
+    o << pad() << "for (int s_ = " << block_ / 2 << "; s_ > 0; s_ >>= 1) {\n";
+    o << pad() << "  if (lid_ < s_) { " << ty << " ra_ = " << red << "[lid_]; " << ty << " rb_ = " << red
+      << "[lid_ + s_]; " << red << "[lid_] = " << combine << "; }\n";
+    o << pad() << "  barrier();\n";
+    o << pad() << "}\n";
+    o << pad() << "{ " << ty << " ra_ = init_; " << ty << " rb_ = " << red << "[0]; " << accv << " = " << combine
+      << "; }\n";
+    o << pad() << "barrier();\n";
+    --ind_;
+    o << pad() << "}\n";
+    return o.str();
+  }
+
+  std::string finish(const std::string& body) {
     std::ostringstream decls;
     int binding = 0;
     for (const auto* list : {&prog_.inputs, &prog_.outputs})
@@ -76,12 +204,12 @@ class StagePrinter {
     if (storage16_) out << "#extension GL_EXT_shader_16bit_storage : require\n";
     out << "layout(local_size_x = " << block_ << ") in;\n";
     out << decls.str();
+    for (const auto& [ty, name] : reductions_) out << "shared " << ty << " " << name << "[" << block_ << "];\n";
     out << helpers_.str();
-    out << "void main() {\n" << body.str() << "}\n";
+    out << "void main() {\n" << body << "}\n";
     return out.str();
   }
 
- private:
   [[noreturn]] void unsupported(const std::string& what) const {
     fail("vulkan codegen: prog @", prog_.name, ": ", what);
   }
@@ -553,6 +681,8 @@ class StagePrinter {
   std::unordered_map<const SymNode*, std::string> names_;
   std::unordered_map<const BufferNode*, std::string> buffers_;
   std::set<const BufferNode*> scalars_;
+  std::map<std::string, std::string> reductions_;  // value type -> its shared array
+  std::vector<Buffer> keep_;                       // buffers made while printing
   std::set<std::string> helper_names_;
   std::ostringstream helpers_;
 };
@@ -577,6 +707,12 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
     StagePrinter printer(*p, features, out.push_vars, block);
     st.source = printer.print(stages[k]);
     out.needs.insert(printer.needs_.begin(), printer.needs_.end());
+    if (std::optional<GpuRows> rows = gpu_rows(stages[k])) {
+      StagePrinter rp(*p, features, out.push_vars, block);
+      st.rows_source = rp.print_rows(stages[k], *rows);
+      st.rows_work = rows->work;
+      out.needs.insert(rp.needs_.begin(), rp.needs_.end());
+    }
     st.extents = stages[k].extents;
     out.stages.push_back(std::move(st));
   }

@@ -33,6 +33,10 @@ struct GlslStage {
   std::string name;              // program name, then "_s<k>" when there are several
   std::string source;            // the shader
   std::vector<SymExpr> extents;  // threads = their product (1 when empty)
+  // The workgroup schedule (gpu_rows), when the stage has one: one row
+  // (an index of extents) per workgroup. Empty when none.
+  std::string rows_source;
+  SymExpr rows_work;  // loop iterations per row
 };
 
 struct GlslProgram {

@@ -76,6 +76,8 @@ double element(const HostBuffer& b, int64_t i) {
   return 0;
 }
 
+int programs_with_rows = 0;  // programs whose stages have a workgroup schedule
+
 // Runs `p` on the CPU backend and on the Vulkan device with `env` binding
 // its symbolic variables; checks the outputs agree.
 void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::VulkanDevice& dev, std::mt19937& rng) {
@@ -104,44 +106,54 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
   for (HostBuffer& h : cpu) ptrs.push_back(h.bytes.data());
   REQUIRE(cpu::test::call(lib.kernel(p->name), ptrs, shape_args) == 0);
 
-  // Vulkan.
+  // Vulkan: each stage with a thread per row, then again with the
+  // workgroup schedule where a stage has one (one row per workgroup).
   vulkan::GlslProgram g = vulkan::glsl_program(p);
-  std::vector<std::shared_ptr<rt::VulkanDevice::Buffer>> dbufs;
-  std::vector<const rt::VulkanDevice::Buffer*> bound;
-  for (const HostBuffer& h : bufs) {
-    dbufs.push_back(dev.alloc(h.bytes.size()));
-    dev.upload(*dbufs.back(), h.bytes.data(), h.bytes.size());
-    bound.push_back(dbufs.back().get());
-  }
   std::vector<int32_t> push;
   for (const SymExpr& v : g.push_vars) push.push_back(int32_t(*evaluate(v, env)));
-  for (const vulkan::GlslStage& st : g.stages) {
-    CAPTURE(st.source);
-    std::vector<uint32_t> spirv = vulkan::compile_glsl(st.source, st.name);
-    auto k = dev.load_kernel(st.name, spirv, uint32_t(bufs.size()), uint32_t(push.size() * 4));
-    int64_t threads = 1;
-    for (const SymExpr& e : st.extents) threads *= *evaluate(e, env);
-    uint32_t groups[3] = {uint32_t(std::min<int64_t>((threads + g.block - 1) / g.block, 65535)), 1, 1};
-    groups[0] = std::max(groups[0], 1u);
-    dev.dispatch(*k, bound, push.data(), uint32_t(push.size() * 4), groups);
-  }
-  size_t first_out = p->inputs.size();
-  for (size_t k = first_out; k < bufs.size(); ++k) {
-    HostBuffer gpu = bufs[k];
-    dev.download(*dbufs[k], gpu.bytes.data(), gpu.bytes.size());
-    int wrong = 0;
-    double worst = 0;
-    for (int64_t i = 0; i < gpu.numel(); ++i) {
-      double a = element(gpu, i), b = element(cpu[k], i);
-      bool ok = gpu.dtype.is_float() ? cpu::test::same(a, b, 2e-5) : a == b;
-      if (!ok) {
-        ++wrong;
-        worst = std::max(worst, std::fabs(a - b));
-      }
+  bool has_rows = false;
+  for (const vulkan::GlslStage& st : g.stages) has_rows = has_rows || !st.rows_source.empty();
+  if (has_rows) ++programs_with_rows;
+  for (bool rows : {false, true}) {
+    if (rows && !has_rows) break;
+    CAPTURE(rows);
+    std::vector<std::shared_ptr<rt::VulkanDevice::Buffer>> dbufs;
+    std::vector<const rt::VulkanDevice::Buffer*> bound;
+    for (const HostBuffer& h : bufs) {
+      dbufs.push_back(dev.alloc(h.bytes.size()));
+      dev.upload(*dbufs.back(), h.bytes.data(), h.bytes.size());
+      bound.push_back(dbufs.back().get());
     }
-    CAPTURE(k);
-    CAPTURE(worst);
-    CHECK(wrong == 0);
+    for (const vulkan::GlslStage& st : g.stages) {
+      bool use_rows = rows && !st.rows_source.empty();
+      const std::string& source = use_rows ? st.rows_source : st.source;
+      CAPTURE(source);
+      std::vector<uint32_t> spirv = vulkan::compile_glsl(source, st.name);
+      auto k = dev.load_kernel(st.name, spirv, uint32_t(bufs.size()), uint32_t(push.size() * 4));
+      int64_t threads = 1;
+      for (const SymExpr& e : st.extents) threads *= *evaluate(e, env);
+      int64_t groups = use_rows ? threads : (threads + g.block - 1) / g.block;
+      uint32_t grid[3] = {uint32_t(std::clamp<int64_t>(groups, 1, 65535)), 1, 1};
+      dev.dispatch(*k, bound, push.data(), uint32_t(push.size() * 4), grid);
+    }
+    size_t first_out = p->inputs.size();
+    for (size_t k = first_out; k < bufs.size(); ++k) {
+      HostBuffer gpu = bufs[k];
+      dev.download(*dbufs[k], gpu.bytes.data(), gpu.bytes.size());
+      int wrong = 0;
+      double worst = 0;
+      for (int64_t i = 0; i < gpu.numel(); ++i) {
+        double a = element(gpu, i), b = element(cpu[k], i);
+        bool ok = gpu.dtype.is_float() ? cpu::test::same(a, b, 2e-5) : a == b;
+        if (!ok) {
+          ++wrong;
+          worst = std::max(worst, std::fabs(a - b));
+        }
+      }
+      CAPTURE(k);
+      CAPTURE(worst);
+      CHECK(wrong == 0);
+    }
   }
 }
 
@@ -209,4 +221,6 @@ TEST_CASE("vulkan codegen: legalised and fused programs agree with the cpu backe
       }
     }
   }
+  // sum, softmax, layer_norm, the matmuls: rows split over a workgroup.
+  CHECK(programs_with_rows >= 8);
 }
