@@ -38,7 +38,8 @@ struct VulkanKernels::Entry {
     // The workgroup schedule: one row (what a thread of `kernel` does) per
     // workgroup; null when the stage has none.
     std::shared_ptr<VulkanDevice::Kernel> rows;
-    std::vector<int64_t> work;  // loop iterations per row
+    std::vector<int64_t> work;   // loop iterations per row
+    std::vector<int64_t> count;  // rows (`threads` may count register tiles of rows)
   };
   std::vector<Stage> stages;
   int64_t num_slots = 0;
@@ -377,9 +378,10 @@ struct VulkanKernels::Exec {
         // are long (a thread looping over a long row is slow, and lavapipe
         // stops any loop after 65535 iterations).
         int64_t work = eval_shape_code(st.work.data(), int64_t(st.work.size()), shape_args, e.num_slots);
-        if (use_rows(threads, work)) {
+        int64_t rows = eval_shape_code(st.count.data(), int64_t(st.count.size()), shape_args, e.num_slots);
+        if (use_rows(rows, work)) {
           kp = st.rows.get();
-          groups = threads;
+          groups = rows;
           ++stats.row_dispatches;
         }
       }
@@ -503,7 +505,11 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
         stage.kernel = out->device_->load_kernel(st.at("name").get<std::string>(), words, uint32_t(e->params.size()),
                                                  uint32_t(e->push.size() * 4));
         stage.threads = st.at("threads").get<std::vector<int64_t>>();
-        if (st.contains("rows")) {
+        bool rows_ok = st.contains("rows");
+        if (rows_ok)
+          for (const std::string& need : st.at("rows").value("needs", std::vector<std::string>{}))
+            rows_ok = rows_ok && need == "subgroup_arithmetic" && info.subgroup_arithmetic;
+        if (rows_ok) {
           const auto& r = st.at("rows");
           size_t roff = r.at("offset"), rn = r.at("words");
           if (roff > total_words || rn > total_words - roff)
@@ -513,6 +519,7 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
           stage.rows = out->device_->load_kernel(st.at("name").get<std::string>() + "_rows", rwords,
                                                  uint32_t(e->params.size()), uint32_t(e->push.size() * 4));
           stage.work = r.at("work").get<std::vector<int64_t>>();
+          stage.count = r.at("count").get<std::vector<int64_t>>();
         }
         e->stages.push_back(std::move(stage));
       }

@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cpu", opts.cpu, "the CPU to compile for: host, x86-64, x86-64-v2, x86-64-v3, znver3, ...")
       ->capture_default_str();
+  std::string tile = "4x4";
+  app.add_option("--tile", tile,
+                 "vulkan: the register tile of a thread for matmul-like loops, ROWSxCOLS (1x1: none)")
+      ->capture_default_str();
   app.add_option("--bound", bounds, "bounds of a symbolic dim, checked at run time; -O2 plans memory for the upper bound: NAME=LO..HI (repeatable)");
   app.add_option("--emit", emit,
                  "instead of a package, print the IR after the passes (relax) or the kernels' source (kernels: LLVM "
@@ -71,6 +75,24 @@ int main(int argc, char** argv) {
   };
   try {
     for (const std::string& b : bounds) opts.bounds.insert(parse_bound(b));
+    {
+      size_t x = tile.find('x');
+      int64_t r = 0, c = 0;
+      try {
+        if (x != std::string::npos) {
+          size_t used = 0;
+          r = std::stoll(tile.substr(0, x), &used);
+          if (used != x) r = 0;
+          std::string cs = tile.substr(x + 1);
+          c = std::stoll(cs, &used);
+          if (used != cs.size()) c = 0;
+        }
+      } catch (const std::exception&) {
+        r = c = 0;
+      }
+      if (r < 1 || c < 1 || r > 8 || c > 8) fail("--tile: expected ROWSxCOLS, each 1 to 8, got '", tile, "'");
+      opts.gpu_tile = {r, c};
+    }
     opts.fold_constants = !no_fold;
     if (!emit.empty()) {
       if (emit != "relax" && emit != "kernels") fail("--emit: unknown kind '", emit, "'; known: relax, kernels");

@@ -42,9 +42,9 @@ std::vector<GpuStage> gpu_stages(const tir::Program& p);
 //   Serial  a statement on local scalars, run by every thread alike;
 //   Global  a store to global memory outside any loop, run by thread 0;
 //   Reduce  a loop nest whose one store is acc[0] = op(acc[0], x), op one of
-//           + * min max: the outer loop's iterations are split over the
-//           threads, their partials combined through shared memory in a
-//           tree, and every thread gets the result;
+//           + * min max: the nest's iterations (flattened) are split over
+//           the threads, their partials combined through shared memory,
+//           and every thread gets the result;
 //   Spread  a loop whose iterations are independent (marked, or shown as
 //           gpu_stages shows them), split over the threads.
 // nullopt when the body has anything else (a serial loop that is not a
@@ -62,8 +62,20 @@ struct GpuRowStep {
 struct GpuRows {
   std::vector<tir::Buffer> locals;  // the row's local scalars
   std::vector<GpuRowStep> steps;
-  SymExpr work;                     // loop iterations per row: the extents of its Reduce and Spread loops, summed
+  SymExpr work;                     // loop iterations per row: of its Reduce nests and Spread loops, summed
 };
 std::optional<GpuRows> gpu_rows(const GpuStage& st);
+
+// Register tiles: each thread of a stage with loops per row computes a
+// `rows` x `cols` tile of rows (its last two vars; `cols` of the last only
+// when it has one), the tile's copies of the body jammed loop by loop so
+// that a value loaded once serves every copy that reads it (a matmul's
+// A[i, k] serves the tile's row, B[k, j] its column). Indices past an
+// extent are clamped for loads, and their stores skipped. nullopt when the
+// body does not jam (a loop's extent depends on the tiled vars, a loop
+// under a condition), is too large to copy (4096 expression nodes over all
+// copies), or would not gain (no accumulation into a local
+// inside a loop reads a load shared between copies).
+std::optional<GpuStage> gpu_register_tile(const GpuStage& st, int64_t rows, int64_t cols);
 
 }  // namespace relax

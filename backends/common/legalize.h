@@ -89,6 +89,10 @@ class LegalizeContext {
   // the cpu target, not on GPU targets, whose kernels are all generated.
   // The module's attribute `target` says which ("cpu" when absent).
   bool libraries() const;
+  // Whether the target is a GPU (not cpu): legalisers then prefer forms
+  // with one output element per iteration over in-place row nests, which
+  // the GPU schedules spread over threads and tile (gpu_schedule.h).
+  bool gpu() const { return !libraries(); }
 
   // Adds `p` to the module under a fresh name built from p->name ("add",
   // "add_1", ...) unless a program with the same text is already there;

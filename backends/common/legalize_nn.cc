@@ -159,14 +159,17 @@ std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
   };
   auto padded = [&](int j) { return win.pad_begin[j] != 0 || win.pad_end[j] != 0; };
   auto channel = [&](const TExpr& o, const TExpr& c) {
+    if (groups == 1) return c;
     return tir::binary(tir::BinOp::FloorDiv, o, idx(Og)) * idx(Cg) + c;
   };
   std::vector<SymExpr> reduce = {Cg};
   reduce.insert(reduce.end(), kernel.begin(), kernel.end());
   SymExpr work = num_elements(y->shape) * num_elements(reduce);
 
-  if (acc != y->dtype) {
-    // Per element with an f32 accumulator.
+  if (acc != y->dtype || ctx.gpu()) {
+    // Per element with a local accumulator: narrow floats (accumulated in
+    // f32), and on GPU targets (a thread per output element, register
+    // tiles sharing the weight loads).
     LoopHints hints{true, false, num_elements(reduce)};
     return pb.finish(loop_nest(
         y->shape,
@@ -182,9 +185,10 @@ std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
             }
             Index wi = {i[1], r[0]};
             wi.insert(wi.end(), r.begin() + 1, r.end());
-            TExpr v = cast(acc, load(x, xi)) * cast(acc, load(w, wi));
-            if (!ok.empty()) v = select(all_of(ok), v, zero(acc));
-            return a.set(a.get() + v);
+            // The padding reads as 0 (x's index is clamped, so the load is safe).
+            TExpr xv = cast(acc, load(x, xi));
+            if (!ok.empty()) xv = select(all_of(ok), xv, zero(acc));
+            return a.set(a.get() + xv * cast(acc, load(w, wi)));
           });
           return with_locals({a},
                              tir::make_seq({a.set(zero(acc)), taps, tir::make_store(y, i, cast(y->dtype, a.get()))}));

@@ -195,7 +195,7 @@ Compiled compile_module(const IRModule& mod, const BuildOptions& opts) {
   if (programs.empty()) return c;
   if (opts.target == "vulkan") {
 #if RELAX_HAVE_VULKAN
-    vulkan::VulkanArtifact art = vulkan::compile_vulkan(programs, std::clamp(opts.opt_level, 0, 2));
+    vulkan::VulkanArtifact art = vulkan::compile_vulkan(programs, std::clamp(opts.opt_level, 0, 2), opts.gpu_tile);
     c.vulkan_meta = std::move(art.metadata);
     c.vulkan_spirv = std::move(art.spirv);
 #endif
@@ -396,7 +396,7 @@ std::string kernel_source(const IRModule& mod, const BuildOptions& opts) {
 #if RELAX_HAVE_VULKAN
     std::string out;
     for (const tir::Program& p : programs)
-      for (const vulkan::GlslStage& st : vulkan::glsl_program(p, {}, 256).stages)
+      for (const vulkan::GlslStage& st : vulkan::glsl_program(p, {}, 256, {opts.gpu_tile.first, opts.gpu_tile.second}).stages)
         out += "// ---- " + st.name + "\n" + st.source + "\n";
     return out;
 #else

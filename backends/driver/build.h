@@ -24,6 +24,7 @@ struct BuildOptions {
   bool time_passes = false;
   std::set<std::string> print_after;  // print the IR after these passes (stderr)
   bool print_after_all = false;
+  std::pair<int64_t, int64_t> gpu_tile = {4, 4};  // a GPU thread's register tile (--tile RxC); 1x1: none
 };
 
 // What the build produced, for --json and the tests.

@@ -9,7 +9,8 @@
 
 namespace relax::vulkan {
 
-VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt_level) {
+VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt_level,
+                              std::pair<int64_t, int64_t> tile) {
   VulkanArtifact out;
   nlohmann::json meta;
   meta["kernels"] = nlohmann::json::array();
@@ -17,7 +18,7 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
   std::vector<uint32_t> words;
   uint32_t block = 256;
   for (const tir::Program& p : programs) {
-    GlslProgram g = glsl_program(p, {}, block);
+    GlslProgram g = glsl_program(p, {}, block, {tile.first, tile.second});
     needs.insert(g.needs.begin(), g.needs.end());
     // Shape-args slot of each variable: the first plain dim that binds it,
     // else its symbolic parameter.
@@ -54,9 +55,13 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
       words.insert(words.end(), spv.begin(), spv.end());
       if (!st.rows_source.empty()) {
         std::vector<uint32_t> rows = compile_glsl(st.rows_source, st.name + "_rows", {opt_level, 1});
-        std::vector<int64_t> work;
+        std::vector<int64_t> work, count;
         sym_to_code(st.rows_work, slot_of, work);
-        stage["rows"] = {{"offset", words.size()}, {"words", rows.size()}, {"work", work}};
+        SymExpr n(int64_t(1));
+        for (const SymExpr& e : st.rows_extents) n = n * e;
+        sym_to_code(n, slot_of, count);
+        stage["rows"] = {{"offset", words.size()}, {"words", rows.size()}, {"work", work}, {"count", count},
+                         {"needs", st.rows_needs}};
         words.insert(words.end(), rows.begin(), rows.end());
       }
       stages.push_back(std::move(stage));

@@ -7,14 +7,21 @@
 //    "kernels": [{"name", "num_inputs", "num_params",
 //                 "params": [{"dtype", "ndim"}],
 //                 "push": [shape-args slot of each push constant],
-//                 "stages": [{"name", "offset", "words", "threads": postfix code}]}]}
+//                 "stages": [{"name", "offset", "words", "threads": postfix code,
+//                             "rows": {"offset", "words", "work", "count", "needs"}}]}]}
 // and "kernels.vulkan.spv", the SPIR-V words of every stage, one after
 // another (offset and words count 32-bit words). Shape args are what the VM
 // passes every kernel: each parameter's dims in order, then the symbolic
 // arguments; "threads" is postfix code over them (rt::ShapePattern).
+// "rows", when present, is the stage's workgroup schedule (one row per
+// workgroup, gpu_rows): "count" rows of "work" loop iterations each, both
+// postfix code; the runtime picks it or the thread per row per call, and
+// ignores it on a device without its "needs" (subgroup arithmetic).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/tir.h"
@@ -26,6 +33,8 @@ struct VulkanArtifact {
   std::string spirv;     // the bytes of "kernels.vulkan.spv"
 };
 
-VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt_level = 2);
+// `tile`: a thread's register tile, rows x cols (GlslSchedule).
+VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt_level = 2,
+                              std::pair<int64_t, int64_t> tile = {4, 4});
 
 }  // namespace relax::vulkan

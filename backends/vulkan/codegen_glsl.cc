@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -119,6 +120,31 @@ class StagePrinter {
     return o.str();
   }
 
+  // A perfect nest of loops flattened into one index space split over the
+  // workgroup's threads (a reduction over several axes).
+  std::string strided_nest(const ForNode& f) {
+    std::vector<const ForNode*> chain{&f};
+    while (const auto* g = as<ForNode>(chain.back()->body)) chain.push_back(g);
+    if (chain.size() == 1) return strided(f);
+    std::ostringstream o;
+    std::string total;
+    for (const ForNode* c : chain) total += (total.empty() ? "" : " * ") + paren(sym(c->extent));
+    std::string flat = "nest" + std::to_string(loads_++) + "_";
+    o << pad() << "for (int " << flat << " = lid_; " << flat << " < " << total << "; " << flat << " += " << block_
+      << ") {\n";
+    ++ind_;
+    o << pad() << "int rest_ = " << flat << ";\n";
+    for (size_t k = chain.size(); k-- > 0;) {
+      std::string e = paren(sym(chain[k]->extent));
+      o << pad() << "int " << name_of(chain[k]->var) << " = rest_ % " << e << ";\n";
+      if (k > 0) o << pad() << "rest_ /= " << e << ";\n";
+    }
+    o << stmt(chain.back()->body);
+    --ind_;
+    o << pad() << "}\n";
+    return o.str();
+  }
+
   // acc = op(acc, reduction over the nest), every thread getting the result.
   std::string reduce(const GpuRowStep& step) {
     const Buffer& acc = step.acc;
@@ -165,7 +191,27 @@ class StagePrinter {
     ++ind_;
     o << pad() << ty << " init_ = " << accv << ";\n";
     o << pad() << accv << " = " << identity << ";\n";
-    o << strided(*as<ForNode>(step.stmt));
+    o << strided_nest(*as<ForNode>(step.stmt));
+    if (use_subgroups_ && t.bits == 32 && t.lanes == 1) {
+      // Each subgroup combines its lanes (subgroup arithmetic), the
+      // subgroups' partials meet in shared memory, and every thread
+      // combines those: two barriers instead of a tree's log2(block).
+      subgroup_ = true;
+      const char* fn = step.op == BinOp::Add ? "subgroupAdd" : step.op == BinOp::Mul ? "subgroupMul"
+                       : step.op == BinOp::Max ? "subgroupMax" : "subgroupMin";
+      std::string part = std::string(fn) + "(" + accv + ")";
+      if (t.is_float() && (step.op == BinOp::Max || step.op == BinOp::Min))  // NaN wins, as in the tree
+        part = "(subgroupAny(isnan(" + accv + ")) ? uintBitsToFloat(0x7fc00000u) : " + part + ")";
+      o << pad() << ty << " part_ = " << part << ";\n";
+      o << pad() << "if (gl_SubgroupInvocationID == 0u) " << red << "[gl_SubgroupID] = part_;\n";
+      o << pad() << "barrier();\n";
+      o << pad() << "{ " << ty << " ra_ = init_; for (uint g_ = 0u; g_ < gl_NumSubgroups; ++g_) { " << ty
+        << " rb_ = " << red << "[g_]; ra_ = " << combine << "; } " << accv << " = ra_; }\n";
+      o << pad() << "barrier();\n";
+      --ind_;
+      o << pad() << "}\n";
+      return o.str();
+    }
     o << pad() << red << "[lid_] = " << accv << ";\n";
     o << pad() << "barrier();\n";
     o << pad() << "for (int s_ = " << block_ / 2 << "; s_ > 0; s_ >>= 1) {\n";
@@ -202,6 +248,7 @@ class StagePrinter {
     if (arith_ext_) out << "#extension GL_EXT_shader_explicit_arithmetic_types : require\n";
     if (storage8_) out << "#extension GL_EXT_shader_8bit_storage : require\n";
     if (storage16_) out << "#extension GL_EXT_shader_16bit_storage : require\n";
+    if (subgroup_) out << "#extension GL_KHR_shader_subgroup_arithmetic : require\n#extension GL_KHR_shader_subgroup_vote : require\n";
     out << "layout(local_size_x = " << block_ << ") in;\n";
     out << decls.str();
     for (const auto& [ty, name] : reductions_) out << "shared " << ty << " " << name << "[" << block_ << "];\n";
@@ -439,6 +486,7 @@ class StagePrinter {
       case TKind::Load: {
         const auto* l = as<LoadNode>(e);
         std::string a = access(l->buffer, l->indices);
+        if (auto it = hoisted_.find(a); it != hoisted_.end()) a = it->second;
         if (l->buffer->dtype.is_bool() && l->buffer->scope == Scope::Global) return "(" + a + " != uint8_t(0))";
         return a;
       }
@@ -605,6 +653,70 @@ class StagePrinter {
     return "erf_";
   }
 
+  // A loop body of stores only (a register tile's jammed copies) reads
+  // the same input element many times: each such load is read once into a
+  // variable at the top of the body. Only loads of inputs (read-only) that
+  // every iteration makes qualify (a select evaluates both branches).
+  std::string hoist_loads(const Stmt& body) {
+    std::vector<Stmt> stmts;
+    if (const auto* q = as<SeqNode>(body))
+      stmts = q->stmts;
+    else
+      stmts = {body};
+    for (const Stmt& x : stmts)
+      if (x->kind != SKind::Store) return "";
+    std::map<std::string, std::pair<int, const LoadNode*>> seen;
+    std::vector<std::string> order;
+    std::function<void(const TExpr&)> walk = [&](const TExpr& e) {
+      switch (e->kind) {
+        case TKind::Load: {
+          const auto* l = as<LoadNode>(e);
+          bool input = false;
+          for (const Buffer& b : prog_.inputs) input = input || b == l->buffer;
+          if (!input || l->buffer->dtype.is_bool()) return;
+          std::string a = access(l->buffer, l->indices);
+          auto [it, fresh] = seen.try_emplace(a, 0, l);
+          if (fresh) order.push_back(a);
+          ++it->second.first;
+          return;
+        }
+        case TKind::Binary:
+          walk(as<BinaryNode>(e)->a);
+          walk(as<BinaryNode>(e)->b);
+          return;
+        case TKind::Unary:
+          walk(as<UnaryNode>(e)->a);
+          return;
+        case TKind::Cast:
+          walk(as<CastNode>(e)->a);
+          return;
+        case TKind::Call:
+          for (const TExpr& a : as<CallNodeT>(e)->args) walk(a);
+          return;
+        case TKind::Select:  // both branches are evaluated (ir/tir.h): their loads are safe
+          walk(as<SelectNode>(e)->cond);
+          walk(as<SelectNode>(e)->a);
+          walk(as<SelectNode>(e)->b);
+          return;
+        default:
+          return;  // immediates, indices
+      }
+    };
+    for (const Stmt& x : stmts) walk(as<StoreNode>(x)->value);
+    std::ostringstream o;
+    std::map<std::string, std::string> hoisted;
+    for (const std::string& a : order) {
+      auto [count, l] = seen[a];
+      if (count < 2) continue;
+      std::string name = "ld" + std::to_string(loads_++) + "_";
+      o << pad() << value_type(l->buffer->dtype) << " " << name << " = " << expr(TExpr(l, [](auto*) {}))
+        << ";\n";
+      hoisted[a] = name;
+    }
+    hoisted_ = std::move(hoisted);
+    return o.str();
+  }
+
   // ---- statements ----
   std::string pad() const { return std::string(size_t(ind_) * 2, ' '); }
   std::string stmt(const Stmt& s) {
@@ -617,7 +729,9 @@ class StagePrinter {
         std::string v = name_of(f->var);
         o << pad() << "for (int " << v << " = 0; " << v << " < " << sym(f->extent) << "; ++" << v << ") {\n";
         ++ind_;
+        o << hoist_loads(f->body);
         o << stmt(f->body);
+        hoisted_.clear();
         --ind_;
         o << pad() << "}\n";
         return o.str();
@@ -682,6 +796,12 @@ class StagePrinter {
   std::unordered_map<const BufferNode*, std::string> buffers_;
   std::set<const BufferNode*> scalars_;
   std::map<std::string, std::string> reductions_;  // value type -> its shared array
+  std::map<std::string, std::string> hoisted_;     // a load's text -> the variable holding it
+ public:
+  bool use_subgroups_ = false;  // reductions in a workgroup may use subgroup arithmetic
+  bool subgroup_ = false;       // ... and one did
+ private:
+  int loads_ = 0;
   std::vector<Buffer> keep_;                       // buffers made while printing
   std::set<std::string> helper_names_;
   std::ostringstream helpers_;
@@ -689,7 +809,8 @@ class StagePrinter {
 
 }  // namespace
 
-GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, uint32_t block) {
+GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, uint32_t block,
+                         const GlslSchedule& schedule) {
   GlslProgram out;
   out.block = block;
   // Push constants: plain variable dims of the parameters, then sym params.
@@ -704,16 +825,26 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
   for (size_t k = 0; k < stages.size(); ++k) {
     GlslStage st;
     st.name = stages.size() == 1 ? p->name : p->name + "_s" + std::to_string(k);
+    // A thread per row, with a register tile of rows where that shares loads.
+    std::optional<GpuStage> tiled = gpu_register_tile(stages[k], schedule.tile_rows, schedule.tile_cols);
+    const GpuStage& per_thread = tiled ? *tiled : stages[k];
     StagePrinter printer(*p, features, out.push_vars, block);
-    st.source = printer.print(stages[k]);
+    st.source = printer.print(per_thread);
+    st.extents = per_thread.extents;
     out.needs.insert(printer.needs_.begin(), printer.needs_.end());
-    if (std::optional<GpuRows> rows = gpu_rows(stages[k])) {
+    // The workgroup schedule, unless its rows are known to be short: the
+    // runtime would never pick it (it wants 256 iterations or more).
+    std::optional<GpuRows> rows = gpu_rows(stages[k]);
+    if (rows && rows->work.is_const() && rows->work.const_value() < schedule.min_row_work) rows.reset();
+    if (rows) {
       StagePrinter rp(*p, features, out.push_vars, block);
+      rp.use_subgroups_ = features.subgroup_arithmetic;
       st.rows_source = rp.print_rows(stages[k], *rows);
+      if (rp.subgroup_) st.rows_needs.insert("subgroup_arithmetic");
       st.rows_work = rows->work;
+      st.rows_extents = stages[k].extents;
       out.needs.insert(rp.needs_.begin(), rp.needs_.end());
     }
-    st.extents = stages[k].extents;
     out.stages.push_back(std::move(st));
   }
   return out;

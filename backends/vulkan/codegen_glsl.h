@@ -27,6 +27,10 @@ namespace relax::vulkan {
 struct GlslFeatures {
   bool int64 = true, float16 = true, float64 = true, int8 = true, int16 = true;
   bool storage8 = true, storage16 = true;
+  // Subgroup add/mul/min/max/any in compute shaders (Vulkan 1.1): the
+  // workgroup reductions use them; a device without them runs those
+  // stages a thread per row.
+  bool subgroup_arithmetic = true;
 };
 
 struct GlslStage {
@@ -36,7 +40,9 @@ struct GlslStage {
   // The workgroup schedule (gpu_rows), when the stage has one: one row
   // (an index of extents) per workgroup. Empty when none.
   std::string rows_source;
-  SymExpr rows_work;  // loop iterations per row
+  SymExpr rows_work;                  // loop iterations per row
+  std::vector<SymExpr> rows_extents;  // rows = their product (the thread-per-row source may tile them)
+  std::set<std::string> rows_needs;   // device features only the workgroup schedule needs ("subgroup_arithmetic")
 };
 
 struct GlslProgram {
@@ -48,6 +54,17 @@ struct GlslProgram {
   std::vector<GlslStage> stages;
 };
 
-GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features = {}, uint32_t block = 256);
+// How stages are scheduled beyond the rules (gpu_schedule.h): the register
+// tile of a thread (gpu_register_tile); 1 x 1 is none.
+struct GlslSchedule {
+  int64_t tile_rows = 4, tile_cols = 4;
+  // No workgroup schedule for rows known to do fewer loop iterations: the
+  // runtime would never pick it (runtime/vulkan_exec.cc wants 256 or more
+  // on a GPU, more on a cpu device).
+  int64_t min_row_work = 256;
+};
+
+GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features = {}, uint32_t block = 256,
+                         const GlslSchedule& schedule = {});
 
 }  // namespace relax::vulkan

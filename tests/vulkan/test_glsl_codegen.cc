@@ -107,16 +107,23 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
   REQUIRE(cpu::test::call(lib.kernel(p->name), ptrs, shape_args) == 0);
 
   // Vulkan: each stage with a thread per row, then again with the
-  // workgroup schedule where a stage has one (one row per workgroup).
-  vulkan::GlslProgram g = vulkan::glsl_program(p);
+  // workgroup schedule where a stage has one (one row per workgroup), its
+  // reductions through subgroup arithmetic and through a shared-memory tree.
+  vulkan::GlslSchedule every_row;  // a workgroup schedule however short the rows
+  every_row.min_row_work = 0;
+  vulkan::GlslProgram g = vulkan::glsl_program(p, {}, 256, every_row);
+  vulkan::GlslFeatures no_subgroups;
+  no_subgroups.subgroup_arithmetic = false;
+  vulkan::GlslProgram tree = vulkan::glsl_program(p, no_subgroups, 256, every_row);
   std::vector<int32_t> push;
   for (const SymExpr& v : g.push_vars) push.push_back(int32_t(*evaluate(v, env)));
   bool has_rows = false;
   for (const vulkan::GlslStage& st : g.stages) has_rows = has_rows || !st.rows_source.empty();
   if (has_rows) ++programs_with_rows;
-  for (bool rows : {false, true}) {
+  for (int mode : {0, 1, 2}) {  // thread per row; workgroup, subgroups; workgroup, tree
+    bool rows = mode > 0;
     if (rows && !has_rows) break;
-    CAPTURE(rows);
+    CAPTURE(mode);
     std::vector<std::shared_ptr<rt::VulkanDevice::Buffer>> dbufs;
     std::vector<const rt::VulkanDevice::Buffer*> bound;
     for (const HostBuffer& h : bufs) {
@@ -124,14 +131,15 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
       dev.upload(*dbufs.back(), h.bytes.data(), h.bytes.size());
       bound.push_back(dbufs.back().get());
     }
-    for (const vulkan::GlslStage& st : g.stages) {
+    for (const vulkan::GlslStage& st : mode == 2 ? tree.stages : g.stages) {
       bool use_rows = rows && !st.rows_source.empty();
+      if (use_rows) CHECK((mode == 1) == (st.rows_source.find("subgroup") != std::string::npos));
       const std::string& source = use_rows ? st.rows_source : st.source;
       CAPTURE(source);
       std::vector<uint32_t> spirv = vulkan::compile_glsl(source, st.name);
       auto k = dev.load_kernel(st.name, spirv, uint32_t(bufs.size()), uint32_t(push.size() * 4));
       int64_t threads = 1;
-      for (const SymExpr& e : st.extents) threads *= *evaluate(e, env);
+      for (const SymExpr& e : use_rows ? st.rows_extents : st.extents) threads *= *evaluate(e, env);
       int64_t groups = use_rows ? threads : (threads + g.block - 1) / g.block;
       uint32_t grid[3] = {uint32_t(std::clamp<int64_t>(groups, 1, 65535)), 1, 1};
       dev.dispatch(*k, bound, push.data(), uint32_t(push.size() * 4), grid);
@@ -158,7 +166,7 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
 }
 
 const char* kOps = R"(
-fn @main(x: Tensor[(n, 16), f32], y: Tensor[(16,), f32], a: Tensor[(n, 16), i64], b: Tensor[(16,), i64], w: Tensor[(4, 1, 3, 3), f32], im: Tensor[(n, 4, 9, 7), f32], ia: Tensor[(n, 16), i32], ib: Tensor[(16, 5), i32], fw: Tensor[(8, 4, 3, 3), f32], fm: Tensor[(16, 8), f32], gx: Tensor[(3, n, 5), f32], gw: Tensor[(1, 12, 5), f32], gr: Tensor[(1, 12, 4), f32]) -> Tuple[Tensor[(n, 16), f32], Tensor[(n,), f32], Tensor[(n, 16), f32], Tensor[(n, 16), i64], Tensor[(n, 16), i64], Tensor[(n, 16), f32], Tensor[(n, 16), i32], Tensor[(n, 32), f32], Tensor[(n, 4, 9, 7), f32], Tensor[(n, 4, 4, 3), f32], Tensor[(n, 5), i32], Tensor[(n, 16), f32], Tensor[(n, 8, 9, 7), f32], Tensor[(n, 8), f32], Tensor[(1, n, 4), f32]] {
+fn @main(x: Tensor[(n, 16), f32], y: Tensor[(16,), f32], a: Tensor[(n, 16), i64], b: Tensor[(16,), i64], w: Tensor[(4, 1, 3, 3), f32], im: Tensor[(n, 4, 9, 7), f32], ia: Tensor[(n, 16), i32], ib: Tensor[(16, 5), i32], fw: Tensor[(8, 4, 3, 3), f32], fm: Tensor[(16, 8), f32], gx: Tensor[(3, n, 5), f32], gw: Tensor[(1, 12, 5), f32], gr: Tensor[(1, 12, 4), f32]) -> Tuple[Tensor[(n, 16), f32], Tensor[(n,), f32], Tensor[(n, 16), f32], Tensor[(n, 16), i64], Tensor[(n, 16), i64], Tensor[(n, 16), f32], Tensor[(n, 16), i32], Tensor[(n, 32), f32], Tensor[(n, 4, 9, 7), f32], Tensor[(n, 4, 4, 3), f32], Tensor[(n, 5), i32], Tensor[(n, 16), f32], Tensor[(n, 8, 9, 7), f32], Tensor[(n, 8), f32], Tensor[(1, n, 4), f32], Tensor[(n,), f32], Tensor[(n,), f32], Tensor[(n,), i32]] {
   dataflow {
     %s: Tensor[(n, 16), f32] = add(x, y)
     %r: Tensor[(n,), f32] = sum(x, axis=[1])
@@ -179,7 +187,10 @@ fn @main(x: Tensor[(n, 16), f32], y: Tensor[(16,), f32], a: Tensor[(n, 16), i64]
     %fmm: Tensor[(n, 8), f32] = matmul(x, fm)
     %g: Tuple[Tensor[(3, 1, n, 4), f32], Tensor[(1, n, 4), f32]] = gru(gx, gw, gr, hidden_size=4)
     %gh: Tensor[(1, n, 4), f32] = %g[1]
-    out: Tuple[Tensor[(n, 16), f32], Tensor[(n,), f32], Tensor[(n, 16), f32], Tensor[(n, 16), i64], Tensor[(n, 16), i64], Tensor[(n, 16), f32], Tensor[(n, 16), i32], Tensor[(n, 32), f32], Tensor[(n, 4, 9, 7), f32], Tensor[(n, 4, 4, 3), f32], Tensor[(n, 5), i32], Tensor[(n, 16), f32], Tensor[(n, 8, 9, 7), f32], Tensor[(n, 8), f32], Tensor[(1, n, 4), f32]] = (%s, %r, %m, %fd, %md, %wh, %i, %cc, %dw, %mp, %mm, %ln, %fc, %fmm, %gh)
+    %s3: Tensor[(n,), f32] = sum(im, axis=[1, 2, 3])
+    %mx: Tensor[(n,), f32] = max(x, axis=[1])
+    %mn: Tensor[(n,), i32] = min(ia, axis=[1])
+    out: Tuple[Tensor[(n, 16), f32], Tensor[(n,), f32], Tensor[(n, 16), f32], Tensor[(n, 16), i64], Tensor[(n, 16), i64], Tensor[(n, 16), f32], Tensor[(n, 16), i32], Tensor[(n, 32), f32], Tensor[(n, 4, 9, 7), f32], Tensor[(n, 4, 4, 3), f32], Tensor[(n, 5), i32], Tensor[(n, 16), f32], Tensor[(n, 8, 9, 7), f32], Tensor[(n, 8), f32], Tensor[(1, n, 4), f32], Tensor[(n,), f32], Tensor[(n,), f32], Tensor[(n,), i32]] = (%s, %r, %m, %fd, %md, %wh, %i, %cc, %dw, %mp, %mm, %ln, %fc, %fmm, %gh, %s3, %mx, %mn)
   }
   return out
 }
