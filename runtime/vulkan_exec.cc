@@ -275,7 +275,7 @@ struct VulkanKernels::Exec {
       auto it = mirrors.find(key);
       if (it != mirrors.end()) return it->second;
     }
-    std::shared_ptr<Buffer> b = dev->alloc(n);
+    std::shared_ptr<Buffer> b = dev->alloc((n + 3) / 4 * 4);  // packed types are read as whole words
     keep.push_back(b);
     if (fill && n) {
       stats.bytes_uploaded += n;
@@ -347,7 +347,7 @@ struct VulkanKernels::Exec {
           b.buffer = std::move(home);
           b.offset = off;
         } else {
-          b.buffer = dev->alloc(sizes[i]);
+          b.buffer = dev->alloc((sizes[i] + 3) / 4 * 4);
           keep.push_back(b.buffer);
           record_copy(*home, off, *b.buffer, 0, sizes[i]);
           if (output) copy_back.emplace_back(i, home);
@@ -391,7 +391,10 @@ struct VulkanKernels::Exec {
       std::vector<VkDescriptorBufferInfo> infos(bound.size());
       std::vector<VkWriteDescriptorSet> writes_ds(bound.size());
       for (size_t i = 0; i < bound.size(); ++i) {
-        infos[i] = {bound[i].buffer->buffer, bound[i].offset, bound[i].bytes ? bound[i].bytes : VK_WHOLE_SIZE};
+        // Whole 32-bit words (packed 2- and 4-bit types are read as words),
+        // within the buffer.
+        uint64_t range = std::min((bound[i].bytes + 3) / 4 * 4, bound[i].buffer->bytes - bound[i].offset);
+        infos[i] = {bound[i].buffer->buffer, bound[i].offset, range ? range : VK_WHOLE_SIZE};
         writes_ds[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
         writes_ds[i].dstSet = set;
         writes_ds[i].dstBinding = uint32_t(i);
@@ -554,7 +557,7 @@ std::shared_ptr<PoolAllocator> VulkanKernels::make_pool() const {
 Tensor VulkanKernels::place_constant(const Tensor& t) const {
   if (!exec_->residency) return t;
   Exec& x = *exec_;
-  uint64_t n = std::max<uint64_t>(t.nbytes(), 1);
+  uint64_t n = std::max<uint64_t>((t.nbytes() + 3) / 4 * 4, 4);  // whole words (packed types)
   uint64_t at = (x.arena_used + x.align - 1) / x.align * x.align;
   std::shared_ptr<const void> arena = x.arena.lock();
   if (!arena || at + n > x.arena_size) {

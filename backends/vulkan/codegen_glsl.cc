@@ -264,6 +264,8 @@ class StagePrinter {
   // ---- types ----
   std::string value_type(DataType t) {
     if (t.lanes != 1) unsupported(cat("vector dtype ", t));
+    if (narrow_float(t)) return "float";  // computed in f32, stored in fewer bits
+    if (sub_byte(t)) return t.is_int() ? "int" : "uint";
     switch (t.code) {
       case TypeCode::Bool:
         return "bool";
@@ -298,6 +300,19 @@ class StagePrinter {
     unsupported(cat("dtype ", t, " has no Vulkan type here"));
   }
   std::string storage_type(DataType t) {
+    if (sub_byte(t)) return "uint";  // packed in 32-bit words, written atomically
+    if (narrow_float(t)) {
+      if (t.bits == 16) {
+        need(feat_.storage16, "storage16", "16-bit storage buffers (storageBuffer16BitAccess), for bf16 tensors");
+        need(feat_.int16, "int16", "16-bit integers (shaderInt16), for bf16 tensors");
+        storage16_ = arith_ext_ = true;
+        return "uint16_t";
+      }
+      need(feat_.storage8, "storage8", "8-bit storage buffers (storageBuffer8BitAccess), for float8 tensors");
+      need(feat_.int8, "int8", "8-bit integers (shaderInt8), for float8 tensors");
+      storage8_ = arith_ext_ = true;
+      return "uint8_t";
+    }
     if (t.is_bool()) {
       need(feat_.storage8, "storage8", "8-bit storage buffers (storageBuffer8BitAccess), for bool tensors");
       need(feat_.int8, "int8", "8-bit integers (shaderInt8), for bool tensors");
@@ -485,13 +500,16 @@ class StagePrinter {
         return imm(*as<ImmNode>(e));
       case TKind::Load: {
         const auto* l = as<LoadNode>(e);
+        DataType t = l->buffer->dtype;
+        if (l->buffer->scope == Scope::Global && sub_byte(t)) return decode(t, packed_load(l->buffer, l->indices));
         std::string a = access(l->buffer, l->indices);
         if (auto it = hoisted_.find(a); it != hoisted_.end()) a = it->second;
-        if (l->buffer->dtype.is_bool() && l->buffer->scope == Scope::Global) return "(" + a + " != uint8_t(0))";
+        if (t.is_bool() && l->buffer->scope == Scope::Global) return "(" + a + " != uint8_t(0))";
+        if (narrow_float(t) && l->buffer->scope == Scope::Global) return decode(t, "uint(" + a + ")");
         return a;
       }
       case TKind::Binary:
-        return binary(*as<BinaryNode>(e));
+        return round_bf16(e->dtype, binary(*as<BinaryNode>(e)));
       case TKind::Unary: {
         const auto* u = as<UnaryNode>(e);
         std::string a = expr(u->a);
@@ -500,12 +518,31 @@ class StagePrinter {
         return "(~" + paren(a) + ")";
       }
       case TKind::Call:
-        return call(*as<CallNodeT>(e));
+        return round_bf16(e->dtype, call(*as<CallNodeT>(e)));
       case TKind::Cast: {
         const auto* c = as<CastNode>(e);
         DataType to = c->dtype, from = c->a->dtype;
         std::string a = expr(c->a);
         if (to == from) return a;
+        if (narrow_float(to) && !from.is_bool()) {
+          // Reached through f32 (an f64 through round-to-odd, so that one
+          // rounding decides), then rounded to the format.
+          std::string x = from.is_float() && from.bits == 64 ? helper_f64_odd() + "(" + a + ")" : "float(" + a + ")";
+          return round_narrow(to, x);
+        }
+        if (sub_byte(to) && !from.is_bool()) {
+          int64_t b = to.bits;
+          if (from.is_float()) {  // saturating, as the cpu backend's fptosi.sat
+            std::string lo = to.is_int() ? std::to_string(-(int64_t(1) << (b - 1))) : "0";
+            std::string hi = std::to_string(to.is_int() ? (int64_t(1) << (b - 1)) - 1 : (int64_t(1) << b) - 1);
+            std::string f = "float(" + a + ")";
+            return "(isnan(" + f + ") ? " + value_type(to) + "(0) : " + value_type(to) + "(clamp(" + f + ", " + lo +
+                   ".0, " + hi + ".0)))";
+          }
+          if (to.is_int())  // the low bits, sign-extended
+            return "((int(" + a + ") << " + std::to_string(32 - b) + ") >> " + std::to_string(32 - b) + ")";
+          return "(uint(" + a + ") & " + std::to_string((1 << b) - 1) + "u)";
+        }
         if (to.is_bool()) return "(" + a + " != " + value_type(from) + "(0))";
         if (from.is_bool()) return "(" + a + " ? " + value_type(to) + "(1) : " + value_type(to) + "(0))";
         return value_type(to) + "(" + a + ")";
@@ -673,7 +710,8 @@ class StagePrinter {
           const auto* l = as<LoadNode>(e);
           bool input = false;
           for (const Buffer& b : prog_.inputs) input = input || b == l->buffer;
-          if (!input || l->buffer->dtype.is_bool()) return;
+          DataType lt = l->buffer->dtype;
+          if (!input || lt.is_bool() || narrow_float(lt) || sub_byte(lt)) return;
           std::string a = access(l->buffer, l->indices);
           auto [it, fresh] = seen.try_emplace(a, 0, l);
           if (fresh) order.push_back(a);
@@ -717,6 +755,140 @@ class StagePrinter {
     return o.str();
   }
 
+  // ---- narrow types: the float8 kinds, f4e2m1 and bf16 computed in f32;
+  // 2- and 4-bit integers in 32-bit ints. All stored as the cpu backend
+  // stores them (backends/cpu/codegen_narrow.cc, same algorithms). ----
+  static bool narrow_float(DataType t) { return t.is_float() && t.code != TypeCode::Float; }
+  static bool sub_byte(DataType t) { return t.bits < 8 && !t.is_bool(); }
+
+  // Word and bit of element `flat` of a packed buffer.
+  std::string packed_bit(const Buffer& b, const std::vector<TExpr>& idx) {
+    return "(uint(" + flat_index(b, idx) + ") * " + std::to_string(b->dtype.bits) + "u)";
+  }
+  std::string packed_load(const Buffer& b, const std::vector<TExpr>& idx) {
+    std::string bit = packed_bit(b, idx);
+    return "((" + buffer_name(b) + ".d[" + bit + " >> 5] >> (" + bit + " & 31u)) & " +
+           std::to_string((1 << b->dtype.bits) - 1) + "u)";
+  }
+  // Two threads may own fields of one word: each clears and sets its own
+  // bits atomically. The last element also clears the rest of its byte
+  // (ONNX packs the padding as zero).
+  std::string packed_store(const Buffer& b, const std::vector<TExpr>& idx, const std::string& value) {
+    DataType t = b->dtype;
+    std::string mask = std::to_string((1 << t.bits) - 1) + "u";
+    std::string field = t.code == TypeCode::Float4E2M1 ? encode(t, value) : "uint(" + value + ")";
+    std::string numel = "1";
+    for (const SymExpr& d : b->shape) numel += " * " + paren(sym(d));
+    std::ostringstream o;
+    o << pad() << "{\n";
+    o << pad() << "  uint pb_ = " << packed_bit(b, idx) << ";\n";
+    o << pad() << "  uint sh_ = pb_ & 31u;\n";
+    o << pad() << "  uint clear_ = " << mask << " << sh_;\n";
+    o << pad() << "  if (pb_ == uint(" << numel << " - 1) * " << int(t.bits)
+      << "u) clear_ = ((1u << ((sh_ & ~7u) + 8u - sh_)) - 1u) << sh_;\n";
+    o << pad() << "  atomicAnd(" << buffer_name(b) << ".d[pb_ >> 5], ~clear_);\n";
+    o << pad() << "  atomicOr(" << buffer_name(b) << ".d[pb_ >> 5], ((" << field << ") & " << mask << ") << sh_);\n";
+    o << pad() << "}\n";
+    return o.str();
+  }
+
+  // Storage bits (a uint expression) to the value type, and back.
+  std::string decode(DataType t, const std::string& bits) {
+    if (t.is_uint() && sub_byte(t)) return bits;
+    if (t.is_int()) return "(int(" + bits + " << " + std::to_string(32 - t.bits) + ") >> " + std::to_string(32 - t.bits) + ")";
+    if (t.code == TypeCode::BFloat) return "uintBitsToFloat(" + bits + " << 16)";
+    return helper_narrow(t.code, false) + "(" + bits + ")";
+  }
+  std::string encode(DataType t, const std::string& value) {
+    return helper_narrow(t.code, true) + "(" + value + ")";
+  }
+  std::string round_narrow(DataType t, const std::string& value) {
+    if (t.code == TypeCode::BFloat) return "uintBitsToFloat(" + encode(t, value) + " << 16)";
+    return decode(t, encode(t, value));
+  }
+  std::string round_bf16(DataType t, const std::string& value) {
+    return t.code == TypeCode::BFloat ? round_narrow(t, value) : value;
+  }
+
+  static std::string f32_hex(float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return "uintBitsToFloat(" + hex32(bits) + ")";
+  }
+
+  // enc_<format>(float) -> uint bits, dec_<format>(uint) -> float.
+  std::string helper_narrow(TypeCode code, bool enc) {
+    struct F {
+      const char* name;
+      int man, bias;
+      uint32_t max_code, sign;
+      char overflow;  // n: NaN, i: inf, u: unsigned NaN, s: saturate
+    };
+    F f{};
+    switch (code) {
+      case TypeCode::BFloat: f = {"bf16", 7, 127, 0, 0, 0}; break;
+      case TypeCode::Float8E8M0: f = {"e8m0", 0, 127, 0, 0, 0}; break;
+      case TypeCode::Float8E4M3FN: f = {"e4m3fn", 3, 7, 0x7E, 0x80, 'n'}; break;
+      case TypeCode::Float8E4M3FNUZ: f = {"e4m3fnuz", 3, 8, 0x7F, 0x80, 'u'}; break;
+      case TypeCode::Float8E5M2: f = {"e5m2", 2, 15, 0x7B, 0x80, 'i'}; break;
+      case TypeCode::Float8E5M2FNUZ: f = {"e5m2fnuz", 2, 16, 0x7F, 0x80, 'u'}; break;
+      case TypeCode::Float4E2M1: f = {"f4e2m1", 1, 1, 0x7, 0x8, 's'}; break;
+      default: unsupported(cat("narrow float code ", int(code)));
+    }
+    std::string name = std::string(enc ? "enc_" : "dec_") + f.name;
+    if (!helper_names_.insert(name).second) return name;
+    std::ostringstream h;
+    if (code == TypeCode::BFloat) {
+      h << "uint enc_bf16(float x) { uint b = floatBitsToUint(x); return isnan(x) ? ((b >> 16) | 0x40u) & 0xFFFFu : "
+           "((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16) & 0xFFFFu; }\n";
+    } else if (code == TypeCode::Float8E8M0) {
+      if (enc)
+        h << "uint enc_e8m0(float x) { uint b = floatBitsToUint(x); uint e = (b >> 23) & 0xFFu, m = b & 0x7FFFFFu; "
+             "uint c = e + (e == 0u ? (m > 0x400000u ? 1u : 0u) : (m != 0u ? 1u : 0u)); "
+             "return (e == 0xFFu || c > 0xFEu) ? 0xFFu : c; }\n";
+      else
+        h << "float dec_e8m0(uint b) { return b == 0xFFu ? uintBitsToFloat(0x7fc00000u) : ldexp(1.0, int(b) - 127); }\n";
+    } else if (enc) {
+      int shift = 23 - f.man;
+      float tiny = std::ldexp(1.0f, 1 - f.bias), scale = std::ldexp(1.0f, f.bias + f.man - 1);
+      std::string s = hex32(f.sign), mx = hex32(f.max_code);
+      h << "uint " << name << "(float x) { uint b = floatBitsToUint(x); uint a = b & 0x7FFFFFFFu; "
+        << "bool nan_ = a > 0x7F800000u; float af = uintBitsToFloat(a); uint c; "
+        << "if (af < " << f32_hex(tiny) << ") c = uint(roundEven(af * " << f32_hex(scale) << ")); "
+        << "else c = ((a + " << hex32((1u << (shift - 1)) - 1) << " + ((a >> " << shift << ") & 1u)) >> " << shift
+        << ") - " << hex32(uint32_t(127 - f.bias) << f.man) << "; "
+        << "bool over = !nan_ && c > " << mx << "; uint s = (b >> 31) != 0u ? " << s << " : 0u; ";
+      switch (f.overflow) {
+        case 'n': h << "return (nan_ || over ? 0x7Fu : c) | s; }\n"; break;
+        case 'i': h << "return (nan_ ? 0x7Eu : over ? 0x7Cu : c) | s; }\n"; break;
+        case 'u': h << "return nan_ || over ? 0x80u : (c == 0u ? 0u : c | s); }\n"; break;
+        default: h << "return nan_ ? (" << s << " ^ s) : ((over ? " << mx << " : c) | s); }\n"; break;
+      }
+    } else {
+      std::string s = hex32(f.sign);
+      h << "float " << name << "(uint b) { uint mag = b & (" << s << " - 1u); bool neg = (b & " << s << ") != 0u; ";
+      if (f.overflow == 'u') h << "if (b == 0x80u) return uintBitsToFloat(0x7fc00000u); ";
+      if (f.overflow == 'n') h << "if (mag == 0x7Fu) return uintBitsToFloat(neg ? 0xffc00000u : 0x7fc00000u); ";
+      if (f.overflow == 'i')
+        h << "if (mag >= 0x7Cu) return uintBitsToFloat((neg ? 0x80000000u : 0u) | (mag == 0x7Cu ? 0x7f800000u : "
+             "0x7fc00000u)); ";
+      h << "uint e = mag >> " << f.man << ", m = mag & " << hex32((1u << f.man) - 1) << "; "
+        << "float v = e == 0u ? ldexp(float(m), " << (1 - f.bias - f.man) << ") : ldexp(float(" << hex32(1u << f.man)
+        << " + m), int(e) - " << (f.bias + f.man) << "); return neg ? -v : v; }\n";
+    }
+    helpers_ << h.str();
+    return name;
+  }
+
+  // f64 to f32 rounding to odd: the later rounding to a narrow format is
+  // then the one rounding of the f64 value.
+  std::string helper_f64_odd() {
+    if (helper_names_.insert("f64_odd_").second)
+      helpers_ << "float f64_odd_(double d) { float f = float(d); if (isnan(f) || double(f) == d) return f; "
+                  "uint b = floatBitsToUint(f); if (abs(double(f)) > abs(d)) b -= 1u; return uintBitsToFloat(b | 1u); }\n";
+    return "f64_odd_";
+  }
+
   // ---- statements ----
   std::string pad() const { return std::string(size_t(ind_) * 2, ' '); }
   std::string stmt(const Stmt& s) {
@@ -739,8 +911,11 @@ class StagePrinter {
       case SKind::Store: {
         const auto* st = as<StoreNode>(s);
         std::string v = expr(st->value);
-        if (st->buffer->dtype.is_bool() && st->buffer->scope == Scope::Global)
-          v = "(" + v + " ? uint8_t(1) : uint8_t(0))";
+        DataType t = st->buffer->dtype;
+        bool global = st->buffer->scope == Scope::Global;
+        if (global && sub_byte(t)) return packed_store(st->buffer, st->indices, v);
+        if (t.is_bool() && global) v = "(" + v + " ? uint8_t(1) : uint8_t(0))";
+        if (narrow_float(t)) v = global ? storage_type(t) + "(" + encode(t, v) + ")" : round_narrow(t, v);
         o << pad() << access(st->buffer, st->indices) << " = " << v << ";\n";
         return o.str();
       }
