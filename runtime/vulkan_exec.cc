@@ -40,6 +40,11 @@ struct VulkanKernels::Entry {
     std::shared_ptr<VulkanDevice::Kernel> rows;
     std::vector<int64_t> work;   // loop iterations per row
     std::vector<int64_t> count;  // rows (`threads` may count register tiles of rows)
+    // `kernel` without its register tile (one row per thread); null when
+    // `kernel` has none.
+    std::shared_ptr<VulkanDevice::Kernel> plain;
+    std::vector<int64_t> plain_threads;
+    int64_t tile = 1;
   };
   std::vector<Stage> stages;
   int64_t num_slots = 0;
@@ -371,8 +376,18 @@ struct VulkanKernels::Exec {
     }
     for (const Entry::Stage& st : e.stages) {
       int64_t threads = eval_shape_code(st.threads.data(), int64_t(st.threads.size()), shape_args, e.num_slots);
-      int64_t groups = (threads + kBlock - 1) / kBlock;
       const VulkanDevice::Kernel* kp = st.kernel.get();
+      if (st.plain) {
+        // Tiles mostly past the extents (a matmul of one row) compute
+        // clamped copies for nothing: one row per thread then.
+        int64_t plain = eval_shape_code(st.plain_threads.data(), int64_t(st.plain_threads.size()), shape_args,
+                                        e.num_slots);
+        if (threads * st.tile >= 2 * plain) {
+          kp = st.plain.get();
+          threads = plain;
+        }
+      }
+      int64_t groups = (threads + kBlock - 1) / kBlock;
       if (st.rows) {
         // A workgroup per row when rows are few and have work to split, or
         // are long (a thread looping over a long row is slow, and lavapipe
@@ -508,6 +523,18 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
         stage.kernel = out->device_->load_kernel(st.at("name").get<std::string>(), words, uint32_t(e->params.size()),
                                                  uint32_t(e->push.size() * 4));
         stage.threads = st.at("threads").get<std::vector<int64_t>>();
+        if (st.contains("plain")) {
+          const auto& pl = st.at("plain");
+          size_t poff = pl.at("offset"), pn = pl.at("words");
+          if (poff > total_words || pn > total_words - poff)
+            rt_fail(label, ": kernel ", e->name, ": SPIR-V out of range");
+          std::vector<uint32_t> pwords(pn);
+          std::memcpy(pwords.data(), spirv.data() + poff * 4, pn * 4);
+          stage.plain = out->device_->load_kernel(st.at("name").get<std::string>() + "_plain", pwords,
+                                                  uint32_t(e->params.size()), uint32_t(e->push.size() * 4));
+          stage.plain_threads = pl.at("threads").get<std::vector<int64_t>>();
+          stage.tile = pl.at("tile");
+        }
         bool rows_ok = st.contains("rows");
         if (rows_ok)
           for (const std::string& need : st.at("rows").value("needs", std::vector<std::string>{}))

@@ -53,6 +53,15 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
       sym_to_code(threads, slot_of, code);
       nlohmann::json stage{{"name", st.name}, {"offset", words.size()}, {"words", spv.size()}, {"threads", code}};
       words.insert(words.end(), spv.begin(), spv.end());
+      if (!st.plain_source.empty()) {
+        std::vector<uint32_t> plain = compile_glsl(st.plain_source, st.name + "_plain", {opt_level, 1});
+        std::vector<int64_t> count;
+        SymExpr n(int64_t(1));
+        for (const SymExpr& e : st.plain_extents) n = n * e;
+        sym_to_code(n, slot_of, count);
+        stage["plain"] = {{"offset", words.size()}, {"words", plain.size()}, {"threads", count}, {"tile", st.tile}};
+        words.insert(words.end(), plain.begin(), plain.end());
+      }
       if (!st.rows_source.empty()) {
         std::vector<uint32_t> rows = compile_glsl(st.rows_source, st.name + "_rows", {opt_level, 1});
         std::vector<int64_t> work, count;

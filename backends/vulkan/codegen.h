@@ -8,6 +8,7 @@
 //                 "params": [{"dtype", "ndim"}],
 //                 "push": [shape-args slot of each push constant],
 //                 "stages": [{"name", "offset", "words", "threads": postfix code,
+//                             "plain": {"offset", "words", "threads", "tile"},
 //                             "rows": {"offset", "words", "work", "count", "needs"}}]}]}
 // and "kernels.vulkan.spv", the SPIR-V words of every stage, one after
 // another (offset and words count 32-bit words). Shape args are what the VM
@@ -17,6 +18,9 @@
 // workgroup, gpu_rows): "count" rows of "work" loop iterations each, both
 // postfix code; the runtime picks it or the thread per row per call, and
 // ignores it on a device without its "needs" (subgroup arithmetic).
+// "plain", when present, is the stage without its register tile ("tile"
+// outputs per thread): the runtime runs it when most of the tiles would
+// fall past the extents.
 #pragma once
 
 #include <cstdint>

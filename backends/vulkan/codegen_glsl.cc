@@ -1006,6 +1006,12 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
     StagePrinter printer(*p, features, out.push_vars, block);
     st.source = printer.print(per_thread);
     st.extents = per_thread.extents;
+    if (tiled) {
+      StagePrinter pp(*p, features, out.push_vars, block);
+      st.plain_source = pp.print(stages[k]);
+      st.plain_extents = stages[k].extents;
+      st.tile = schedule.tile_rows * schedule.tile_cols;
+    }
     out.needs.insert(printer.needs_.begin(), printer.needs_.end());
     // The workgroup schedule, unless its rows are known to be short: the
     // runtime would never pick it (it wants 256 iterations or more).

@@ -39,6 +39,12 @@ struct GlslStage {
   std::vector<SymExpr> extents;  // threads = their product (1 when empty)
   // The workgroup schedule (gpu_rows), when the stage has one: one row
   // (an index of extents) per workgroup. Empty when none.
+  // When `source` computes a register tile of rows per thread, the same
+  // stage one row per thread (the runtime runs it when most of the tiles
+  // would be past the extents: a matmul of one row). Empty otherwise.
+  std::string plain_source;
+  std::vector<SymExpr> plain_extents;
+  int64_t tile = 1;  // rows per thread in `source`
   std::string rows_source;
   SymExpr rows_work;                  // loop iterations per row
   std::vector<SymExpr> rows_extents;  // rows = their product (the thread-per-row source may tile them)

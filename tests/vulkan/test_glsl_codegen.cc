@@ -117,12 +117,18 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
   vulkan::GlslProgram tree = vulkan::glsl_program(p, no_subgroups, 256, every_row);
   std::vector<int32_t> push;
   for (const SymExpr& v : g.push_vars) push.push_back(int32_t(*evaluate(v, env)));
-  bool has_rows = false;
-  for (const vulkan::GlslStage& st : g.stages) has_rows = has_rows || !st.rows_source.empty();
+  bool has_rows = false, has_plain = false;
+  for (const vulkan::GlslStage& st : g.stages) {
+    has_rows = has_rows || !st.rows_source.empty();
+    has_plain = has_plain || !st.plain_source.empty();
+  }
   if (has_rows) ++programs_with_rows;
-  for (int mode : {0, 1, 2}) {  // thread per row; workgroup, subgroups; workgroup, tree
-    bool rows = mode > 0;
-    if (rows && !has_rows) break;
+  // Thread per row (register tiles where chosen); workgroup per row with
+  // subgroups; with a tree; thread per row without register tiles.
+  for (int mode : {0, 1, 2, 3}) {
+    bool rows = mode == 1 || mode == 2;
+    if (rows && !has_rows) continue;
+    if (mode == 3 && !has_plain) continue;
     CAPTURE(mode);
     std::vector<std::shared_ptr<rt::VulkanDevice::Buffer>> dbufs;
     std::vector<const rt::VulkanDevice::Buffer*> bound;
@@ -133,13 +139,15 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
     }
     for (const vulkan::GlslStage& st : mode == 2 ? tree.stages : g.stages) {
       bool use_rows = rows && !st.rows_source.empty();
+      bool use_plain = mode == 3 && !st.plain_source.empty();
       if (use_rows) CHECK((mode == 1) == (st.rows_source.find("subgroup") != std::string::npos));
-      const std::string& source = use_rows ? st.rows_source : st.source;
+      const std::string& source = use_rows ? st.rows_source : use_plain ? st.plain_source : st.source;
       CAPTURE(source);
       std::vector<uint32_t> spirv = vulkan::compile_glsl(source, st.name);
       auto k = dev.load_kernel(st.name, spirv, uint32_t(bufs.size()), uint32_t(push.size() * 4));
       int64_t threads = 1;
-      for (const SymExpr& e : use_rows ? st.rows_extents : st.extents) threads *= *evaluate(e, env);
+      for (const SymExpr& e : use_rows ? st.rows_extents : use_plain ? st.plain_extents : st.extents)
+        threads *= *evaluate(e, env);
       int64_t groups = use_rows ? threads : (threads + g.block - 1) / g.block;
       uint32_t grid[3] = {uint32_t(std::clamp<int64_t>(groups, 1, 65535)), 1, 1};
       dev.dispatch(*k, bound, push.data(), uint32_t(push.size() * 4), grid);
