@@ -513,17 +513,8 @@ void VulkanDevice::dispatch(const Kernel& k, const std::vector<const Buffer*>& b
   ai.pSetLayouts = &k.set_layout;
   check(d.vkAllocateDescriptorSets(d.dev, &ai, &set), "vkAllocateDescriptorSets");
   std::vector<VkDescriptorBufferInfo> infos(buffers.size());
-  std::vector<VkWriteDescriptorSet> writes(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    infos[i] = {buffers[i]->buffer, 0, VK_WHOLE_SIZE};
-    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-    writes[i].dstSet = set;
-    writes[i].dstBinding = uint32_t(i);
-    writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &infos[i];
-  }
-  d.vkUpdateDescriptorSets(d.dev, uint32_t(writes.size()), writes.data(), 0, nullptr);
+  for (size_t i = 0; i < buffers.size(); ++i) infos[i] = {buffers[i]->buffer, 0, VK_WHOLE_SIZE};
+  d.write_descriptors(set, infos);
   d.begin();
   d.vkCmdBindPipeline(d.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
   d.vkCmdBindDescriptorSets(d.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);

@@ -404,20 +404,13 @@ struct VulkanKernels::Exec {
       const VulkanDevice::Kernel& k = *kp;
       VkDescriptorSet set = descriptor_set(k.set_layout);
       std::vector<VkDescriptorBufferInfo> infos(bound.size());
-      std::vector<VkWriteDescriptorSet> writes_ds(bound.size());
       for (size_t i = 0; i < bound.size(); ++i) {
         // Whole 32-bit words (packed 2- and 4-bit types are read as words),
         // within the buffer.
         uint64_t range = std::min((bound[i].bytes + 3) / 4 * 4, bound[i].buffer->bytes - bound[i].offset);
         infos[i] = {bound[i].buffer->buffer, bound[i].offset, range ? range : VK_WHOLE_SIZE};
-        writes_ds[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-        writes_ds[i].dstSet = set;
-        writes_ds[i].dstBinding = uint32_t(i);
-        writes_ds[i].descriptorCount = 1;
-        writes_ds[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes_ds[i].pBufferInfo = &infos[i];
       }
-      d.vkUpdateDescriptorSets(d.dev, uint32_t(writes_ds.size()), writes_ds.data(), 0, nullptr);
+      d.write_descriptors(set, infos);
       order(reads, writes);
       d.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
       d.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
@@ -515,41 +508,31 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
       for (int64_t s : e->push) syms = std::max(syms, s + 1 - e->num_slots);
       e->num_slots += syms;
       for (const auto& st : k.at("stages")) {
-        size_t off = st.at("offset"), n = st.at("words");
-        if (off > total_words || n > total_words - off) rt_fail(label, ": kernel ", e->name, ": SPIR-V out of range");
-        std::vector<uint32_t> words(n);
-        std::memcpy(words.data(), spirv.data() + off * 4, n * 4);
+        // A pipeline of the SPIR-V words that `j` ("offset", "words") names.
+        auto pipeline = [&](const nlohmann::json& j, const std::string& name) {
+          size_t off = j.at("offset"), n = j.at("words");
+          if (off > total_words || n > total_words - off) rt_fail(label, ": kernel ", e->name, ": SPIR-V out of range");
+          std::vector<uint32_t> words(n);
+          std::memcpy(words.data(), spirv.data() + off * 4, n * 4);
+          return out->device_->load_kernel(name, words, uint32_t(e->params.size()), uint32_t(e->push.size() * 4));
+        };
+        std::string name = st.at("name");
         Entry::Stage stage;
-        stage.kernel = out->device_->load_kernel(st.at("name").get<std::string>(), words, uint32_t(e->params.size()),
-                                                 uint32_t(e->push.size() * 4));
+        stage.kernel = pipeline(st, name);
         stage.threads = st.at("threads").get<std::vector<int64_t>>();
         if (st.contains("plain")) {
-          const auto& pl = st.at("plain");
-          size_t poff = pl.at("offset"), pn = pl.at("words");
-          if (poff > total_words || pn > total_words - poff)
-            rt_fail(label, ": kernel ", e->name, ": SPIR-V out of range");
-          std::vector<uint32_t> pwords(pn);
-          std::memcpy(pwords.data(), spirv.data() + poff * 4, pn * 4);
-          stage.plain = out->device_->load_kernel(st.at("name").get<std::string>() + "_plain", pwords,
-                                                  uint32_t(e->params.size()), uint32_t(e->push.size() * 4));
-          stage.plain_threads = pl.at("threads").get<std::vector<int64_t>>();
-          stage.tile = pl.at("tile");
+          stage.plain = pipeline(st.at("plain"), name + "_plain");
+          stage.plain_threads = st.at("plain").at("threads").get<std::vector<int64_t>>();
+          stage.tile = st.at("plain").at("tile");
         }
         bool rows_ok = st.contains("rows");
         if (rows_ok)
           for (const std::string& need : st.at("rows").value("needs", std::vector<std::string>{}))
             rows_ok = rows_ok && need == "subgroup_arithmetic" && info.subgroup_arithmetic;
         if (rows_ok) {
-          const auto& r = st.at("rows");
-          size_t roff = r.at("offset"), rn = r.at("words");
-          if (roff > total_words || rn > total_words - roff)
-            rt_fail(label, ": kernel ", e->name, ": SPIR-V out of range");
-          std::vector<uint32_t> rwords(rn);
-          std::memcpy(rwords.data(), spirv.data() + roff * 4, rn * 4);
-          stage.rows = out->device_->load_kernel(st.at("name").get<std::string>() + "_rows", rwords,
-                                                 uint32_t(e->params.size()), uint32_t(e->push.size() * 4));
-          stage.work = r.at("work").get<std::vector<int64_t>>();
-          stage.count = r.at("count").get<std::vector<int64_t>>();
+          stage.rows = pipeline(st.at("rows"), name + "_rows");
+          stage.work = st.at("rows").at("work").get<std::vector<int64_t>>();
+          stage.count = st.at("rows").at("count").get<std::vector<int64_t>>();
         }
         e->stages.push_back(std::move(stage));
       }

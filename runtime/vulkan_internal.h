@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/vulkan.h"
 
@@ -63,6 +64,20 @@ struct VulkanDevice::Impl {
       if (found < 0) found = int(i);
     }
     return found;
+  }
+
+  // Points bindings 0.. of `set` at `infos`, in order (storage buffers).
+  void write_descriptors(VkDescriptorSet set, const std::vector<VkDescriptorBufferInfo>& infos) {
+    std::vector<VkWriteDescriptorSet> writes(infos.size());
+    for (size_t i = 0; i < infos.size(); ++i) {
+      writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+      writes[i].dstSet = set;
+      writes[i].dstBinding = uint32_t(i);
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &infos[i];
+    }
+    vkUpdateDescriptorSets(dev, uint32_t(writes.size()), writes.data(), 0, nullptr);
   }
 
   void begin() {
