@@ -127,7 +127,9 @@ struct VulkanStats {
 // wrote (or writes what it read); synchronize() submits it and waits, and
 // the VM calls it before the host touches tensor data. Memory the device
 // does not map (host tensors given as inputs; everything, on a device
-// without mappable memory or with RELAX_VULKAN_HOST_MEMORY=1) is copied to
+// without mappable memory or with RELAX_VULKAN_HOST_MEMORY=1; through
+// staging buffers where the device memory is not mapped, or with
+// RELAX_VULKAN_HOST_MEMORY=staged) is copied to
 // a device buffer once per command buffer, and a kernel output there is
 // copied back when it completes.
 class VulkanKernels : public Kernels {

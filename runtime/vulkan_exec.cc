@@ -77,20 +77,24 @@ struct VulkanKernels::Exec {
   bool recording = false;
   std::vector<VkDescriptorPool> pools;
   size_t pool_at = 0;
-  std::vector<std::shared_ptr<const void>> keep;
-  // The weights' arena being filled (place_constant); each weight's storage
-  // holds its arena.
-  std::weak_ptr<const void> arena;
-  char* arena_base = nullptr;
-  uint64_t arena_size = 0, arena_used = 0;  // what the recorded commands use, until they finish
+  std::vector<std::shared_ptr<const void>> keep;  // what the recorded commands use, until they finish
   std::map<std::pair<const void*, uint64_t>, std::shared_ptr<Buffer>> mirrors;  // host memory uploaded
   struct Download {
     void* host;
-    std::shared_ptr<Buffer> from;  // mapped
+    std::shared_ptr<Buffer> from;  // a kernel's output; copied through staging when not mapped
     uint64_t bytes;
   };
   std::vector<Download> downloads;
   std::unordered_set<VkBuffer> read, written;  // since the last barrier
+  // RELAX_VULKAN_HOST_MEMORY=staged: copies go through staging buffers even
+  // where device memory is mapped (what a discrete GPU without mappable
+  // memory does; lets lavapipe test it).
+  bool staged = false;
+  // The weights' arena being filled (place_constant); each weight's storage
+  // holds its arena.
+  std::weak_ptr<const void> arena;
+  char* arena_base = nullptr;
+  uint64_t arena_size = 0, arena_used = 0;
   VulkanStats stats;
   bool profiling = false;
   std::map<std::string, VulkanKernels::KernelTime> times;
@@ -99,6 +103,7 @@ struct VulkanKernels::Exec {
     align = std::max<uint64_t>(dev->info().min_storage_offset_alignment, 64);
     const char* env = std::getenv("RELAX_VULKAN_HOST_MEMORY");
     residency = !(env && *env && std::string(env) != "0");
+    staged = env && std::string(env) == "staged";
     if (const char* r = std::getenv("RELAX_VULKAN_ROWS"); r && *r) force_rows = std::string(r) != "0";
     cpu_device = dev->info().type == "cpu";
     VkCommandBufferAllocateInfo ai{};
@@ -250,6 +255,12 @@ struct VulkanKernels::Exec {
   // in host memory back to it.
   void flush() {
     if (!recording) return;
+    for (Download& dl : downloads)
+      if (!dl.from->mapped || staged) {
+        std::shared_ptr<Buffer> s = dev->alloc(dl.bytes, VulkanDevice::Memory::Staging);
+        record_copy(*dl.from, 0, *s, 0, dl.bytes);
+        dl.from = std::move(s);
+      }
     barrier(VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT);
     recording = false;
     check(d.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
@@ -261,7 +272,8 @@ struct VulkanKernels::Exec {
     if (r == VK_SUCCESS) r = d.vkWaitForFences(d.dev, 1, &fence, VK_TRUE, UINT64_MAX);
     d.vkResetFences(d.dev, 1, &fence);
     ++stats.submits;
-    for (const Download& dl : downloads) std::memcpy(dl.host, dl.from->mapped, dl.bytes);
+    if (r == VK_SUCCESS)
+      for (const Download& dl : downloads) std::memcpy(dl.host, dl.from->mapped, dl.bytes);
     downloads.clear();
     mirrors.clear();
     keep.clear();
@@ -284,7 +296,7 @@ struct VulkanKernels::Exec {
     keep.push_back(b);
     if (fill && n) {
       stats.bytes_uploaded += n;
-      if (b->mapped) {
+      if (b->mapped && !staged) {
         std::memcpy(b->mapped, p, n);
       } else {
         std::shared_ptr<Buffer> s = dev->alloc(n, VulkanDevice::Memory::Staging);
@@ -340,7 +352,12 @@ struct VulkanKernels::Exec {
     // Where each parameter is on the device. Resident memory at an offset
     // the device cannot bind, and host memory, go through a fresh buffer.
     bool sync_after = false;
-    std::vector<std::pair<size_t, std::shared_ptr<Buffer>>> copy_back;  // misaligned outputs
+    struct CopyBack {  // a misaligned output: its home and where in it
+      size_t param;
+      std::shared_ptr<Buffer> home;
+      uint64_t offset;
+    };
+    std::vector<CopyBack> copy_back;
     for (size_t i = 0; i < bound.size(); ++i) {
       bool output = i >= e.num_inputs;
       Bound& b = bound[i];
@@ -353,17 +370,14 @@ struct VulkanKernels::Exec {
           b.offset = off;
         } else {
           b.buffer = dev->alloc((sizes[i] + 3) / 4 * 4);
-          keep.push_back(b.buffer);
           record_copy(*home, off, *b.buffer, 0, sizes[i]);
-          if (output) copy_back.emplace_back(i, home);
+          if (output) copy_back.push_back({i, home, off});
         }
         keep.push_back(b.buffer);
         continue;
       }
       b.buffer = mirror(buffers[i], sizes[i], !output);
       if (output) {
-        if (!b.buffer->mapped) rt_fail("vulkan kernel ", e.name, ": an output in host memory on a device without "
-                                       "host-visible memory is not supported");
         downloads.push_back({buffers[i], b.buffer, sizes[i]});
         stats.bytes_downloaded += sizes[i];
         sync_after = true;  // the host may read it next; no later call may see stale bytes
@@ -419,12 +433,7 @@ struct VulkanKernels::Exec {
       d.vkCmdDispatch(cmd, uint32_t(groups), 1, 1);
       ++stats.dispatches;
     }
-    for (auto& [i, home] : copy_back) {
-      std::shared_ptr<Buffer> unused;
-      uint64_t off = 0;
-      find_resident(buffers[i], sizes[i], unused, off);
-      record_copy(*bound[i].buffer, 0, *home, off, sizes[i]);
-    }
+    for (const CopyBack& c : copy_back) record_copy(*bound[c.param].buffer, 0, *c.home, c.offset, sizes[c.param]);
     ++stats.kernel_calls;
     if (sync_after) flush();
   }
