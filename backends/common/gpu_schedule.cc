@@ -94,16 +94,6 @@ bool is_scalar_local(const tir::Buffer& b) {
   return true;
 }
 
-// Buffers a statement stores to and loads from.
-void buffers_of(const tir::Stmt& s, std::set<const tir::BufferNode*>* stored, std::set<const tir::BufferNode*>* loaded) {
-  tir::visit_stmts(s, [&](const tir::Stmt& x) {
-    if (const auto* st = tir::as<tir::StoreNode>(x); st && stored) stored->insert(st->buffer.get());
-  });
-  tir::visit_exprs(s, [&](const tir::TExpr& e) {
-    if (const auto* l = tir::as<tir::LoadNode>(e); l && loaded) loaded->insert(l->buffer.get());
-  });
-}
-
 }  // namespace
 
 std::optional<GpuRows> gpu_rows(const GpuStage& st) {
@@ -170,11 +160,12 @@ std::optional<GpuRows> gpu_rows(const GpuStage& st) {
   // Barriers where a later step reads global memory an earlier one wrote.
   for (size_t i = 0; i < rows.steps.size(); ++i) {
     if (rows.steps[i].kind != GpuRowStep::Kind::Global && rows.steps[i].kind != GpuRowStep::Kind::Spread) continue;
-    std::set<const tir::BufferNode*> stored, loaded;
-    buffers_of(rows.steps[i].stmt, &stored, nullptr);
-    for (size_t j = i + 1; j < rows.steps.size(); ++j) buffers_of(rows.steps[j].stmt, nullptr, &loaded);
-    for (const tir::BufferNode* b : stored)
-      if (loaded.count(b)) rows.steps[i].barrier_after = true;
+    std::set<const tir::BufferNode*> stored;
+    tir::visit_stmts(rows.steps[i].stmt, [&](const tir::Stmt& x) {
+      if (const auto* st = tir::as<tir::StoreNode>(x)) stored.insert(st->buffer.get());
+    });
+    for (size_t j = i + 1; j < rows.steps.size(); ++j)
+      for (const tir::BufferNode* b : stored) rows.steps[i].barrier_after |= tir::reads_buffer(rows.steps[j].stmt, b);
   }
   return rows;
 }

@@ -45,33 +45,37 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
     nlohmann::json push = nlohmann::json::array();
     for (const SymExpr& v : g.push_vars) push.push_back(slot_of(v));
     nlohmann::json stages = nlohmann::json::array();
-    for (const GlslStage& st : g.stages) {
-      std::vector<uint32_t> spv = compile_glsl(st.source, st.name, {opt_level, 1});
-      SymExpr threads(int64_t(1));
-      for (const SymExpr& e : st.extents) threads = threads * e;
-      std::vector<int64_t> code;
-      sym_to_code(threads, slot_of, code);
-      nlohmann::json stage{{"name", st.name}, {"offset", words.size()}, {"words", spv.size()}, {"threads", code}};
+    // A shader compiled and appended: its "offset" and "words".
+    auto spirv = [&](const std::string& source, const std::string& name) {
+      std::vector<uint32_t> spv = compile_glsl(source, name, {opt_level, 1});
+      nlohmann::json at{{"offset", words.size()}, {"words", spv.size()}};
       words.insert(words.end(), spv.begin(), spv.end());
+      return at;
+    };
+    // The product of `extents` as postfix code over the shape args.
+    auto count = [&](const std::vector<SymExpr>& extents) {
+      SymExpr n(int64_t(1));
+      for (const SymExpr& e : extents) n = n * e;
+      std::vector<int64_t> code;
+      sym_to_code(n, slot_of, code);
+      return code;
+    };
+    for (const GlslStage& st : g.stages) {
+      nlohmann::json stage = spirv(st.source, st.name);
+      stage["name"] = st.name;
+      stage["threads"] = count(st.extents);
       if (!st.plain_source.empty()) {
-        std::vector<uint32_t> plain = compile_glsl(st.plain_source, st.name + "_plain", {opt_level, 1});
-        std::vector<int64_t> count;
-        SymExpr n(int64_t(1));
-        for (const SymExpr& e : st.plain_extents) n = n * e;
-        sym_to_code(n, slot_of, count);
-        stage["plain"] = {{"offset", words.size()}, {"words", plain.size()}, {"threads", count}, {"tile", st.tile}};
-        words.insert(words.end(), plain.begin(), plain.end());
+        stage["plain"] = spirv(st.plain_source, st.name + "_plain");
+        stage["plain"]["threads"] = count(st.plain_extents);
+        stage["plain"]["tile"] = st.tile;
       }
       if (!st.rows_source.empty()) {
-        std::vector<uint32_t> rows = compile_glsl(st.rows_source, st.name + "_rows", {opt_level, 1});
-        std::vector<int64_t> work, count;
+        std::vector<int64_t> work;
         sym_to_code(st.rows_work, slot_of, work);
-        SymExpr n(int64_t(1));
-        for (const SymExpr& e : st.rows_extents) n = n * e;
-        sym_to_code(n, slot_of, count);
-        stage["rows"] = {{"offset", words.size()}, {"words", rows.size()}, {"work", work}, {"count", count},
-                         {"needs", st.rows_needs}};
-        words.insert(words.end(), rows.begin(), rows.end());
+        stage["rows"] = spirv(st.rows_source, st.name + "_rows");
+        stage["rows"]["work"] = work;
+        stage["rows"]["count"] = count(st.rows_extents);
+        stage["rows"]["needs"] = st.rows_needs;
       }
       stages.push_back(std::move(stage));
     }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "backends/common/gpu_schedule.h"
+#include "backends/vulkan/glsl_lib.h"
 #include "ir/error.h"
 
 namespace relax::vulkan {
@@ -44,13 +45,8 @@ class StagePrinter {
       body << "  int total_ = " << total << ";\n";
       body << "  for (int flat_ = int(gl_GlobalInvocationID.x); flat_ < total_; flat_ += int(gl_NumWorkGroups.x) * "
            << block_ << ") {\n";
-      body << "    int rest_ = flat_;\n";
-      for (size_t k = st.vars.size(); k-- > 0;) {
-        std::string e = paren(sym(st.extents[k]));
-        body << "    int " << name_of(st.vars[k]) << " = rest_ % " << e << ";\n";
-        if (k > 0) body << "    rest_ /= " << e << ";\n";
-      }
       ind_ = 2;
+      body << unflatten("flat_", st.vars, st.extents);
       body << stmt(st.body);
       body << "  }\n";
     }
@@ -70,13 +66,8 @@ class StagePrinter {
     body << "  int lid_ = int(gl_LocalInvocationID.x);\n";
     body << "  int rows_ = " << total << ";\n";
     body << "  for (int row_ = int(gl_WorkGroupID.x); row_ < rows_; row_ += int(gl_NumWorkGroups.x)) {\n";
-    body << "    int rest_ = row_;\n";
-    for (size_t k = st.vars.size(); k-- > 0;) {
-      std::string e = paren(sym(st.extents[k]));
-      body << "    int " << name_of(st.vars[k]) << " = rest_ % " << e << ";\n";
-      if (k > 0) body << "    rest_ /= " << e << ";\n";
-    }
     ind_ = 2;
+    body << unflatten("row_", st.vars, st.extents);
     for (const Buffer& b : rows.locals) {
       scalars_.insert(b.get());
       body << pad() << value_type(b->dtype) << " " << buffer_name(b) << ";\n";
@@ -107,6 +98,20 @@ class StagePrinter {
   }
 
  private:
+  // Declares `vars` (row-major over `extents`, the last fastest) from the
+  // flat index `flat`.
+  std::string unflatten(const std::string& flat, const std::vector<SymExpr>& vars,
+                        const std::vector<SymExpr>& extents) {
+    std::ostringstream o;
+    o << pad() << "int rest_ = " << flat << ";\n";
+    for (size_t k = vars.size(); k-- > 0;) {
+      std::string e = paren(sym(extents[k]));
+      o << pad() << "int " << name_of(vars[k]) << " = rest_ % " << e << ";\n";
+      if (k > 0) o << pad() << "rest_ /= " << e << ";\n";
+    }
+    return o.str();
+  }
+
   // A loop whose iterations are split over the workgroup's threads.
   std::string strided(const ForNode& f) {
     std::ostringstream o;
@@ -133,12 +138,12 @@ class StagePrinter {
     o << pad() << "for (int " << flat << " = lid_; " << flat << " < " << total << "; " << flat << " += " << block_
       << ") {\n";
     ++ind_;
-    o << pad() << "int rest_ = " << flat << ";\n";
-    for (size_t k = chain.size(); k-- > 0;) {
-      std::string e = paren(sym(chain[k]->extent));
-      o << pad() << "int " << name_of(chain[k]->var) << " = rest_ % " << e << ";\n";
-      if (k > 0) o << pad() << "rest_ /= " << e << ";\n";
+    std::vector<SymExpr> vars, extents;
+    for (const ForNode* c : chain) {
+      vars.push_back(c->var);
+      extents.push_back(c->extent);
     }
+    o << unflatten(flat, vars, extents);
     o << stmt(chain.back()->body);
     --ind_;
     o << pad() << "}\n";
@@ -527,7 +532,7 @@ class StagePrinter {
         if (narrow_float(to) && !from.is_bool()) {
           // Reached through f32 (an f64 through round-to-odd, so that one
           // rounding decides), then rounded to the format.
-          std::string x = from.is_float() && from.bits == 64 ? helper_f64_odd() + "(" + a + ")" : "float(" + a + ")";
+          std::string x = from.is_float() && from.bits == 64 ? use(glsl_f64_to_f32_odd()) + "(" + a + ")" : "float(" + a + ")";
           return round_narrow(to, x);
         }
         if (sub_byte(to) && !from.is_bool()) {
@@ -649,7 +654,7 @@ class StagePrinter {
       case Intrinsic::rsqrt: r = "(1.0 / sqrt(" + x + "))"; break;
       case Intrinsic::tanh: r = "tanh(clamp(" + x + ", -15.0, 15.0))"; break;
       case Intrinsic::sigmoid: r = "(1.0 / (1.0 + exp(-" + x + ")))"; break;
-      case Intrinsic::erf: r = helper_erf() + "(" + x + ")"; break;
+      case Intrinsic::erf: r = use(glsl_erf()) + "(" + x + ")"; break;
       case Intrinsic::sin: r = "sin(" + x + ")"; break;
       case Intrinsic::cos: r = "cos(" + x + ")"; break;
       case Intrinsic::tan: r = "tan(" + x + ")"; break;
@@ -682,13 +687,6 @@ class StagePrinter {
   }
   // erf(x) with the rational approximation of Abramowitz and Stegun 7.1.26
   // (absolute error below 1.5e-7).
-  std::string helper_erf() {
-    if (helper_names_.insert("erf_").second)
-      helpers_ << "float erf_(float x) { float s = sign(x); x = abs(x); float t = 1.0 / (1.0 + 0.3275911 * x); "
-                  "float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + "
-                  "0.254829592) * t * exp(-x * x); return s * y; }\n";
-    return "erf_";
-  }
 
   // A loop body of stores only (a register tile's jammed copies) reads
   // the same input element many times: each such load is read once into a
@@ -797,10 +795,10 @@ class StagePrinter {
     if (t.is_uint() && sub_byte(t)) return bits;
     if (t.is_int()) return "(int(" + bits + " << " + std::to_string(32 - t.bits) + ") >> " + std::to_string(32 - t.bits) + ")";
     if (t.code == TypeCode::BFloat) return "uintBitsToFloat(" + bits + " << 16)";
-    return helper_narrow(t.code, false) + "(" + bits + ")";
+    return use(glsl_narrow_codec(t.code, false)) + "(" + bits + ")";
   }
   std::string encode(DataType t, const std::string& value) {
-    return helper_narrow(t.code, true) + "(" + value + ")";
+    return use(glsl_narrow_codec(t.code, true)) + "(" + value + ")";
   }
   std::string round_narrow(DataType t, const std::string& value) {
     if (t.code == TypeCode::BFloat) return "uintBitsToFloat(" + encode(t, value) + " << 16)";
@@ -810,83 +808,11 @@ class StagePrinter {
     return t.code == TypeCode::BFloat ? round_narrow(t, value) : value;
   }
 
-  static std::string f32_hex(float f) {
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    return "uintBitsToFloat(" + hex32(bits) + ")";
-  }
 
-  // enc_<format>(float) -> uint bits, dec_<format>(uint) -> float.
-  std::string helper_narrow(TypeCode code, bool enc) {
-    struct F {
-      const char* name;
-      int man, bias;
-      uint32_t max_code, sign;
-      char overflow;  // n: NaN, i: inf, u: unsigned NaN, s: saturate
-    };
-    F f{};
-    switch (code) {
-      case TypeCode::BFloat: f = {"bf16", 7, 127, 0, 0, 0}; break;
-      case TypeCode::Float8E8M0: f = {"e8m0", 0, 127, 0, 0, 0}; break;
-      case TypeCode::Float8E4M3FN: f = {"e4m3fn", 3, 7, 0x7E, 0x80, 'n'}; break;
-      case TypeCode::Float8E4M3FNUZ: f = {"e4m3fnuz", 3, 8, 0x7F, 0x80, 'u'}; break;
-      case TypeCode::Float8E5M2: f = {"e5m2", 2, 15, 0x7B, 0x80, 'i'}; break;
-      case TypeCode::Float8E5M2FNUZ: f = {"e5m2fnuz", 2, 16, 0x7F, 0x80, 'u'}; break;
-      case TypeCode::Float4E2M1: f = {"f4e2m1", 1, 1, 0x7, 0x8, 's'}; break;
-      default: unsupported(cat("narrow float code ", int(code)));
-    }
-    std::string name = std::string(enc ? "enc_" : "dec_") + f.name;
-    if (!helper_names_.insert(name).second) return name;
-    std::ostringstream h;
-    if (code == TypeCode::BFloat) {
-      h << "uint enc_bf16(float x) { uint b = floatBitsToUint(x); return isnan(x) ? ((b >> 16) | 0x40u) & 0xFFFFu : "
-           "((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16) & 0xFFFFu; }\n";
-    } else if (code == TypeCode::Float8E8M0) {
-      if (enc)
-        h << "uint enc_e8m0(float x) { uint b = floatBitsToUint(x); uint e = (b >> 23) & 0xFFu, m = b & 0x7FFFFFu; "
-             "uint c = e + (e == 0u ? (m > 0x400000u ? 1u : 0u) : (m != 0u ? 1u : 0u)); "
-             "return (e == 0xFFu || c > 0xFEu) ? 0xFFu : c; }\n";
-      else
-        h << "float dec_e8m0(uint b) { return b == 0xFFu ? uintBitsToFloat(0x7fc00000u) : ldexp(1.0, int(b) - 127); }\n";
-    } else if (enc) {
-      int shift = 23 - f.man;
-      float tiny = std::ldexp(1.0f, 1 - f.bias), scale = std::ldexp(1.0f, f.bias + f.man - 1);
-      std::string s = hex32(f.sign), mx = hex32(f.max_code);
-      h << "uint " << name << "(float x) { uint b = floatBitsToUint(x); uint a = b & 0x7FFFFFFFu; "
-        << "bool nan_ = a > 0x7F800000u; float af = uintBitsToFloat(a); uint c; "
-        << "if (af < " << f32_hex(tiny) << ") c = uint(roundEven(af * " << f32_hex(scale) << ")); "
-        << "else c = ((a + " << hex32((1u << (shift - 1)) - 1) << " + ((a >> " << shift << ") & 1u)) >> " << shift
-        << ") - " << hex32(uint32_t(127 - f.bias) << f.man) << "; "
-        << "bool over = !nan_ && c > " << mx << "; uint s = (b >> 31) != 0u ? " << s << " : 0u; ";
-      switch (f.overflow) {
-        case 'n': h << "return (nan_ || over ? 0x7Fu : c) | s; }\n"; break;
-        case 'i': h << "return (nan_ ? 0x7Eu : over ? 0x7Cu : c) | s; }\n"; break;
-        case 'u': h << "return nan_ || over ? 0x80u : (c == 0u ? 0u : c | s); }\n"; break;
-        default: h << "return nan_ ? (" << s << " ^ s) : ((over ? " << mx << " : c) | s); }\n"; break;
-      }
-    } else {
-      std::string s = hex32(f.sign);
-      h << "float " << name << "(uint b) { uint mag = b & (" << s << " - 1u); bool neg = (b & " << s << ") != 0u; ";
-      if (f.overflow == 'u') h << "if (b == 0x80u) return uintBitsToFloat(0x7fc00000u); ";
-      if (f.overflow == 'n') h << "if (mag == 0x7Fu) return uintBitsToFloat(neg ? 0xffc00000u : 0x7fc00000u); ";
-      if (f.overflow == 'i')
-        h << "if (mag >= 0x7Cu) return uintBitsToFloat((neg ? 0x80000000u : 0u) | (mag == 0x7Cu ? 0x7f800000u : "
-             "0x7fc00000u)); ";
-      h << "uint e = mag >> " << f.man << ", m = mag & " << hex32((1u << f.man) - 1) << "; "
-        << "float v = e == 0u ? ldexp(float(m), " << (1 - f.bias - f.man) << ") : ldexp(float(" << hex32(1u << f.man)
-        << " + m), int(e) - " << (f.bias + f.man) << "); return neg ? -v : v; }\n";
-    }
-    helpers_ << h.str();
-    return name;
-  }
-
-  // f64 to f32 rounding to odd: the later rounding to a narrow format is
-  // then the one rounding of the f64 value.
-  std::string helper_f64_odd() {
-    if (helper_names_.insert("f64_odd_").second)
-      helpers_ << "float f64_odd_(double d) { float f = float(d); if (isnan(f) || double(f) == d) return f; "
-                  "uint b = floatBitsToUint(f); if (abs(double(f)) > abs(d)) b -= 1u; return uintBitsToFloat(b | 1u); }\n";
-    return "f64_odd_";
+  // A library function (glsl_lib.h), defined once per shader.
+  std::string use(const GlslFunction& f) {
+    if (helper_names_.insert(f.name).second) helpers_ << f.definition;
+    return f.name;
   }
 
   // ---- statements ----

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "../cpu/cpu_test_util.h"
+#include "backends/common/gpu_schedule.h"
 #include "backends/common/legalize.h"
 #include "backends/vulkan/codegen_glsl.h"
 #include "backends/vulkan/spirv.h"
@@ -242,4 +243,46 @@ TEST_CASE("vulkan codegen: legalised and fused programs agree with the cpu backe
   }
   // sum, softmax, layer_norm, the matmuls: rows split over a workgroup.
   CHECK(programs_with_rows >= 8);
+}
+
+TEST_CASE("vulkan codegen: a row that reads back what it wrote waits for its workgroup") {
+  // y's row is written by the threads of the workgroup, then summed by
+  // them: each must see the others' writes (memoryBarrierBuffer + barrier).
+  std::vector<tir::Program> progs = cpu::test::programs_of(R"(
+prog @write_then_sum(x: Buffer[(n, 300), f32]) -> (y: Buffer[(n, 300), f32], z: Buffer[(n,), f32]) {
+  for i0 in parallel(n) {
+    alloc a: Buffer[(1,), f32, local]
+    for k0 in range(300) {
+      y[i0, k0] = x[i0, k0] * 2.0f32
+    }
+    a[0] = 0.0f32
+    for k1 in range(300) {
+      a[0] = a[0] + y[i0, 299 - k1]
+    }
+    z[i0] = a[0]
+  }
+}
+)");
+  REQUIRE(progs.size() == 1);
+  std::vector<GpuStage> st = gpu_stages(progs[0]);
+  REQUIRE(st.size() == 1);
+  std::optional<GpuRows> rows = gpu_rows(st[0]);
+  REQUIRE(rows);
+  REQUIRE(rows->steps.size() == 4);
+  CHECK(rows->steps[0].kind == GpuRowStep::Kind::Spread);
+  CHECK(rows->steps[0].barrier_after);
+  CHECK(rows->steps[2].kind == GpuRowStep::Kind::Reduce);
+  CHECK(!rows->steps[2].barrier_after);
+  std::string why;
+  if (!rt::vulkan_available(&why)) {
+    FAIL("no Vulkan device (scripts/setup.sh installs lavapipe): ", why);
+    return;
+  }
+  auto dev = rt::VulkanDevice::open(0);
+  std::mt19937 rng(11);
+  for (int64_t n : {1, 37}) {
+    SymMap<int64_t> env;
+    for (const SymExpr& v : free_vars(progs[0]->inputs[0]->shape[0])) env[v] = n;
+    check_program(progs[0], env, *dev, rng);
+  }
 }
