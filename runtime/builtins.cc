@@ -197,19 +197,19 @@ void register_core_builtins() {
   register_blas_builtins();
   register_data_builtins();
   register_shape_builtins();
-  register_builtin("relax.match_shape", match_shape);
-  register_builtin("relax.make_shape", make_shape_b);
-  register_builtin("relax.make_prim", make_prim);
-  register_builtin("relax.alloc_tensor", alloc_tensor);
-  register_builtin("relax.alloc_storage", alloc_storage);
-  register_builtin("relax.alloc_tensor_in", alloc_tensor_in);
-  register_builtin("relax.make_tuple", make_tuple_b);
-  register_builtin("relax.tuple_get", tuple_get);
-  register_builtin("relax.move", move);
-  register_builtin("relax.shape_of", shape_of);
+  register_builtin("relax.match_shape", match_shape, /*touches_data=*/false);
+  register_builtin("relax.make_shape", make_shape_b, /*touches_data=*/false);
+  register_builtin("relax.make_prim", make_prim, /*touches_data=*/false);
+  register_builtin("relax.alloc_tensor", alloc_tensor, /*touches_data=*/false);
+  register_builtin("relax.alloc_storage", alloc_storage, /*touches_data=*/false);
+  register_builtin("relax.alloc_tensor_in", alloc_tensor_in, /*touches_data=*/false);
+  register_builtin("relax.make_tuple", make_tuple_b, /*touches_data=*/false);
+  register_builtin("relax.tuple_get", tuple_get, /*touches_data=*/false);
+  register_builtin("relax.move", move, /*touches_data=*/false);
+  register_builtin("relax.shape_of", shape_of, /*touches_data=*/false);
   register_builtin("relax.tensor_to_shape", tensor_to_shape);
   register_builtin("relax.shape_to_tensor", shape_to_tensor);
-  register_builtin("relax.reinterpret", reinterpret);
+  register_builtin("relax.reinterpret", reinterpret, /*touches_data=*/false);
 }
 
 }  // namespace relax::rt

@@ -203,7 +203,7 @@ void scan(BuiltinCall& c) {
 }  // namespace
 
 void register_control_builtins() {
-  register_builtin("relax.make_closure", make_closure);
+  register_builtin("relax.make_closure", make_closure, /*touches_data=*/false);
   register_builtin("relax.call_closure", call_closure);
   register_builtin("relax.loop", loop);
   register_builtin("relax.scan", scan);

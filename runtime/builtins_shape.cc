@@ -49,6 +49,6 @@ void broadcast_shape(BuiltinCall& c) {
 
 }  // namespace
 
-void register_shape_builtins() { register_builtin("relax.broadcast_shape", broadcast_shape); }
+void register_shape_builtins() { register_builtin("relax.broadcast_shape", broadcast_shape, /*touches_data=*/false); }
 
 }  // namespace relax::rt

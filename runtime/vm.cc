@@ -54,8 +54,12 @@ const Value& BuiltinCall::arg(size_t i) const {
 void register_core_builtins();  // runtime/builtins.cc
 
 namespace {
-std::unordered_map<std::string, Builtin>& builtin_map() {
-  static auto* m = new std::unordered_map<std::string, Builtin>;
+struct BuiltinEntry {
+  Builtin fn;
+  bool touches_data;
+};
+std::unordered_map<std::string, BuiltinEntry>& builtin_map() {
+  static auto* m = new std::unordered_map<std::string, BuiltinEntry>;
   return *m;
 }
 std::mutex& builtin_mutex() {
@@ -64,37 +68,32 @@ std::mutex& builtin_mutex() {
 }
 }  // namespace
 
-void register_builtin(const std::string& name, Builtin fn) {
+void register_builtin(const std::string& name, Builtin fn, bool touches_data) {
   std::lock_guard lock(builtin_mutex());
-  builtin_map()[name] = fn;
+  builtin_map()[name] = {fn, touches_data};
 }
 
-const Builtin* find_builtin(const std::string& name) {
+namespace {
+const BuiltinEntry* find_entry(const std::string& name) {
   static std::once_flag core;
   std::call_once(core, [] { register_core_builtins(); });
   std::lock_guard lock(builtin_mutex());
   auto it = builtin_map().find(name);
   return it == builtin_map().end() ? nullptr : &it->second;
 }
+}  // namespace
 
-// ---- The machine ------------------------------------------------------------------
-
-namespace {
-
-// Builtins that touch no tensor data on the host (shapes, allocation,
-// views, tuples): kernel calls recorded before them need not have finished.
-// Every other builtin waits for them (Kernels::synchronize).
-bool builtin_is_metadata_only(const std::string& name) {
-  static const char* const names[] = {
-      "relax.match_shape", "relax.make_shape", "relax.make_prim", "relax.alloc_tensor",
-      "relax.alloc_storage", "relax.alloc_tensor_in", "relax.make_tuple", "relax.tuple_get",
-      "relax.move", "relax.shape_of", "relax.reinterpret", "relax.make_closure", "relax.broadcast_shape"};
-  for (const char* n : names)
-    if (name == n) return true;
-  return false;
+const Builtin* find_builtin(const std::string& name) {
+  const BuiltinEntry* e = find_entry(name);
+  return e ? &e->fn : nullptr;
 }
 
-}  // namespace
+bool builtin_touches_data(const std::string& name) {
+  const BuiltinEntry* e = find_entry(name);
+  return !e || e->touches_data;
+}
+
+// ---- The machine ------------------------------------------------------------------
 
 VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const std::string&)>& weights,
                                const Kernels* kernels, std::shared_ptr<PoolAllocator> pool)
@@ -133,7 +132,7 @@ VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const 
     const Builtin* fn = find_builtin(b);
     if (!fn) rt_fail("this runtime has no builtin '", b, "' (the package needs a newer runtime)");
     builtins_.push_back(*fn);
-    builtin_syncs_.push_back(!builtin_is_metadata_only(b));
+    builtin_syncs_.push_back(builtin_touches_data(b));
   }
 }
 

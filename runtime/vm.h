@@ -79,7 +79,13 @@ using Builtin = void (*)(BuiltinCall& call);
 
 // The process-wide table of builtins, by name ("relax.match_shape", ...).
 const Builtin* find_builtin(const std::string& name);
-void register_builtin(const std::string& name, Builtin fn);
+// `touches_data`: the builtin reads or writes tensor elements on the host,
+// so kernel calls recorded before it (a device's command buffer) must have
+// finished (Kernels::synchronize). False only for builtins that handle
+// shapes, allocation, views and tuples.
+void register_builtin(const std::string& name, Builtin fn, bool touches_data = true);
+// Whether builtin `name` touches tensor data (true when unknown).
+bool builtin_touches_data(const std::string& name);
 
 class VirtualMachine {
  public:

@@ -75,24 +75,10 @@ int main(int argc, char** argv) {
   };
   try {
     for (const std::string& b : bounds) opts.bounds.insert(parse_bound(b));
-    {
-      size_t x = tile.find('x');
-      int64_t r = 0, c = 0;
-      try {
-        if (x != std::string::npos) {
-          size_t used = 0;
-          r = std::stoll(tile.substr(0, x), &used);
-          if (used != x) r = 0;
-          std::string cs = tile.substr(x + 1);
-          c = std::stoll(cs, &used);
-          if (used != cs.size()) c = 0;
-        }
-      } catch (const std::exception&) {
-        r = c = 0;
-      }
-      if (r < 1 || c < 1 || r > 8 || c > 8) fail("--tile: expected ROWSxCOLS, each 1 to 8, got '", tile, "'");
-      opts.gpu_tile = {r, c};
-    }
+    auto tile_digit = [](char c) { return c >= '1' && c <= '8'; };
+    if (tile.size() != 3 || tile[1] != 'x' || !tile_digit(tile[0]) || !tile_digit(tile[2]))
+      fail("--tile: expected ROWSxCOLS, each 1 to 8, got '", tile, "'");
+    opts.gpu_tile = {tile[0] - '0', tile[2] - '0'};
     opts.fold_constants = !no_fold;
     if (!emit.empty()) {
       if (emit != "relax" && emit != "kernels") fail("--emit: unknown kind '", emit, "'; known: relax, kernels");

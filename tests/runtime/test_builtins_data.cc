@@ -169,3 +169,13 @@ TEST_CASE("builtins: parameters of reduce_dynamic and dynamic_strided_slice") {
   r = call("relax.dft_params", {half, i64({}, {-3}), int64_t(1), int64_t(1), int64_t(-1)});
   CHECK(r.shape() == std::vector<int64_t>{1, 10, 10, 1, 1, 10, 6});
 }
+
+TEST_CASE("builtins say whether they touch tensor data (the VM waits for recorded kernels before those)") {
+  for (const char* name : {"relax.nonzero", "relax.topk", "relax.unique", "relax.tensor_to_shape",
+                           "relax.shape_to_tensor", "relax.loop", "relax.scan", "relax.call_closure"})
+    CHECK_MESSAGE(builtin_touches_data(name), name);
+  for (const char* name : {"relax.match_shape", "relax.alloc_tensor", "relax.alloc_storage", "relax.alloc_tensor_in",
+                           "relax.shape_of", "relax.tuple_get", "relax.reinterpret"})
+    CHECK_MESSAGE(!builtin_touches_data(name), name);
+  CHECK(builtin_touches_data("relax.no_such_builtin"));  // unknown: the safe answer
+}

@@ -133,6 +133,15 @@ def main():
         r = run(rbuild, os.path.join(MODELS, "gpt2_tiny.onnx"), "--target", "vulkan", "--emit", "kernels")
         check(r.returncode == 0 and r.stdout.count("#version 450") >= 10 and "void main()" in r.stdout,
               f"--emit kernels (vulkan) prints GLSL: {r.stderr[:300]}")
+        # Register tiles: 4x4 by default (the copies' accumulators acc_<r>_<c>), none with --tile 1x1.
+        check(" b_acc_3_3" in r.stdout, "--emit kernels (vulkan): matmuls carry 4x4 register tiles")
+        r = run(rbuild, os.path.join(MODELS, "gpt2_tiny.onnx"), "--target", "vulkan", "--tile", "1x1", "--emit", "kernels")
+        check(r.returncode == 0 and "#version 450" in r.stdout and "acc_3_3" not in r.stdout,
+              f"--tile 1x1: no register tiles: {r.stderr[:300]}")
+        r = run(rbuild, os.path.join(MODELS, "gpt2_tiny.onnx"), "--target", "vulkan", "--tile", "9x1", "-o",
+                os.path.join(tmp, "bad.rpkg"))
+        check(r.returncode == 1 and "--tile" in r.stderr and not os.path.exists(os.path.join(tmp, "bad.rpkg")),
+              f"--tile 9x1 is refused: exit {r.returncode}: {r.stderr[:300]}")
         r = run(rbuild, os.path.join(MODELS, "gpt2_tiny.onnx"), "--emit", "kernels")
         check(r.returncode == 0 and "define " in r.stdout, f"--emit kernels (cpu) prints LLVM IR: {r.stderr[:300]}")
     return finish("vulkan residency")
