@@ -700,7 +700,7 @@ class StagePrinter {
       stmts = {body};
     for (const Stmt& x : stmts)
       if (x->kind != SKind::Store) return "";
-    std::map<std::string, std::pair<int, const LoadNode*>> seen;
+    std::map<std::string, std::pair<int, TExpr>> seen;  // a load's text -> its count, the load
     std::vector<std::string> order;
     std::function<void(const TExpr&)> walk = [&](const TExpr& e) {
       switch (e->kind) {
@@ -711,7 +711,7 @@ class StagePrinter {
           DataType lt = l->buffer->dtype;
           if (!input || lt.is_bool() || narrow_float(lt) || sub_byte(lt)) return;
           std::string a = access(l->buffer, l->indices);
-          auto [it, fresh] = seen.try_emplace(a, 0, l);
+          auto [it, fresh] = seen.try_emplace(a, 0, e);
           if (fresh) order.push_back(a);
           ++it->second.first;
           return;
@@ -742,10 +742,10 @@ class StagePrinter {
     std::ostringstream o;
     std::map<std::string, std::string> hoisted;
     for (const std::string& a : order) {
-      auto [count, l] = seen[a];
+      const auto& [count, load] = seen[a];
       if (count < 2) continue;
       std::string name = "ld" + std::to_string(loads_++) + "_";
-      o << pad() << value_type(l->buffer->dtype) << " " << name << " = " << expr(TExpr(l, [](auto*) {}))
+      o << pad() << value_type(load->dtype) << " " << name << " = " << expr(load)
         << ";\n";
       hoisted[a] = name;
     }
