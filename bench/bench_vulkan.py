@@ -10,6 +10,10 @@ alternatives in one run (median latency of relax-run --bench):
              mappable memory gets; close to the first data path);
   no-tile    built with --tile 1x1: one output per thread;
   thread-rows  RELAX_VULKAN_ROWS=0: never a workgroup per row;
+  shared     RELAX_VULKAN_SHARED=1: matmul and conv always tiled through
+             shared memory (the default takes them on a GPU when their
+             blocks fill, never on a CPU device such as lavapipe);
+  no-shared  RELAX_VULKAN_SHARED=0: never;
   cpu        the same model built for cpu (a reference on the same cores:
              on a machine without a GPU, Vulkan is lavapipe, itself a CPU).
 
@@ -53,7 +57,7 @@ def main():
     rbuild, rrun = os.path.join(args.bin, "relax-build"), os.path.join(args.bin, "relax-run")
     dev = ["--device", args.device]
     print(f"median of {args.runs} runs; ratios are alternative / vulkan\n")
-    cols = ["vulkan ms", "copies", "no-tile", "thread-rows", "cpu ms", "cpu/vulkan"]
+    cols = ["vulkan ms", "copies", "no-tile", "thread-rows", "shared", "no-shared", "cpu ms", "cpu/vulkan"]
     print(f"{'model':<10} {'case':<10} " + " ".join(f"{c:>11}" for c in cols))
     with tempfile.TemporaryDirectory() as tmp:
         pkgs = {}
@@ -73,6 +77,8 @@ def main():
             copies, _ = latency(rrun, pkgs[model, "vulkan"], d, args.runs, dev, {"RELAX_VULKAN_HOST_MEMORY": "1"})
             notile, _ = latency(rrun, pkgs[model, "no-tile"], d, args.runs, dev)
             rows0, _ = latency(rrun, pkgs[model, "vulkan"], d, args.runs, dev, {"RELAX_VULKAN_ROWS": "0"})
+            shared1, _ = latency(rrun, pkgs[model, "vulkan"], d, args.runs, dev, {"RELAX_VULKAN_SHARED": "1"})
+            shared0, _ = latency(rrun, pkgs[model, "vulkan"], d, args.runs, dev, {"RELAX_VULKAN_SHARED": "0"})
             cpu, _ = latency(rrun, pkgs[model, "cpu"], d, args.runs)
 
             def ratio(x):
@@ -80,7 +86,7 @@ def main():
 
             cpu_s = f"{cpu:>11.3f}" if cpu else f"{'failed':>11}"
             cpu_r = f"{cpu / base:>11.3f}" if cpu else f"{'':>11}"
-            print(f"{model:<10} {case:<10} {base:>11.3f} {ratio(copies)} {ratio(notile)} {ratio(rows0)} {cpu_s} {cpu_r}")
+            print(f"{model:<10} {case:<10} {base:>11.3f} {ratio(copies)} {ratio(notile)} {ratio(rows0)} {ratio(shared1)} {ratio(shared0)} {cpu_s} {cpu_r}")
     return 0
 
 

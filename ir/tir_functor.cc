@@ -40,6 +40,8 @@ std::vector<TExpr> rewrite_all(const TirRewriter& r, const std::vector<TExpr>& i
 }  // namespace
 
 TExpr TirRewriter::expr(const TExpr& e) const {
+  if (pre)
+    if (TExpr r = pre(e)) return r;
   switch (e->kind) {
     case TKind::Sym: {
       if (!sym) return e;

@@ -8,7 +8,9 @@
 //   buffer  replaces a buffer (seen as it was) by another, used as given;
 //           return null to keep it, with its shape through `sym`;
 //   load    replaces a load, seen with its buffer and indices already
-//           rewritten; return null to keep it.
+//           rewritten; return null to keep it;
+//   pre     replaces a whole expression, seen as it was, before anything
+//           under it is rewritten; return null to rewrite it as usual.
 // Unchanged subtrees are returned as they were (pointer-equal).
 #pragma once
 
@@ -23,6 +25,7 @@ struct TirRewriter {
   std::function<SymExpr(const SymExpr&)> sym;
   std::function<Buffer(const Buffer&)> buffer;
   std::function<TExpr(const Buffer&, const std::vector<TExpr>&)> load;
+  std::function<TExpr(const TExpr&)> pre;
 
   TExpr expr(const TExpr& e) const;
   Stmt stmt(const Stmt& s) const;

@@ -106,6 +106,7 @@ struct VulkanStats {
   uint64_t kernel_calls = 0;
   uint64_t dispatches = 0;
   uint64_t row_dispatches = 0;  // ... of which one workgroup per row (reductions split over threads)
+  uint64_t shared_dispatches = 0;  // ... of which tiled through shared memory (matmul, conv)
   uint64_t barriers = 0;        // pipeline barriers the data flow needed between them
   uint64_t submits = 0;         // command buffers submitted (each waited for)
   uint64_t bytes_uploaded = 0;  // host memory copied to the device (tensors not device-resident)

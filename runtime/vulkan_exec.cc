@@ -45,6 +45,11 @@ struct VulkanKernels::Entry {
     std::shared_ptr<VulkanDevice::Kernel> plain;
     std::vector<int64_t> plain_threads;
     int64_t tile = 1;
+    // The stage tiled through shared memory: `groups` workgroups, each a
+    // block of a rows x cols output; null when the stage has none.
+    std::shared_ptr<VulkanDevice::Kernel> shared;
+    std::vector<int64_t> groups, out_rows, out_cols, depth;
+    int64_t block_rows = 1, block_cols = 1, block_depth = 1;
   };
   std::vector<Stage> stages;
   int64_t num_slots = 0;
@@ -59,6 +64,7 @@ struct VulkanKernels::Exec {
   bool residency = true;   // tensors may live in mapped device memory
   static constexpr uint32_t kBlock = 256;  // threads per workgroup (the code generator's)
   int force_rows = -1;  // RELAX_VULKAN_ROWS=0|1: never or always the workgroup schedule (tests, tuning)
+  int force_shared = -1;  // RELAX_VULKAN_SHARED=0|1: never or always the shared-memory tiles
   bool cpu_device = false;
 
   // Host ranges that are device memory (pool blocks, weight arenas), by
@@ -105,6 +111,7 @@ struct VulkanKernels::Exec {
     residency = !(env && *env && std::string(env) != "0");
     staged = env && std::string(env) == "staged";
     if (const char* r = std::getenv("RELAX_VULKAN_ROWS"); r && *r) force_rows = std::string(r) != "0";
+    if (const char* r = std::getenv("RELAX_VULKAN_SHARED"); r && *r) force_shared = std::string(r) != "0";
     cpu_device = dev->info().type == "cpu";
     VkCommandBufferAllocateInfo ai{};
     ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
@@ -136,6 +143,18 @@ struct VulkanKernels::Exec {
     if (force_rows >= 0) return force_rows;
     if (cpu_device) return work > 8192 || (rows < 16 && work > 2048);
     return work > 16384 || (rows < 65536 && work >= 256);
+  }
+
+  // Whether a matmul-like stage runs tiled through shared memory: a `rows`
+  // x `cols` output reducing `depth` steps, in blocks of the stage's. On a
+  // GPU: when the blocks are at least half used and a chunk of reduction
+  // steps is full. On a CPU device, where each chunk's two barriers cost
+  // more than the loads they save, never (unless forced).
+  bool use_shared(const Entry::Stage& st, int64_t rows, int64_t cols, int64_t depth) const {
+    if (force_shared >= 0) return force_shared;
+    if (cpu_device) return false;
+    int64_t blocks = (rows + st.block_rows - 1) / st.block_rows * ((cols + st.block_cols - 1) / st.block_cols);
+    return depth >= st.block_depth && 2 * rows * cols >= blocks * st.block_rows * st.block_cols;
   }
 
   // ---- Residency ----
@@ -414,6 +433,16 @@ struct VulkanKernels::Exec {
           ++stats.row_dispatches;
         }
       }
+      if (st.shared) {
+        auto eval = [&](const std::vector<int64_t>& code) {
+          return eval_shape_code(code.data(), int64_t(code.size()), shape_args, e.num_slots);
+        };
+        if (use_shared(st, eval(st.out_rows), eval(st.out_cols), eval(st.depth))) {
+          kp = st.shared.get();
+          groups = eval(st.groups);
+          ++stats.shared_dispatches;
+        }
+      }
       groups = std::clamp<int64_t>(groups, 1, int64_t(dev->info().max_workgroup_count[0]));
       const VulkanDevice::Kernel& k = *kp;
       VkDescriptorSet set = descriptor_set(k.set_layout);
@@ -542,6 +571,20 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
           stage.rows = pipeline(st.at("rows"), name + "_rows");
           stage.work = st.at("rows").at("work").get<std::vector<int64_t>>();
           stage.count = st.at("rows").at("count").get<std::vector<int64_t>>();
+        }
+        if (st.contains("shared")) {
+          const nlohmann::json& sh = st.at("shared");
+          stage.shared = pipeline(sh, name + "_shared");
+          stage.groups = sh.at("count").get<std::vector<int64_t>>();
+          stage.out_rows = sh.at("rows").get<std::vector<int64_t>>();
+          stage.out_cols = sh.at("cols").get<std::vector<int64_t>>();
+          stage.depth = sh.at("depth").get<std::vector<int64_t>>();
+          std::vector<int64_t> block = sh.at("block").get<std::vector<int64_t>>();
+          if (block.size() != 3 || block[0] < 1 || block[1] < 1 || block[2] < 1)
+            rt_fail(label, ": kernel ", e->name, ": malformed shared-memory block");
+          stage.block_rows = block[0];
+          stage.block_cols = block[1];
+          stage.block_depth = block[2];
         }
         e->stages.push_back(std::move(stage));
       }

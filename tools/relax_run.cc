@@ -214,6 +214,7 @@ int main(int argc, char** argv) {
                        {"kernel_calls", s.kernel_calls / runs},
                        {"dispatches", s.dispatches / runs},
                        {"row_dispatches", s.row_dispatches / runs},
+                       {"shared_dispatches", s.shared_dispatches / runs},
                        {"barriers", s.barriers / runs},
                        {"submits", s.submits / runs},
                        {"bytes_uploaded", s.bytes_uploaded / runs},
@@ -222,7 +223,8 @@ int main(int argc, char** argv) {
       rep["vulkan"] = j;
       if (stats && !json)
         std::cout << "vulkan, per run: " << j["kernel_calls"] << " kernel calls, " << j["dispatches"]
-                  << " dispatches, " << j["barriers"] << " barriers, " << j["submits"] << " submits, "
+                  << " dispatches (" << j["row_dispatches"] << " a workgroup per row, " << j["shared_dispatches"]
+                  << " shared-memory tiles), " << j["barriers"] << " barriers, " << j["submits"] << " submits, "
                   << j["bytes_uploaded"] << " bytes uploaded, " << j["bytes_downloaded"]
                   << " bytes downloaded; " << s.resident_bytes << " bytes resident on the device\n";
     }

@@ -78,4 +78,37 @@ std::optional<GpuRows> gpu_rows(const GpuStage& st);
 // inside a loop reads a load shared between copies).
 std::optional<GpuStage> gpu_register_tile(const GpuStage& st, int64_t rows, int64_t cols);
 
+// A stage run by whole workgroups: one workgroup per index of `vars`,
+// every one of its `threads` threads running `body` with `thread` its
+// index in the workgroup. In the body a Barrier synchronizes the
+// workgroup (every thread reaches it alike), and buffers allocated Shared
+// are the workgroup's memory.
+struct GpuBlockStage {
+  std::vector<SymExpr> vars, extents;  // workgroups = the product of extents
+  SymExpr thread;
+  int64_t threads = 256;
+  tir::Stmt body;
+  SymExpr rows, cols, depth;  // the tiled extents (for the runtime's choice)
+  int64_t block_rows = 1, block_cols = 1, block_depth = 1;  // a workgroup's block of them
+};
+
+// Shared-memory tiles for matmul-like stages: a stage whose rows (an index
+// of its vars) hold one reduction nest, acc = op(acc, x), and statements
+// without loops. A stage var splits its vars into outer ones (fixed per
+// workgroup), the row var and the column vars after it (flattened: a
+// convolution's output pixels). Each workgroup computes a block of
+// (threads/16 * rows) x (16 * cols) outputs, each thread a `rows` x `cols`
+// register tile of it, in chunks of `depth` reduction steps: the
+// workgroup first loads the chunk of every staged value of x into shared
+// memory, cooperatively, then each thread reads them from there. A staged
+// value is a largest subexpression of x that reads global memory (nothing
+// the stage writes) and depends on the row var or on the column vars,
+// not both: a matmul's A[i, k] and B[k, j], a convolution's weight and its
+// padded input. The innermost row var that stages values on both sides is
+// chosen. Indices past an extent are clamped for loads, their stores
+// skipped. nullopt when the stage is not of that form, stages nothing on
+// one side, or needs more than 16 KiB of shared memory.
+std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t rows = 4, int64_t cols = 4,
+                                             int64_t threads = 256, int64_t depth = 16);
+
 }  // namespace relax

@@ -396,8 +396,14 @@ std::string kernel_source(const IRModule& mod, const BuildOptions& opts) {
 #if RELAX_HAVE_VULKAN
     std::string out;
     for (const tir::Program& p : programs)
-      for (const vulkan::GlslStage& st : vulkan::glsl_program(p, {}, 256, {opts.gpu_tile.first, opts.gpu_tile.second}).stages)
+      for (const vulkan::GlslStage& st : vulkan::glsl_program(p, {}, 256, {opts.gpu_tile.first, opts.gpu_tile.second}).stages) {
         out += "// ---- " + st.name + "\n" + st.source + "\n";
+        // The variants the runtime may run instead.
+        for (const auto& [what, source] : {std::pair<const char*, const std::string*>{"untiled", &st.plain_source},
+                                           {"workgroup per row", &st.rows_source},
+                                           {"shared-memory tiles", &st.shared_source}})
+          if (!source->empty()) out += "// ---- " + st.name + " (" + what + ")\n" + *source + "\n";
+      }
     return out;
 #else
     fail("this relax-build was built without the Vulkan backend");

@@ -77,6 +77,15 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
         stage["rows"]["count"] = count(st.rows_extents);
         stage["rows"]["needs"] = st.rows_needs;
       }
+      if (!st.shared_source.empty()) {
+        stage["shared"] = spirv(st.shared_source, st.name + "_shared");
+        stage["shared"]["count"] = count(st.shared_extents);
+        for (const auto& [key, e] : {std::pair<const char*, SymExpr>{"rows", st.shared_rows},
+                                     {"cols", st.shared_cols},
+                                     {"depth", st.shared_depth}})
+          stage["shared"][key] = count({e});
+        stage["shared"]["block"] = st.shared_block;
+      }
       stages.push_back(std::move(stage));
     }
     meta["kernels"].push_back({{"name", p->name},

@@ -9,7 +9,8 @@
 //                 "push": [shape-args slot of each push constant],
 //                 "stages": [{"name", "offset", "words", "threads": postfix code,
 //                             "plain": {"offset", "words", "threads", "tile"},
-//                             "rows": {"offset", "words", "work", "count", "needs"}}]}]}
+//                             "rows": {"offset", "words", "work", "count", "needs"},
+//                             "shared": {"offset", "words", "count", "rows", "cols", "depth", "block"}}]}]}
 // and "kernels.vulkan.spv", the SPIR-V words of every stage, one after
 // another (offset and words count 32-bit words). Shape args are what the VM
 // passes every kernel: each parameter's dims in order, then the symbolic
@@ -21,6 +22,11 @@
 // "plain", when present, is the stage without its register tile ("tile"
 // outputs per thread): the runtime runs it when most of the tiles would
 // fall past the extents.
+// "shared", when present, is the stage tiled through shared memory
+// (gpu_shared_tile): "count" workgroups computing a "rows" x "cols" output
+// over "depth" reduction steps, all postfix code, each workgroup a
+// "block" of [rows, cols, depth] at a time; the runtime picks it when the
+// output fills its blocks well enough.
 #pragma once
 
 #include <cstdint>

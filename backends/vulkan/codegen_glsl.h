@@ -49,6 +49,13 @@ struct GlslStage {
   SymExpr rows_work;                  // loop iterations per row
   std::vector<SymExpr> rows_extents;  // rows = their product (the thread-per-row source may tile them)
   std::set<std::string> rows_needs;   // device features only the workgroup schedule needs ("subgroup_arithmetic")
+  // The stage tiled through shared memory (gpu_shared_tile), when it is
+  // matmul-like: one workgroup per index of shared_extents, for an output
+  // of shared_rows x shared_cols reducing shared_depth steps. Empty when not.
+  std::string shared_source;
+  std::vector<SymExpr> shared_extents;
+  SymExpr shared_rows, shared_cols, shared_depth;
+  std::vector<int64_t> shared_block;  // a workgroup's rows, cols and depth
 };
 
 struct GlslProgram {
@@ -68,6 +75,9 @@ struct GlslSchedule {
   // runtime would never pick it (runtime/vulkan_exec.cc wants 256 or more
   // on a GPU, more on a cpu device).
   int64_t min_row_work = 256;
+  // Matmul-like stages also tiled through shared memory, each thread
+  // computing a tile_rows x tile_cols register tile of its workgroup's block.
+  bool shared_tiles = true;
 };
 
 GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features = {}, uint32_t block = 256,

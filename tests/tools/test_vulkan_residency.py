@@ -9,6 +9,9 @@
   GPU) gives the same answers.
 - Kernel outputs read by host builtins in the middle of a graph (NonZero,
   a data-dependent If) are waited for: answers match numpy.
+- Matmuls tiled through shared memory (RELAX_VULKAN_SHARED=1; lavapipe
+  never picks them by itself) give the expected answers at every sequence
+  length, and =0 turns them off.
 - relax-run --profile times every kernel; relax-build --emit kernels prints
   the GLSL (vulkan) or LLVM IR (cpu).
 
@@ -99,6 +102,14 @@ def main():
             check(vk2.get("resident_bytes") == 0 and vk2.get("bytes_uploaded", 0) > weight_bytes + input_bytes
                   and vk2.get("bytes_downloaded", 0) > 0, f"host memory {mode}: everything is copied: {vk2}")
 
+        for c in sorted(glob.glob(os.path.join(MODELS, "data", "gpt2_tiny", "*"))):
+            for force in ["1", "0"]:
+                rc, rep5 = run_json(rrun, pkg, "--test-data", c, "--atol", "1e-5", env={"RELAX_VULKAN_SHARED": force})
+                n = rep5.get("vulkan", {}).get("shared_dispatches", -1)
+                check(rc == 0 and rep5.get("ok"), f"gpt2 {os.path.basename(c)}, RELAX_VULKAN_SHARED={force}: {rep5}")
+                check(n > 0 if force == "1" else n == 0,
+                      f"RELAX_VULKAN_SHARED={force}: {n} dispatches through shared memory")
+
         rc, rep3 = run_json(rrun, pkg, "--test-data", case, "--atol", "1e-5", "--profile")
         prof = rep3.get("profile", [])
         check(rc == 0 and rep3.get("ok"), f"--profile run: exit {rc}: {rep3}")
@@ -135,6 +146,8 @@ def main():
               f"--emit kernels (vulkan) prints GLSL: {r.stderr[:300]}")
         # Register tiles: 4x4 by default (the copies' accumulators acc_<r>_<c>), none with --tile 1x1.
         check(" b_acc_3_3" in r.stdout, "--emit kernels (vulkan): matmuls carry 4x4 register tiles")
+        check("(shared-memory tiles)" in r.stdout and "shared float b_sh0" in r.stdout and "barrier();" in r.stdout,
+              "--emit kernels (vulkan): the matmuls' shared-memory variants are printed")
         r = run(rbuild, os.path.join(MODELS, "gpt2_tiny.onnx"), "--target", "vulkan", "--tile", "1x1", "--emit", "kernels")
         check(r.returncode == 0 and "#version 450" in r.stdout and "acc_3_3" not in r.stdout,
               f"--tile 1x1: no register tiles: {r.stderr[:300]}")

@@ -77,7 +77,8 @@ double element(const HostBuffer& b, int64_t i) {
   return 0;
 }
 
-int programs_with_rows = 0;  // programs whose stages have a workgroup schedule
+int programs_with_rows = 0;    // programs whose stages have a workgroup schedule
+int programs_with_shared = 0;  // ... tiles through shared memory
 
 // Runs `p` on the CPU backend and on the Vulkan device with `env` binding
 // its symbolic variables; checks the outputs agree.
@@ -118,18 +119,22 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
   vulkan::GlslProgram tree = vulkan::glsl_program(p, no_subgroups, 256, every_row);
   std::vector<int32_t> push;
   for (const SymExpr& v : g.push_vars) push.push_back(int32_t(*evaluate(v, env)));
-  bool has_rows = false, has_plain = false;
+  bool has_rows = false, has_plain = false, has_shared = false;
   for (const vulkan::GlslStage& st : g.stages) {
     has_rows = has_rows || !st.rows_source.empty();
     has_plain = has_plain || !st.plain_source.empty();
+    has_shared = has_shared || !st.shared_source.empty();
   }
   if (has_rows) ++programs_with_rows;
+  if (has_shared) ++programs_with_shared;
   // Thread per row (register tiles where chosen); workgroup per row with
-  // subgroups; with a tree; thread per row without register tiles.
-  for (int mode : {0, 1, 2, 3}) {
+  // subgroups; with a tree; thread per row without register tiles; tiles
+  // through shared memory.
+  for (int mode : {0, 1, 2, 3, 4}) {
     bool rows = mode == 1 || mode == 2;
     if (rows && !has_rows) continue;
     if (mode == 3 && !has_plain) continue;
+    if (mode == 4 && !has_shared) continue;
     CAPTURE(mode);
     std::vector<std::shared_ptr<rt::VulkanDevice::Buffer>> dbufs;
     std::vector<const rt::VulkanDevice::Buffer*> bound;
@@ -141,15 +146,22 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
     for (const vulkan::GlslStage& st : mode == 2 ? tree.stages : g.stages) {
       bool use_rows = rows && !st.rows_source.empty();
       bool use_plain = mode == 3 && !st.plain_source.empty();
+      bool use_shared = mode == 4 && !st.shared_source.empty();
       if (use_rows) CHECK((mode == 1) == (st.rows_source.find("subgroup") != std::string::npos));
-      const std::string& source = use_rows ? st.rows_source : use_plain ? st.plain_source : st.source;
+      const std::string& source = use_rows     ? st.rows_source
+                                  : use_plain  ? st.plain_source
+                                  : use_shared ? st.shared_source
+                                               : st.source;
       CAPTURE(source);
       std::vector<uint32_t> spirv = vulkan::compile_glsl(source, st.name);
       auto k = dev.load_kernel(st.name, spirv, uint32_t(bufs.size()), uint32_t(push.size() * 4));
       int64_t threads = 1;
-      for (const SymExpr& e : use_rows ? st.rows_extents : use_plain ? st.plain_extents : st.extents)
+      for (const SymExpr& e : use_rows     ? st.rows_extents
+                              : use_plain  ? st.plain_extents
+                              : use_shared ? st.shared_extents
+                                           : st.extents)
         threads *= *evaluate(e, env);
-      int64_t groups = use_rows ? threads : (threads + g.block - 1) / g.block;
+      int64_t groups = use_rows || use_shared ? threads : (threads + g.block - 1) / g.block;
       uint32_t grid[3] = {uint32_t(std::clamp<int64_t>(groups, 1, 65535)), 1, 1};
       dev.dispatch(*k, bound, push.data(), uint32_t(push.size() * 4), grid);
     }
@@ -243,6 +255,8 @@ TEST_CASE("vulkan codegen: legalised and fused programs agree with the cpu backe
   }
   // sum, softmax, layer_norm, the matmuls: rows split over a workgroup.
   CHECK(programs_with_rows >= 8);
+  // The matmuls (f32 and i32) and the full convolution, at each level.
+  CHECK(programs_with_shared >= 6);
 }
 
 TEST_CASE("vulkan codegen: a row that reads back what it wrote waits for its workgroup") {

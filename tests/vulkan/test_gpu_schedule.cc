@@ -6,6 +6,7 @@
 
 #include "../cpu/cpu_test_util.h"
 #include "backends/common/gpu_schedule.h"
+#include "ir/tir_functor.h"
 #include "passes/pass.h"
 
 using namespace relax;
@@ -125,4 +126,75 @@ fn @main(a: Tensor[(m, 64), f32], b: Tensor[(64, k), f32], x: Tensor[(1, 16, 14,
   CHECK(t->extents[3].const_value() == 4);
   // 1 x 1 is no tile.
   CHECK(!gpu_register_tile(st[0], 1, 1));
+}
+
+TEST_CASE("gpu schedule: shared-memory tiles for matmul and conv, not for reductions") {
+  auto progs = gpu_programs(R"(
+fn @main(a: Tensor[(b, m, 64), f32], w: Tensor[(64, k), f32], x: Tensor[(1, 16, 14, 14), f32], f: Tensor[(32, 16, 3, 3), f32], d: Tensor[(32, 1, 3, 3), f32], y: Tensor[(1, 32, 14, 14), f32]) -> Tuple[Tensor[(b, m, k), f32], Tensor[(1, 32, 14, 14), f32], Tensor[(1, 32, 14, 14), f32], Tensor[(b, m), f32]] {
+  dataflow {
+    %mm: Tensor[(b, m, k), f32] = matmul(a, w)
+    %c: Tensor[(1, 32, 14, 14), f32] = conv(x, f, padding=[1, 1, 1, 1])
+    %dw: Tensor[(1, 32, 14, 14), f32] = conv(y, d, padding=[1, 1, 1, 1], groups=32)
+    %s: Tensor[(b, m), f32] = sum(a, axis=[2])
+    out: Tuple[Tensor[(b, m, k), f32], Tensor[(1, 32, 14, 14), f32], Tensor[(1, 32, 14, 14), f32], Tensor[(b, m), f32]] = (%mm, %c, %dw, %s)
+  }
+  return out
+}
+)");
+  auto barriers = [](const tir::Stmt& s) {
+    int n = 0;
+    tir::visit_stmts(s, [&](const tir::Stmt& x) { n += x->kind == tir::SKind::Barrier; });
+    return n;
+  };
+  auto shared_bufs = [](const tir::Stmt& s) {
+    int n = 0;
+    tir::visit_stmts(s, [&](const tir::Stmt& x) {
+      const auto* a = tir::as<tir::AllocateNode>(x);
+      n += a && a->buffer->scope == tir::Scope::Shared;
+    });
+    return n;
+  };
+  // Batched matmul (b, m, k): a workgroup per batch and 64 x 64 block of
+  // (m, k); A and B staged, 16 reduction steps per chunk.
+  std::vector<GpuStage> st = gpu_stages(named(progs, "matmul"));
+  REQUIRE(st.size() == 1);
+  std::optional<GpuBlockStage> t = gpu_shared_tile(st[0], 4, 4, 256, 16);
+  REQUIRE(t);
+  REQUIRE(t->vars.size() == 3);
+  CHECK(t->vars[0] == st[0].vars[0]);
+  CHECK(t->extents[1] == floordiv(st[0].extents[1] + 63, SymExpr(int64_t(64))));
+  CHECK(t->rows == st[0].extents[1]);
+  CHECK(t->cols == st[0].extents[2]);
+  CHECK(t->depth.const_value() == 64);
+  CHECK(t->block_rows == 64);
+  CHECK(t->block_cols == 64);
+  CHECK(shared_bufs(t->body) == 2);
+  CHECK(barriers(t->body) == 2);
+  // A 1 x 2 register tile makes 16 x 32 blocks.
+  t = gpu_shared_tile(st[0], 1, 2, 256, 16);
+  REQUIRE(t);
+  CHECK(t->block_rows == 16);
+  CHECK(t->block_cols == 32);
+  // Conv (n, oc, oh, ow): rows are output channels (the weight staged),
+  // columns the output pixels flattened (the padded input staged).
+  st = gpu_stages(named(progs, "conv"));
+  REQUIRE(st.size() == 1);
+  t = gpu_shared_tile(st[0], 4, 4, 256, 16);
+  REQUIRE(t);
+  CHECK(t->rows.const_value() == 32);
+  CHECK(t->cols.const_value() == 196);
+  CHECK(t->depth.const_value() == 144);
+  CHECK(shared_bufs(t->body) == 2);
+  // A depthwise conv's input and weight both depend on the channel:
+  // nothing is shared between rows, and a reduction has no columns.
+  for (const char* name : {"conv_1", "sum"}) {
+    CAPTURE(name);
+    st = gpu_stages(named(progs, name));
+    REQUIRE(st.size() == 1);
+    CHECK(!gpu_shared_tile(st[0], 4, 4, 256, 16));
+  }
+  // Staged values of more than 16 KiB of shared memory (chunks of 64
+  // steps of 64 x 64 blocks) are refused.
+  st = gpu_stages(named(progs, "matmul"));
+  CHECK(!gpu_shared_tile(st[0], 4, 4, 256, 64));
 }
