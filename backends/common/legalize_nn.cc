@@ -480,7 +480,10 @@ std::optional<Expr> legalize_pool(LegalizeContext& ctx, const CallNode& call) {
   };
   SymExpr work = num_elements(y->shape) * num_elements(window);
 
-  if (acc != t) {
+  // Per element with a local accumulator: narrow floats, and on GPU
+  // targets (a thread per output element; a row nest would loop over the
+  // whole row in one thread).
+  if (acc != t || ctx.gpu()) {
     LoopHints hints{true, false, num_elements(window)};
     return pb.finish(loop_nest(
         y->shape,

@@ -494,7 +494,14 @@ std::optional<Expr> legalize_dft(LegalizeContext& ctx, const CallNode& call) {
           return o;
         };
         std::vector<Stmt> body{sum, tir::make_store(y, at(0), cast(t, re.get() * scale))};
-        if (!real_out) body.push_back(tir::make_store(y, at(1), cast(t, im.get() * scale)));
+        if (!real_out) {
+          // A last dim known only at run time may be 1 (a real output):
+          // the imaginary part then has no place (and would land on the
+          // next row's real part).
+          Stmt store_im = tir::make_store(y, at(1), cast(t, im.get() * scale));
+          const SymExpr& parts = y->shape[r - 1];
+          body.push_back(parts.is_const() ? store_im : tir::make_if(lt(idx(int64_t(1)), idx(parts)), store_im));
+        }
         return with_locals({re, im}, tir::make_seq(body));
       },
       LoopHints{true, false, n}));

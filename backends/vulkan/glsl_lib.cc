@@ -99,4 +99,48 @@ GlslFunction glsl_erf() {
           "0.254829592) * t * exp(-x * x); return s * y; }\n"};
 }
 
+GlslFunction glsl_pow() {
+  return {"pow_",
+          "float pow_(float x, float y) { if (y == 0.0 || x == 1.0) return 1.0; if (isnan(x) || isnan(y)) return x + y; "
+          "float ax = abs(x); bool yint = floor(y) == y; if (x < 0.0 && !yint) return uintBitsToFloat(0x7fc00000u); "
+          "bool odd = yint && abs(y) < 16777216.0 && mod(y, 2.0) == 1.0; float inf = uintBitsToFloat(0x7f800000u); "
+          "float r; if (ax == 1.0) r = 1.0; else if (ax == 0.0) r = y < 0.0 ? inf : 0.0; "
+          "else if (isinf(ax)) r = y < 0.0 ? 0.0 : inf; else if (isinf(y)) r = (ax < 1.0) == (y < 0.0) ? inf : 0.0; "
+          "else r = exp2(y * log2(ax)); "
+          "return odd && (x < 0.0 || (x == 0.0 && 1.0 / x < 0.0)) ? -r : r; }\n"};
+}
+
+GlslFunction glsl_tanh() {
+  return {"tanh_",
+          "float tanh_(float x) { float a = abs(x); if (a < 0.25) { float x2 = x * x; return x + x * x2 * "
+          "(-0.33333333333 + x2 * (0.13333333333 + x2 * (-0.053968253968 + x2 * 0.021869488536))); } "
+          "if (a > 15.0) return sign(x); float e = exp(-2.0 * a); return sign(x) * ((1.0 - e) / (1.0 + e)); }\n"};
+}
+
+GlslFunction glsl_log1p() {
+  return {"log1p_",
+          "float log1p_(float x) { float u = 1.0 + x; if (u == 1.0) return x; if (isinf(u)) return u; "
+          "return log(u) * (x / (u - 1.0)); }\n"};
+}
+
+GlslFunction glsl_expm1() {
+  return {"expm1_",
+          "float expm1_(float x) { float u = exp(x); if (u == 1.0) return x; if (isinf(u)) return u; "
+          "float um = u - 1.0; if (um == -1.0) return -1.0; return um * (x / log(u)); }\n"};
+}
+
+GlslFunction glsl_sincos_f64() {
+  return {"sincos_f64_",
+          "double sincos_f64_(double x, int shift) { if (isnan(x) || isinf(x)) return x - x; "
+          "double k = roundEven(x * 0.63661977236758134308lf); "
+          "double r = (x - k * 1.57079632673412561417lf) - k * 6.07710050650619224932e-11lf; double r2 = r * r; "
+          "double s = r + r * r2 * (-1.0lf / 6.0lf + r2 * (1.0lf / 120.0lf + r2 * (-1.0lf / 5040.0lf + r2 * "
+          "(1.0lf / 362880.0lf + r2 * (-1.0lf / 39916800.0lf + r2 * (1.0lf / 6227020800.0lf + r2 * "
+          "(-1.0lf / 1307674368000.0lf + r2 * (1.0lf / 355687428096000.0lf)))))))); "
+          "double c = 1.0lf + r2 * (-0.5lf + r2 * (1.0lf / 24.0lf + r2 * (-1.0lf / 720.0lf + r2 * (1.0lf / 40320.0lf + "
+          "r2 * (-1.0lf / 3628800.0lf + r2 * (1.0lf / 479001600.0lf + r2 * (-1.0lf / 87178291200.0lf + r2 * "
+          "(1.0lf / 20922789888000.0lf)))))))); "
+          "int q = (int(k) + shift) & 3; return q == 0 ? s : q == 1 ? c : q == 2 ? -s : -c; }\n"};
+}
+
 }  // namespace relax::vulkan

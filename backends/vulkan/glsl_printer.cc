@@ -302,6 +302,13 @@ std::string StagePrinter::expr(const TExpr& e) {
       }
       if (to.is_bool()) return "(" + a + " != " + value_type(from) + "(0))";
       if (from.is_bool()) return "(" + a + " ? " + value_type(to) + "(1) : " + value_type(to) + "(0))";
+      if (to.is_int() && to.bits == 64 && from.is_int() && from.bits <= 32) {
+        // Sign extension by arithmetic: lavapipe (Mesa 22.3) compares an
+        // i32 widened by a plain conversion as if it were unsigned
+        // (int64_t(-1) < 0 is false there).
+        std::string i = from.bits == 32 ? a : "int(" + a + ")";
+        return "(int64_t(uint(" + i + ")) - ((" + i + ") < 0 ? (int64_t(1) << 32) : int64_t(0)))";
+      }
       return value_type(to) + "(" + a + ")";
     }
     case TKind::Select: {
@@ -389,6 +396,8 @@ std::string StagePrinter::call(const CallNodeT& c) {
   if (c.fn == Intrinsic::abs && t.is_integer()) return "(" + a[0] + " < " + value_type(t) + "(0) ? -" + a[0] + " : " + a[0] + ")";
   if (c.fn == Intrinsic::popcount) return value_type(c.dtype) + "(bitCount(" + a[0] + "))";
   if (!t.is_float()) unsupported(cat("intrinsic ", intrinsic_name(c.fn), " on ", t));
+  if (t.is_float() && t.bits == 64 && (c.fn == Intrinsic::sin || c.fn == Intrinsic::cos))
+    return use(glsl_sincos_f64()) + "(" + a[0] + (c.fn == Intrinsic::sin ? ", 0)" : ", 1)");
   // Math in f32 (GLSL's f16 and f64 have few functions), back to the type.
   bool wide = t.bits != 32;
   for (std::string& s : a)
@@ -400,11 +409,11 @@ std::string StagePrinter::call(const CallNodeT& c) {
     case Intrinsic::exp2: r = "exp2(" + x + ")"; break;
     case Intrinsic::log: r = "log(" + x + ")"; break;
     case Intrinsic::log2: r = "log2(" + x + ")"; break;
-    case Intrinsic::log1p: r = "(abs(" + x + ") < 1e-4 ? " + x + " - 0.5 * " + x + " * " + x + " : log(1.0 + " + x + "))"; break;
-    case Intrinsic::expm1: r = "(abs(" + x + ") < 1e-4 ? " + x + " + 0.5 * " + x + " * " + x + " : exp(" + x + ") - 1.0)"; break;
+    case Intrinsic::log1p: r = use(glsl_log1p()) + "(" + x + ")"; break;
+    case Intrinsic::expm1: r = use(glsl_expm1()) + "(" + x + ")"; break;
     case Intrinsic::sqrt: r = "sqrt(" + x + ")"; break;
     case Intrinsic::rsqrt: r = "(1.0 / sqrt(" + x + "))"; break;
-    case Intrinsic::tanh: r = "tanh(clamp(" + x + ", -15.0, 15.0))"; break;
+    case Intrinsic::tanh: r = use(glsl_tanh()) + "(" + x + ")"; break;
     case Intrinsic::sigmoid: r = "(1.0 / (1.0 + exp(-" + x + ")))"; break;
     case Intrinsic::erf: r = use(glsl_erf()) + "(" + x + ")"; break;
     case Intrinsic::sin: r = "sin(" + x + ")"; break;
@@ -426,7 +435,7 @@ std::string StagePrinter::call(const CallNodeT& c) {
     case Intrinsic::isnan: return "isnan(" + x + ")";
     case Intrinsic::isinf: return "isinf(" + x + ")";
     case Intrinsic::isfinite: return "!(isnan(" + x + ") || isinf(" + x + "))";
-    case Intrinsic::pow: r = "pow(" + x + ", " + a[1] + ")"; break;
+    case Intrinsic::pow: r = use(glsl_pow()) + "(" + x + ", " + a[1] + ")"; break;
     case Intrinsic::atan2: r = "atan(" + x + ", " + a[1] + ")"; break;
     case Intrinsic::fmod: r = "(" + x + " - " + a[1] + " * trunc(" + x + " / " + a[1] + "))"; break;
     case Intrinsic::copysign:

@@ -300,3 +300,36 @@ prog @write_then_sum(x: Buffer[(n, 300), f32]) -> (y: Buffer[(n, 300), f32], z: 
     check_program(progs[0], env, *dev, rng);
   }
 }
+
+TEST_CASE("vulkan codegen: math where GLSL and lavapipe are loose agrees with the cpu backend") {
+  // pow of negative bases (GLSL's pow is undefined there), tanh, log1p and
+  // expm1 near 0 (their exponential forms cancel), sin of an f64 angle
+  // (GLSL has no f64 sin: an f32 one is off by 1e-3 here), and an i32
+  // widened to i64 then compared (lavapipe compares a plain conversion as
+  // unsigned).
+  std::vector<tir::Program> progs = cpu::test::programs_of(R"(
+prog @edges(x: Buffer[(n, 16), f32], k: Buffer[(n, 16), i32]) -> (pw: Buffer[(n, 16), f32], th: Buffer[(n, 16), f32], lp: Buffer[(n, 16), f32], em: Buffer[(n, 16), f32], sn: Buffer[(n, 16), f32], neg: Buffer[(n, 16), i64]) {
+  for i in parallel(n) {
+    for j in range(16) {
+      pw[i, j] = pow(x[i, j], 3.0f32)
+      th[i, j] = tanh(x[i, j] * 0.001f32)
+      lp[i, j] = log1p(exp(x[i, j] - 9.0f32))
+      em[i, j] = expm1(x[i, j] * 0.001f32)
+      sn[i, j] = cast(f32, sin(cast(f64, x[i, j]) * 100000.0f64))
+      neg[i, j] = select(cast(i64, k[i, j]) < 0, 1, 2)
+    }
+  }
+}
+)");
+  REQUIRE(progs.size() == 1);
+  std::string why;
+  if (!rt::vulkan_available(&why)) {
+    FAIL("no Vulkan device (scripts/setup.sh installs lavapipe): ", why);
+    return;
+  }
+  auto dev = rt::VulkanDevice::open(0);
+  std::mt19937 rng(13);
+  SymMap<int64_t> env;
+  for (const SymExpr& v : free_vars(progs[0]->inputs[0]->shape[0])) env[v] = 64;
+  check_program(progs[0], env, *dev, rng);
+}
