@@ -349,8 +349,8 @@ std::shared_ptr<VulkanDevice> VulkanDevice::open(int index) {
   return std::shared_ptr<VulkanDevice>(new VulkanDevice(std::move(impl), std::move(info)));
 }
 
-std::shared_ptr<VulkanDevice::Buffer> VulkanDevice::alloc(uint64_t bytes, Memory where) {
-  if (bytes > info_.max_storage_buffer_range) {
+std::shared_ptr<VulkanDevice::Buffer> VulkanDevice::alloc(uint64_t bytes, Memory where, bool in_chunks) {
+  if (bytes > info_.max_storage_buffer_range && !in_chunks && where != Memory::Staging) {
     if (where == Memory::Mapped) return nullptr;
     rt_fail("vulkan: a buffer of ", bytes, " bytes exceeds the device's storage-buffer range of ",
             info_.max_storage_buffer_range, " bytes (", info_.name, ")");

@@ -68,13 +68,15 @@ class VulkanDevice {
   // such memory (mapped too when it is host-visible and coherent, as on
   // lavapipe or with resizable BAR). Mapped: host-visible, coherent and
   // device-local; nullptr instead of an error when the device has none, or
-  // none left, or `bytes` exceeds the storage-buffer range. Staging:
+  // none left, or `bytes` exceeds the storage-buffer range (unless
+  // `in_chunks`). Staging:
   // host-visible, for copies only.
   enum class Memory { Device, Mapped, Staging };
 
   // A buffer of `bytes` (at least 4); a storage buffer unless Staging.
-  // Device buffers beyond the device's storage-buffer range are refused.
-  std::shared_ptr<Buffer> alloc(uint64_t bytes, Memory where = Memory::Device);
+  // Device buffers beyond the device's storage-buffer range are refused,
+  // unless `in_chunks` (a large weight bound in several bindings).
+  std::shared_ptr<Buffer> alloc(uint64_t bytes, Memory where = Memory::Device, bool in_chunks = false);
   // Synchronous copies (each waits for the device).
   void upload(Buffer& dst, const void* src, uint64_t bytes);
   void download(const Buffer& src, void* dst, uint64_t bytes);

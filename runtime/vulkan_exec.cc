@@ -31,6 +31,10 @@ struct VulkanKernels::Entry {
   std::string name;
   size_t num_inputs = 0;
   std::vector<std::pair<DType, size_t>> params;  // dtype, ndim
+  // Bindings of each parameter: 1, or chunks of kChunkBytes (a large
+  // weight: the first at its binding, the rest after all parameters').
+  std::vector<int64_t> chunks;
+  static constexpr uint64_t kChunkBytes = uint64_t(1) << 27;  // the code generator's (kGlslChunkBytes)
   std::vector<int64_t> push;                     // shape-args slot of each push constant
   struct Stage {
     std::shared_ptr<VulkanDevice::Kernel> kernel;
@@ -305,13 +309,13 @@ struct VulkanKernels::Exec {
 
   // A fresh device buffer holding host bytes [p, p + n), copied in when
   // `fill`; once per command buffer for the same bytes.
-  std::shared_ptr<Buffer> mirror(const void* p, uint64_t n, bool fill) {
+  std::shared_ptr<Buffer> mirror(const void* p, uint64_t n, bool fill, bool in_chunks = false) {
     auto key = std::make_pair(p, n);
     if (fill) {
       auto it = mirrors.find(key);
       if (it != mirrors.end()) return it->second;
     }
-    std::shared_ptr<Buffer> b = dev->alloc((n + 3) / 4 * 4);  // packed types are read as whole words
+    std::shared_ptr<Buffer> b = dev->alloc((n + 3) / 4 * 4, VulkanDevice::Memory::Device, in_chunks);  // whole words (packed types)
     keep.push_back(b);
     if (fill && n) {
       stats.bytes_uploaded += n;
@@ -355,7 +359,13 @@ struct VulkanKernels::Exec {
       if (numel >= (int64_t(1) << 31))
         rt_fail("vulkan kernel ", e.name, ": a tensor of ", numel, " elements is beyond 32-bit indexing");
       sizes.push_back(uint64_t(e.params[i].first.storage_bytes(numel)));
-      if (sizes.back() > dev->info().max_storage_buffer_range)
+      uint64_t span = e.chunks[i] > 1 ? std::min(Entry::kChunkBytes, dev->info().max_storage_buffer_range)
+                                      : dev->info().max_storage_buffer_range;
+      if (e.chunks[i] > 1 && (sizes.back() > uint64_t(e.chunks[i]) * Entry::kChunkBytes ||
+                              sizes.back() <= uint64_t(e.chunks[i] - 1) * Entry::kChunkBytes))
+        rt_fail("vulkan kernel ", e.name, ": input ", i, " (", sizes.back(), " bytes) does not fill its ",
+                e.chunks[i], " chunks of ", Entry::kChunkBytes, " bytes");
+      if (sizes.back() > uint64_t(e.chunks[i]) * span)
         rt_fail("vulkan kernel ", e.name, ": ", i < e.num_inputs ? "input " : "output ",
                 i < e.num_inputs ? i : i - e.num_inputs, " (", e.params[i].first.str(), ", ", sizes.back(),
                 " bytes) exceeds the device's storage-buffer range of ", dev->info().max_storage_buffer_range,
@@ -388,14 +398,14 @@ struct VulkanKernels::Exec {
           b.buffer = std::move(home);
           b.offset = off;
         } else {
-          b.buffer = dev->alloc((sizes[i] + 3) / 4 * 4);
+          b.buffer = dev->alloc((sizes[i] + 3) / 4 * 4, VulkanDevice::Memory::Device, e.chunks[i] > 1);
           record_copy(*home, off, *b.buffer, 0, sizes[i]);
           if (output) copy_back.push_back({i, home, off});
         }
         keep.push_back(b.buffer);
         continue;
       }
-      b.buffer = mirror(buffers[i], sizes[i], !output);
+      b.buffer = mirror(buffers[i], sizes[i], !output, e.chunks[i] > 1);
       if (output) {
         downloads.push_back({buffers[i], b.buffer, sizes[i]});
         stats.bytes_downloaded += sizes[i];
@@ -449,10 +459,19 @@ struct VulkanKernels::Exec {
       std::vector<VkDescriptorBufferInfo> infos(bound.size());
       for (size_t i = 0; i < bound.size(); ++i) {
         // Whole 32-bit words (packed 2- and 4-bit types are read as words),
-        // within the buffer.
-        uint64_t range = std::min((bound[i].bytes + 3) / 4 * 4, bound[i].buffer->bytes - bound[i].offset);
+        // within the buffer; a chunked parameter's first chunk here, the
+        // others after all parameters'.
+        uint64_t bytes = e.chunks[i] > 1 ? std::min(bound[i].bytes, Entry::kChunkBytes) : bound[i].bytes;
+        uint64_t range = std::min((bytes + 3) / 4 * 4, bound[i].buffer->bytes - bound[i].offset);
         infos[i] = {bound[i].buffer->buffer, bound[i].offset, range ? range : VK_WHOLE_SIZE};
       }
+      for (size_t i = 0; i < bound.size(); ++i)
+        for (int64_t c = 1; c < e.chunks[i]; ++c) {
+          uint64_t at = uint64_t(c) * Entry::kChunkBytes;  // below bytes (checked above)
+          uint64_t range = std::min((bound[i].bytes - at + 3) / 4 * 4, Entry::kChunkBytes);
+          range = std::min(range, bound[i].buffer->bytes - bound[i].offset - at);
+          infos.push_back({bound[i].buffer->buffer, bound[i].offset + at, range});
+        }
       d.write_descriptors(set, infos);
       order(reads, writes);
       d.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
@@ -538,6 +557,8 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
         auto dt = DType::parse(p.at("dtype").get<std::string>());
         if (!dt) rt_fail(label, ": kernel ", e->name, ": unknown dtype ", p.at("dtype").dump());
         e->params.emplace_back(*dt, p.at("ndim").get<size_t>());
+        e->chunks.push_back(p.value("chunks", int64_t(1)));
+        if (e->chunks.back() < 1 || e->chunks.back() > 64) rt_fail(label, ": kernel ", e->name, ": malformed chunks");
         e->num_slots += int64_t(e->params.back().second);
       }
       if (e->num_inputs > e->params.size()) rt_fail(label, ": kernel ", e->name, ": more inputs than parameters");
@@ -552,7 +573,9 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
           if (off > total_words || n > total_words - off) rt_fail(label, ": kernel ", e->name, ": SPIR-V out of range");
           std::vector<uint32_t> words(n);
           std::memcpy(words.data(), spirv.data() + off * 4, n * 4);
-          return out->device_->load_kernel(name, words, uint32_t(e->params.size()), uint32_t(e->push.size() * 4));
+          uint32_t bindings = 0;
+          for (int64_t c : e->chunks) bindings += uint32_t(c);
+          return out->device_->load_kernel(name, words, bindings, uint32_t(e->push.size() * 4));
         };
         std::string name = st.at("name");
         Entry::Stage stage;
@@ -628,8 +651,15 @@ Tensor VulkanKernels::place_constant(const Tensor& t) const {
     // weight's own size when larger.
     uint64_t size = std::clamp<uint64_t>(2 * x.arena_size, uint64_t(1) << 20, uint64_t(64) << 20);
     size = std::min<uint64_t>(std::max(size, n), device_->info().max_storage_buffer_range);
-    std::shared_ptr<Buffer> b = size >= n ? device_->alloc(size, VulkanDevice::Memory::Mapped) : nullptr;
-    if (!b && size > n) b = device_->alloc(n, VulkanDevice::Memory::Mapped);
+    std::shared_ptr<Buffer> b;
+    if (n > size) {
+      // Beyond one binding's range: its own buffer, which kernels bind in
+      // chunks (codegen_glsl.h's kGlslChunkBytes) or refuse.
+      b = device_->alloc(n, VulkanDevice::Memory::Mapped, true);
+    } else {
+      b = device_->alloc(size, VulkanDevice::Memory::Mapped);
+      if (!b && size > n) b = device_->alloc(n, VulkanDevice::Memory::Mapped);
+    }
     if (!b) return t;  // a kernel call copies it, or says it is beyond the storage-buffer range
     x.add_resident(b->mapped, b, b->bytes);
     arena = std::make_shared<ResidentOwner>(exec_, b->mapped);

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string tile = "4x4";
   app.add_option("--tile", tile,
-                 "vulkan: the register tile of a thread for matmul-like loops, ROWSxCOLS (1x1: none)")
+                 "vulkan: the register tile of a thread for matmul-like loops, ROWSxCOLS (1x1: none); matmul and conv "
+                 "are also tiled through shared memory in blocks of 16*ROWS x 16*COLS")
       ->capture_default_str();
   app.add_option("--bound", bounds, "bounds of a symbolic dim, checked at run time; -O2 plans memory for the upper bound: NAME=LO..HI (repeatable)");
   app.add_option("--emit", emit,

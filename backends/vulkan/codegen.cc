@@ -25,9 +25,12 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
     SymMap<int64_t> slot;
     int64_t next = 0;
     nlohmann::json params = nlohmann::json::array();
+    size_t param = 0;
     for (const auto* list : {&p->inputs, &p->outputs})
       for (const tir::Buffer& b : *list) {
         params.push_back({{"dtype", b->dtype.str()}, {"ndim", b->shape.size()}});
+        if (g.chunks[param] > 1) params.back()["chunks"] = g.chunks[param];
+        ++param;
         for (const SymExpr& d : b->shape) {
           if (d.is_var() && !slot.count(d)) slot[d] = next;
           ++next;

@@ -5,7 +5,7 @@
 // The package holds two sections: "kernels.vulkan", JSON,
 //   {"block": B, "needs": [features],
 //    "kernels": [{"name", "num_inputs", "num_params",
-//                 "params": [{"dtype", "ndim"}],
+//                 "params": [{"dtype", "ndim", "chunks" (when more than 1)}],
 //                 "push": [shape-args slot of each push constant],
 //                 "stages": [{"name", "offset", "words", "threads": postfix code,
 //                             "plain": {"offset", "words", "threads", "tile"},
@@ -19,6 +19,9 @@
 // workgroup, gpu_rows): "count" rows of "work" loop iterations each, both
 // postfix code; the runtime picks it or the thread per row per call, and
 // ignores it on a device without its "needs" (subgroup arithmetic).
+// A parameter with "chunks" is bound as that many bindings of
+// kGlslChunkBytes each (codegen_glsl.h): its own, then after the last
+// parameter's, in parameter order.
 // "plain", when present, is the stage without its register tile ("tile"
 // outputs per thread): the runtime runs it when most of the tiles would
 // fall past the extents.

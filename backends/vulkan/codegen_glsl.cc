@@ -226,13 +226,32 @@ std::string StagePrinter::reduce(const GpuRowStep& step) {
 }
 
 std::string StagePrinter::finish(const std::string& body) {
-  std::ostringstream decls;
+  std::ostringstream decls, loaders;
   int binding = 0;
+  int extra = int(prog_.inputs.size() + prog_.outputs.size());  // the next chunk's binding
   for (const auto* list : {&prog_.inputs, &prog_.outputs})
     for (const Buffer& b : *list) {
       bool input = list == &prog_.inputs;
-      decls << "layout(std430, set = 0, binding = " << binding << ") " << (input ? "readonly " : "") << "buffer B"
-            << binding << " { " << storage_type(b->dtype) << " d[]; } " << buffer_name(b) << ";\n";
+      std::string type = storage_type(b->dtype), name = buffer_name(b);
+      auto declare = [&](int at, const std::string& as) {
+        decls << "layout(std430, set = 0, binding = " << at << ") " << (input ? "readonly " : "") << "buffer B" << at
+              << " { " << type << " d[]; } " << as << ";\n";
+      };
+      declare(binding, name);
+      if (int64_t k = chunks_of(b); k > 1) {
+        // ld_<name>(flat): the element, from the chunk that holds it.
+        int64_t per = int64_t(kGlslChunkBytes) / std::max(b->dtype.storage_bits() / 8, 1);
+        loaders << type << " ld_" << name << "(int f) {";
+        for (int64_t c = 0; c < k; ++c) {
+          std::string chunk = c == 0 ? name : name + "_" + std::to_string(c);
+          if (c > 0) declare(extra++, chunk);
+          std::string at = c == 0 ? "f" : "f - " + std::to_string(c * per);
+          if (c + 1 < k)
+            loaders << " if (f < " << (c + 1) * per << ") return " << chunk << ".d[" << at << "];";
+          else
+            loaders << " return " << chunk << ".d[" << at << "]; }\n";
+        }
+      }
       ++binding;
     }
   if (!push_vars_.empty()) {
@@ -249,6 +268,7 @@ std::string StagePrinter::finish(const std::string& body) {
   if (subgroup_) out << "#extension GL_KHR_shader_subgroup_arithmetic : require\n#extension GL_KHR_shader_subgroup_vote : require\n";
   out << "layout(local_size_x = " << block_ << ") in;\n";
   out << decls.str();
+  out << loaders.str();
   for (const auto& [ty, name] : reductions_) out << "shared " << ty << " " << name << "[" << block_ << "];\n";
   out << shared_.str();
   out << helpers_.str();
@@ -268,6 +288,15 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
         if (d.is_var() && seen.insert(d.get()).second) out.push_vars.push_back(d);
   for (const SymExpr& s : p->sym_params)
     if (seen.insert(s.get()).second) out.push_vars.push_back(s);
+  for (const auto* list : {&p->inputs, &p->outputs})
+    for (const tir::Buffer& b : *list) {
+      int64_t n = 1;
+      for (const SymExpr& d : b->shape) n = d.is_const() && n >= 0 ? n * d.const_value() : -1;
+      uint64_t bytes = n < 0 ? 0 : uint64_t(n) * uint64_t(std::max(b->dtype.storage_bits() / 8, 1));
+      bool packed = b->dtype.bits < 8 && !b->dtype.is_bool();
+      bool big = list == &p->inputs && !packed && bytes > kGlslChunkBytes;
+      out.chunks.push_back(big ? int64_t((bytes + kGlslChunkBytes - 1) / kGlslChunkBytes) : 1);
+    }
   std::vector<GpuStage> stages = gpu_stages(p);
   for (size_t k = 0; k < stages.size(); ++k) {
     GlslStage st;
@@ -275,11 +304,11 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
     // A thread per row, with a register tile of rows where that shares loads.
     std::optional<GpuStage> tiled = gpu_register_tile(stages[k], schedule.tile_rows, schedule.tile_cols);
     const GpuStage& per_thread = tiled ? *tiled : stages[k];
-    StagePrinter printer(*p, features, out.push_vars, block);
+    StagePrinter printer(*p, features, out);
     st.source = printer.print(per_thread);
     st.extents = per_thread.extents;
     if (tiled) {
-      StagePrinter pp(*p, features, out.push_vars, block);
+      StagePrinter pp(*p, features, out);
       st.plain_source = pp.print(stages[k]);
       st.plain_extents = stages[k].extents;
       st.tile = schedule.tile_rows * schedule.tile_cols;
@@ -290,7 +319,7 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
     std::optional<GpuRows> rows = gpu_rows(stages[k]);
     if (rows && rows->work.is_const() && rows->work.const_value() < schedule.min_row_work) rows.reset();
     if (rows) {
-      StagePrinter rp(*p, features, out.push_vars, block);
+      StagePrinter rp(*p, features, out);
       rp.use_subgroups_ = features.subgroup_arithmetic;
       st.rows_source = rp.print_rows(stages[k], *rows);
       if (rp.subgroup_) st.rows_needs.insert("subgroup_arithmetic");
@@ -302,7 +331,7 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
     std::optional<GpuBlockStage> block_tile =
         schedule.shared_tiles ? gpu_shared_tile(stages[k], schedule.tile_rows, schedule.tile_cols, block) : std::nullopt;
     if (block_tile) {
-      StagePrinter bp(*p, features, out.push_vars, block);
+      StagePrinter bp(*p, features, out);
       st.shared_source = bp.print_block(*block_tile);
       st.shared_extents = block_tile->extents;
       st.shared_rows = block_tile->rows;

@@ -3,7 +3,9 @@
 //
 // Kernel ABI (what the runtime binds):
 //   - set 0, binding k: the program's inputs, then its outputs, each a
-//     std430 storage buffer of its element type (bool as uint8);
+//     std430 storage buffer of its element type (bool as uint8); an input
+//     too large for one binding continues at bindings after the last
+//     parameter's (GlslProgram::chunks);
 //   - push constants: `push_vars`, each an int32, in order: the variables
 //     of the parameter buffers' plain dims (first binding wins, inputs
 //     then outputs) and then the symbolic parameters; the host computes
@@ -58,8 +60,18 @@ struct GlslStage {
   std::vector<int64_t> shared_block;  // a workgroup's rows, cols and depth
 };
 
+// The bytes one binding of a parameter spans at most: Vulkan's guaranteed
+// maxStorageBufferRange. An input of constant shape beyond it is bound in
+// chunks of this many bytes (GlslProgram::chunks).
+constexpr uint64_t kGlslChunkBytes = uint64_t(1) << 27;
+
 struct GlslProgram {
   std::vector<SymExpr> push_vars;
+  // Bindings of each parameter (inputs, then outputs): 1, or for an input
+  // of constant shape beyond kGlslChunkBytes (a large FC weight) that many
+  // chunks: the first at the parameter's binding, the others after all
+  // parameters' (in parameter order), each kGlslChunkBytes of it.
+  std::vector<int64_t> chunks;
   // Device features the shaders use: "int64", "int16", "int8", "float16",
   // "float64", "storage8", "storage16" (the runtime checks the device).
   std::set<std::string> needs;

@@ -215,8 +215,21 @@ std::string StagePrinter::flat_index(const Buffer& b, const std::vector<TExpr>& 
   return s;
 }
 
+int64_t StagePrinter::chunks_of(const Buffer& b) const {
+  size_t k = 0;
+  for (const auto* list : {&prog_.inputs, &prog_.outputs})
+    for (const Buffer& x : *list) {
+      if (x == b) return k < chunks_.size() ? chunks_[k] : 1;
+      ++k;
+    }
+  return 1;
+}
+
 std::string StagePrinter::access(const Buffer& b, const std::vector<TExpr>& idx) {
-  if (b->scope == Scope::Global) return buffer_name(b) + ".d[" + flat_index(b, idx) + "]";
+  if (b->scope == Scope::Global) {
+    if (chunks_of(b) > 1) return "ld_" + buffer_name(b) + "(" + flat_index(b, idx) + ")";
+    return buffer_name(b) + ".d[" + flat_index(b, idx) + "]";
+  }
   if (scalars_.count(b.get())) return buffer_name(b);  // a one-element local: a plain variable
   return buffer_name(b) + "[" + flat_index(b, idx) + "]";
 }

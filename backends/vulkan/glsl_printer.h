@@ -20,8 +20,8 @@ namespace relax::vulkan {
 
 class StagePrinter {
  public:
-  StagePrinter(const tir::ProgramNode& p, const GlslFeatures& f, const std::vector<SymExpr>& push_vars, uint32_t block)
-      : prog_(p), feat_(f), push_vars_(push_vars), block_(block) {}
+  StagePrinter(const tir::ProgramNode& p, const GlslFeatures& f, const GlslProgram& program)
+      : prog_(p), feat_(f), push_vars_(program.push_vars), chunks_(program.chunks), block_(program.block) {}
 
   std::string print(const GpuStage& st);
 
@@ -80,6 +80,8 @@ class StagePrinter {
   std::string as_index(const tir::TExpr& e);
   std::string flat_index(const tir::Buffer& b, const std::vector<tir::TExpr>& idx);
   std::string access(const tir::Buffer& b, const std::vector<tir::TExpr>& idx);
+  // The parameter's bindings (1, or its chunks: GlslProgram::chunks).
+  int64_t chunks_of(const tir::Buffer& b) const;
 
   // ---- scalar expressions, each of its dtype's value type ----
   std::string imm(const tir::ImmNode& i);
@@ -126,6 +128,7 @@ class StagePrinter {
   const tir::ProgramNode& prog_;
   const GlslFeatures& feat_;
   const std::vector<SymExpr>& push_vars_;
+  const std::vector<int64_t>& chunks_;
   uint32_t block_;
   int ind_ = 1;
   bool arith_ext_ = false, storage8_ = false, storage16_ = false;

@@ -9,6 +9,9 @@
   GPU) gives the same answers.
 - Kernel outputs read by host builtins in the middle of a graph (NonZero,
   a data-dependent If) are waited for: answers match numpy.
+- A tensor beyond lavapipe's 128 MiB storage-buffer range (a static
+  135 MiB input, as a large FC weight) is bound in chunks: a Gather reads
+  rows on both sides of the chunk boundary right.
 - Matmuls tiled through shared memory (RELAX_VULKAN_SHARED=1; lavapipe
   never picks them by itself) give the expected answers at every sequence
   length, and =0 turns them off.
@@ -116,6 +119,33 @@ def main():
         check(prof and sum(p["calls"] for p in prof) == rep3.get("vulkan", {}).get("kernel_calls")
               and all(p["ms"] >= 0 for p in prof), f"--profile times every kernel call: {prof}")
         check(prof == sorted(prof, key=lambda p: -p["ms"]), "--profile lists the slowest first")
+
+        # A table of 33,000 x 1,024 f32 (135 MiB) gathered across its chunks.
+        rows, width = 33000, 1024
+        big = os.path.join(tmp, "big.onnx")
+        g = helper.make_graph([helper.make_node("Gather", ["table", "idx"], ["y"], axis=0)], "big",
+                              [helper.make_tensor_value_info("table", TensorProto.FLOAT, [rows, width]),
+                               helper.make_tensor_value_info("idx", TensorProto.INT64, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", width])])
+        save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), big)
+        bp = os.path.join(tmp, "big.rpkg")
+        r = run(rbuild, big, "--target", "vulkan", "-o", bp)
+        check(r.returncode == 0, f"relax-build big table: {r.stderr}")
+        r = run(rbuild, big, "--target", "vulkan", "--emit", "kernels")
+        check("float ld_b_" in r.stdout, "--emit kernels: the big table is read through its chunks' loader")
+        table = np.arange(rows * width, dtype=np.float32).reshape(rows, width) % 65521
+        per_chunk = (1 << 27) // 4 // width  # rows in the first 128 MiB chunk
+        idx = np.array([0, per_chunk - 1, per_chunk, rows - 1, 7], np.int64)
+        np.save(os.path.join(tmp, "table.npy"), table)
+        np.save(os.path.join(tmp, "idx.npy"), idx)
+        out = os.path.join(tmp, "out_big")
+        rc, rep6 = run_json(rrun, bp, "--input", "table=" + os.path.join(tmp, "table.npy"),
+                            "--input", "idx=" + os.path.join(tmp, "idx.npy"), "--output-dir", out)
+        check(rc == 0, f"gather from a 135 MiB table on vulkan: exit {rc}: {rep6}")
+        if rc == 0:
+            y = np.load(os.path.join(out, "y.npy"))
+            check(np.array_equal(y, table[idx]), "gather across the 128 MiB chunk boundary")
+        del table
 
         # Kernel outputs read on the host mid-graph.
         onnx_path = os.path.join(tmp, "host.onnx")
