@@ -1,13 +1,22 @@
-// relax-build: a model (ONNX or IR text) -> one package (*.rpkg) for a target.
+// relax-build: models (ONNX or IR text) -> packages (*.rpkg) for a target.
 //
 //   relax-build MODEL.onnx|MODEL.relax --target cpu [-o OUT.rpkg] [-O0|-O1|-O2] [--json]
+//   relax-build A.onnx B.onnx zoo/ ... --target T -o OUTDIR [--jobs N] [--report R.json] [--shard K/N]
+//       [--timeout S] [--force] [--quiet] [--json]
+//   relax-build --merge-reports a.json b.json ... > all.json
 //
-// Exit codes as relax-import: 0 built; 2 the model uses something
-// unsupported (every unsupported op listed at once, with node names); 1 any
-// other error. The package is written through a temporary file, so nothing
-// is left behind when the build fails.
+// One model: built in this process. Exit codes as relax-import: 0 built; 2
+// the model uses something unsupported (every unsupported op listed at
+// once, with node names); 1 any other error. The package is written
+// through a temporary file, so nothing is left behind when the build fails.
+// Several models, a folder, or any of the batch options: batch mode
+// (tools/batch_build.h), each model in its own process.
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <span>
+#include <tuple>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -18,20 +27,59 @@
 #include "ir/printer.h"
 #include "passes/memory_plan.h"
 #include "runtime/error.h"
+#include "runtime/file_util.h"
+#include "runtime/package.h"
+#include "tools/batch_build.h"
+#include "tools/version.h"
 
 namespace fs = std::filesystem;
 using namespace relax;
 
+namespace {
+
+// This executable's checksum: the compiler's identity beyond its version,
+// recorded in packages (BuildOptions::compiler_id).
+std::string self_checksum() {
+  try {
+    std::shared_ptr<const rt::MappedFile> exe = rt::MappedFile::open("/proc/self/exe");
+    std::span<const uint8_t> b = exe->bytes();
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(rt::checksum64(b.data(), b.size())));
+    return hex;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+const char* kExamples =
+    "Examples:\n"
+    "  relax-build model.onnx --target vulkan                 # -> model.vulkan.rpkg\n"
+    "  relax-build gpt2.onnx --bound sequence_length=1..1024 -o gpt2.rpkg\n"
+    "  relax-build zoo/ extra.onnx --target cpu -o out/ --jobs 4 --report report.json\n"
+    "  relax-build zoo/ -o out/ --shard 2/8 --report part2.json   # the 2nd of 8 slices\n"
+    "  relax-build --merge-reports part*.json > all.json\n\n"
+    "Exit status: 0 built (every model); 2 unsupported ops (some models, none failed otherwise); 1 any other "
+    "error (batch: an error, crash or timeout).";
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"relax-build: compile a model (ONNX or IR text) into a package (*.rpkg) for a target."};
-  std::string model, output, target = "cpu", emit;
+  CLI::App app{std::string("relax-build: compile models (ONNX or IR text) into packages (*.rpkg) for a target; "
+                            "one model, or a batch of files and folders (each model in its own process).")};
+  app.footer(kExamples);
+  std::vector<std::string> models;
+  std::string output, target = "cpu", emit;
   BuildOptions opts;
   bool json = false;
   int level = 2;
   std::vector<std::string> bounds;
-  app.add_option("model", model, "the model: *.onnx, or *.relax with its weights file")->required();
+  app.add_option("models", models,
+                 "the model: *.onnx, or *.relax with its weights file; several, or folders (searched for *.onnx): a "
+                 "batch; with --merge-reports, the reports");
   app.add_option("--target", target, "the target: cpu or vulkan")->capture_default_str();
-  app.add_option("-o,--output", output, "the package (default: MODEL.<target>.rpkg beside the model)");
+  app.add_option("-o,--output", output,
+                 "the package (default: MODEL.<target>.rpkg beside the model); in a batch, the folder for the packages "
+                 "(a folder given as input keeps its sub-folders there)");
   app.add_option("-O", level, "the pass pipeline: -O0 (legalise only), -O1 (graph clean-ups), -O2 (default: also fusion, constant folding, memory planning; docs/passes.md)")
       ->check(CLI::Range(0, 2))
       ->capture_default_str();
@@ -55,23 +103,62 @@ int main(int argc, char** argv) {
   app.add_flag("--no-fold", no_fold,
                "keep weight-only computations (@transform_params) for the runtime to run at load instead of "
                "computing them now (they are never computed now for another --cpu)");
-  app.add_flag("--json", json, "print a JSON report on standard output");
+  app.add_flag("--json", json, "print a JSON report on standard output (a batch: the whole report)");
+  batch::BatchOptions bo;
+  std::string shard;
+  bool merge = false;
+  auto* jobs_opt = app.add_option("-j,--jobs", bo.jobs, "batch: models built at once (default: the number of cores)")
+                       ->check(CLI::Range(1, 1024));
+  auto* report_opt = app.add_option("--report", bo.report_path, "batch: write the JSON report to this file");
+  auto* shard_opt = app.add_option("--shard", shard,
+                                   "batch: build only the K-th of N deterministic slices of the models (K/N, K from 1), "
+                                   "for spreading a zoo across machines");
+  auto* timeout_opt = app.add_option("--timeout", bo.timeout, "batch: stop a model's build after this many seconds")
+                          ->check(CLI::PositiveNumber);
+  auto* force_opt = app.add_flag("--force", bo.force, "batch: rebuild models whose package is up to date");
+  app.add_flag("-q,--quiet", bo.quiet, "batch: no progress and no summary on standard error");
+  app.add_flag("--merge-reports", merge, "join the batch reports given as inputs into one, on standard output");
+  app.set_version_flag("--version", version_text("relax-build"));
   CLI11_PARSE(app, argc, argv);
+
+  if (merge) {
+    try {
+      if (models.empty()) fail("--merge-reports: give the reports to join");
+      return batch::merge_reports(models, bo.quiet);
+    } catch (const std::exception& e) {
+      std::cerr << "relax-build: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  if (models.empty()) {
+    std::cerr << "relax-build: error: no model given (relax-build --help)\n";
+    return 1;
+  }
+  bool is_batch = models.size() > 1 || jobs_opt->count() || report_opt->count() || shard_opt->count() ||
+                  timeout_opt->count() || force_opt->count() || bo.quiet ||
+                  (!output.empty() && (output.back() == '/' || fs::is_directory(output)));
+  for (const std::string& m : models) is_batch = is_batch || fs::is_directory(m);
+  std::string model = models[0];
 
   opts.target = target;
   opts.opt_level = level;
+  opts.compiler_id = self_checksum();
   for (const std::string& p : print_after) {
     if (p == "all")
       opts.print_after_all = true;
     else
       opts.print_after.insert(p);
   }
-  if (output.empty()) output = fs::path(model).replace_extension("." + target + ".rpkg").string();
-  nlohmann::json rep{{"model", model}, {"target", target}};
+  if (output.empty() && !is_batch) output = fs::path(model).replace_extension("." + target + ".rpkg").string();
+  // The report of one model: an entry of a batch's report.
+  nlohmann::json rep{{"model", model}, {"target", target}, {"package", output}};
+  auto t0 = std::chrono::steady_clock::now();
   auto finish = [&](int code, const std::string& error) {
     rep["ok"] = code == 0;
-    if (!error.empty()) rep["error"] = error;
-    if (json) std::cout << rep.dump(2) << "\n";
+    rep["status"] = code == 0 ? "ok" : code == 2 ? "unsupported" : "error";
+    if (!error.empty()) rep["message"] = error;
+    rep["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (json && !is_batch) std::cout << rep.dump(2) << "\n";
     return code;
   };
   try {
@@ -81,6 +168,19 @@ int main(int argc, char** argv) {
       fail("--tile: expected ROWSxCOLS, each 1 to 8, got '", tile, "'");
     opts.gpu_tile = {tile[0] - '0', tile[2] - '0'};
     opts.fold_constants = !no_fold;
+    if (is_batch) {
+      if (!emit.empty()) fail("--emit takes one model");
+      if (!shard.empty()) std::tie(bo.shard_k, bo.shard_n) = batch::parse_shard(shard);
+      bo.inputs = models;
+      bo.out_dir = output;
+      bo.json = json;
+      bo.build = opts;
+      // What each model's build gets: the options that shape the package.
+      bo.child_args = {"--target", target, "-O", std::to_string(level), "--cpu", opts.cpu, "--tile", tile};
+      for (const std::string& b : bounds) bo.child_args.insert(bo.child_args.end(), {"--bound", b});
+      if (no_fold) bo.child_args.push_back("--no-fold");
+      return batch::run_batch(bo);
+    }
     if (!emit.empty()) {
       if (emit != "relax" && emit != "kernels") fail("--emit: unknown kind '", emit, "'; known: relax, kernels");
       IRModule mod = build_module(model, opts);
@@ -89,10 +189,12 @@ int main(int argc, char** argv) {
     }
     BuildReport r = build_package(model, output, opts);
     rep["package"] = r.package_path;
-    rep["bytes"] = r.package_bytes;
+    rep["package_bytes"] = r.package_bytes;
     rep["kernels"] = r.num_kernels;
     rep["weights"] = r.num_weights;
-    for (const auto& [name, s] : r.phase_seconds) rep["seconds"][name] = s;
+    rep["inputs"] = r.inputs;
+    rep["outputs"] = r.outputs;
+    for (const auto& [name, s] : r.phase_seconds) rep["phases"][name] = s;
     if (!json) std::cerr << "relax-build: wrote " << r.package_path << " (" << r.num_kernels << " kernels)\n";
     return finish(0, "");
   } catch (const onnx_fe::UnsupportedModel& u) {

@@ -26,6 +26,7 @@
 #include "runtime/bytecode.h"
 #include "runtime/error.h"
 #include "runtime/package.h"
+#include "tools/version.h"
 
 using namespace relax::rt;
 using nlohmann::json;
@@ -209,7 +210,7 @@ int main(int argc, char** argv) {
   app.add_option("package", path, "the package (*.rpkg)")->required();
   app.add_option("--bind", binds, "a symbolic dim's value for the memory figures: NAME=V, or NAME=LO..HI for one call per value (repeatable)");
   app.add_flag("--json", as_json, "print one JSON object on stdout");
-  app.set_version_flag("--version", std::string("relax-inspect ") + RELAX_VERSION);
+  app.set_version_flag("--version", relax::version_text("relax-inspect"));
   CLI11_PARSE(app, argc, argv);
 
   try {

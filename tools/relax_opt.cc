@@ -15,6 +15,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
+#include "tools/version.h"
 
 namespace {
 
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
   CLI::App app{"relax-opt: read IR text (*.relax), run passes by name, write IR text."};
   std::string input, output, passes;
   std::vector<std::string> print_after;
-  bool print_after_all = false, time_passes = false, no_verify = false, list = false, version = false;
+  bool print_after_all = false, time_passes = false, no_verify = false, list = false;
 #ifdef NDEBUG
   bool verify_each = false;
 #else
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
   app.add_option("input", input, "IR text file, or - for standard input");
   app.add_option("--passes", passes, "comma-separated passes or pipelines (O0, O1, O2) to run in order");
   app.add_option("-o,--output", output, "output file (default: standard output)");
-  app.add_option("--print-after", print_after, "print the IR after this pass (repeatable, or comma-separated)")
+  app.add_option("--print-after", print_after, "print the IR after this pass (repeatable, or comma-separated; all: every pass)")
       ->delimiter(',');
   app.add_flag("--print-after-all", print_after_all, "print the IR after every pass");
   app.add_flag("--time-passes", time_passes, "print the time each pass took");
@@ -87,13 +88,14 @@ int main(int argc, char** argv) {
                "verify the IR after every pass (default on in debug builds)");
   app.add_flag("--no-verify", no_verify, "do not verify the input");
   app.add_flag("--list-passes", list, "list the passes and pipelines, then exit");
-  app.add_flag("--version", version, "print the version, then exit");
+  app.footer(
+      "Examples:\n"
+      "  relax-opt model.relax --passes O2 -o model.opt.relax\n"
+      "  relax-opt model.relax --passes fuse-ops,fuse-tir --print-after fuse-ops\n"
+      "  relax-opt --list-passes\n\n"
+      "Exit status: 0 done; 1 an error (the input does not parse or verify, an unknown pass).");
+  app.set_version_flag("--version", relax::version_text("relax-opt"));
   CLI11_PARSE(app, argc, argv);
-
-  if (version) {
-    std::cout << "relax-opt " << RELAX_VERSION << "\n";
-    return 0;
-  }
   if (list) {
     list_passes();
     return 0;
@@ -107,7 +109,12 @@ int main(int argc, char** argv) {
     relax::IRModule mod = relax::parse_module(text, input == "-" ? "<stdin>" : input);
     if (!no_verify) relax::verify_or_throw(mod);
     relax::PassOptions opts;
-    opts.print_after = {print_after.begin(), print_after.end()};
+    for (const std::string& p : print_after) {
+      if (p == "all")
+        print_after_all = true;  // as relax-build's --print-after=all
+      else
+        opts.print_after.insert(p);
+    }
     opts.print_after_all = print_after_all;
     opts.time_passes = time_passes;
     opts.verify_each = verify_each;

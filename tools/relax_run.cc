@@ -26,6 +26,7 @@
 #include "runtime/tensor_proto.h"
 #include "runtime/thread_pool.h"
 #include "runtime/vulkan.h"
+#include "tools/version.h"
 
 namespace fs = std::filesystem;
 using namespace relax::rt;
@@ -162,6 +163,14 @@ int main(int argc, char** argv) {
   app.add_flag("--stats", stats,
                "print what a vulkan package did on the device per run: kernel calls, dispatches, barriers, "
                "submits, bytes copied in and out (in --json: always)");
+  app.footer(
+      "Examples:\n"
+      "  relax-run model.cpu.rpkg --input x=x.npy --output-dir out/\n"
+      "  relax-run model.vulkan.rpkg --test-data case/test_data_set_0 --json\n"
+      "  relax-run gpt2.cpu.rpkg --input input_ids=ids.npy --bench 50\n"
+      "  relax-run --list-devices\n\n"
+      "Exit status: 0 ran (and, with --test-data, every output matched); 1 an error or a mismatch.");
+  app.set_version_flag("--version", relax::version_text("relax-run"));
   CLI11_PARSE(app, argc, argv);
   if (list) return list_devices(json);
   if (pkg.empty()) {

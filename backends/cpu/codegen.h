@@ -50,6 +50,11 @@ struct CpuArtifact {
 // anything it cannot compile.
 CpuArtifact compile_programs(const std::vector<tir::Program>& programs, const CpuOptions& opts);
 
+// What --cpu NAME compiles for, as a stable string: NAME itself, or for
+// "host" the host's CPU name and a checksum of its feature string
+// ("host:znver3:1f2e...").
+std::string cpu_key(const std::string& cpu);
+
 // The optimised LLVM IR of the programs, for inspection and tests.
 std::string emit_llvm_ir(const std::vector<tir::Program>& programs, const CpuOptions& opts);
 

@@ -12,6 +12,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 
 #include "backends/cpu/codegen_internal.h"
 #include "ir/error.h"
+#include "runtime/package.h"
 
 namespace relax::cpu {
 
@@ -93,6 +95,14 @@ void run_lld(const std::vector<std::string>& args) {
 }
 
 }  // namespace
+
+std::string cpu_key(const std::string& cpu) {
+  if (cpu != "host") return cpu;
+  std::string f = host_features();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(rt::checksum64(f.data(), f.size())));
+  return "host:" + llvm::sys::getHostCPUName().str() + ":" + hex;
+}
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuOptions& opts) {
   init_llvm();

@@ -1,6 +1,7 @@
 #include "backends/driver/build.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -37,6 +38,9 @@ struct LoadedModel {
   IRModule mod;
   NamedTensors weights;
   std::vector<std::string> output_names;
+  // The files the build reads, relative to the model's folder: the model,
+  // then its external data or weights file.
+  std::vector<std::string> files;
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -45,11 +49,13 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 LoadedModel load_model(const std::string& path) {
   LoadedModel m;
+  m.files.push_back(fs::path(path).filename().string());
   if (ends_with(path, ".onnx")) {
     onnx_fe::ImportedModel im = onnx_fe::import_onnx(path);
     m.mod = std::move(im.mod);
     m.weights = std::move(im.weights);
     for (const auto& o : im.outputs) m.output_names.push_back(o.name);
+    m.files.insert(m.files.end(), im.data_files.begin(), im.data_files.end());
     return m;
   }
   m.mod = parse_module_file(path);
@@ -63,6 +69,7 @@ LoadedModel load_model(const std::string& path) {
       fail(path, ": cannot read its weight file ", wpath.string(), ": ", e.what());
     }
     m.weights = decode_safetensors(bytes, wpath.string());
+    m.files.push_back(wfile);
   }
   return m;
 }
@@ -268,7 +275,59 @@ bool fold_transform_params(IRModule& mod, NamedTensors& weights, const BuildOpti
   return true;
 }
 
+// Each file the build read, with its size and checksum64 (hex), as the
+// manifest's "build.sources" records them.
+nlohmann::json sources_json(const std::string& model, const std::vector<std::string>& files) {
+  nlohmann::json out = nlohmann::json::array();
+  fs::path dir = fs::path(model).parent_path();
+  for (const std::string& f : files) {
+    std::shared_ptr<const rt::MappedFile> file = rt::MappedFile::open((dir / f).string());
+    std::span<const uint8_t> bytes = file->bytes();
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(rt::checksum64(bytes.data(), bytes.size())));
+    out.push_back({{"file", f}, {"bytes", bytes.size()}, {"checksum", hex}});
+  }
+  return out;
+}
+
+std::string compiler_name() { return std::string("relax ") + RELAX_VERSION; }
+
 }  // namespace
+
+std::string options_key(const BuildOptions& opts) {
+  std::string key = cat("target=", opts.target, " O=", opts.opt_level);
+  if (opts.target == "cpu") key += " cpu=" + cpu::cpu_key(opts.cpu);
+  if (opts.target == "vulkan") key += cat(" tile=", opts.gpu_tile.first, "x", opts.gpu_tile.second);
+  key += opts.fold_constants ? " fold=1" : " fold=0";
+  for (const auto& [name, b] : opts.bounds) key += cat(" bound:", name, "=", b.lo, "..", b.hi);
+  return key;
+}
+
+std::string why_rebuild(const std::string& model, const std::string& package, const BuildOptions& opts) {
+  std::error_code ec;
+  if (!fs::exists(package, ec)) return "no package yet";
+  nlohmann::json build;
+  try {
+    rt::Package pkg = rt::Package::open(package);
+    build = nlohmann::json::parse(pkg.section_text("manifest")).value("build", nlohmann::json());
+  } catch (const std::exception& e) {
+    return cat("the package is not valid (", e.what(), ")");
+  }
+  if (!build.is_object() || !build.contains("sources")) return "the package records no build";
+  if (build.value("compiler", "") != compiler_name() || build.value("compiler_id", "") != opts.compiler_id)
+    return "built by another compiler";
+  if (build.value("options", "") != options_key(opts)) return "built with other options";
+  std::vector<std::string> files;
+  for (const auto& s : build["sources"]) files.push_back(s.value("file", ""));
+  if (files.empty() || files[0] != fs::path(model).filename().string()) return "built from another model";
+  try {
+    if (sources_json(model, files) != build["sources"]) return "the model changed";
+  } catch (const std::exception&) {
+    return "a file the model was built from is gone";
+  }
+  return "";
+}
 
 IRModule build_module(const std::string& model, const BuildOptions& opts) {
   LoadedModel m = load_model(model);
@@ -313,7 +372,7 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   // The manifest: what a user of the package needs to know without the model.
   nlohmann::json man;
   man["format"] = 1;
-  man["compiler"] = std::string("relax ") + RELAX_VERSION;
+  man["compiler"] = compiler_name();
   man["target"] = {{"kind", opts.target}, {"cpu", opts.cpu}};
   man["model"] = fs::path(model).filename().string();
   man["inputs"] = nlohmann::json::array();
@@ -337,6 +396,12 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   man["bounds"] = nlohmann::json::object();
   for (const auto& [name, b] : function_bounds(main)) man["bounds"][name] = {b.lo, b.hi};
   man["memory"] = memory_json(main);
+  // What this package was built from and how: relax-build's batch mode
+  // skips a model whose package still matches (why_rebuild).
+  man["build"] = {{"compiler", compiler_name()},
+                  {"compiler_id", opts.compiler_id},
+                  {"options", options_key(opts)},
+                  {"sources", sources_json(model, m.files)}};
 
   // Weights: the ones the bytecode uses, each 64-byte aligned in the section.
   std::map<std::string, const HostTensor*> by_name;
@@ -383,6 +448,8 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   phase("package");
 
   report.num_kernels = lowered.exe.kernels.size();
+  report.inputs = man["inputs"];
+  report.outputs = man["outputs"];
   report.num_weights = lowered.weights.size();
   report.package_bytes = size_t(fs::file_size(out_path));
   return report;

@@ -100,6 +100,7 @@ class Importer {
   std::unordered_set<std::string> weight_names_;
   std::vector<Unsupported> late_unsupported_;
   std::unordered_set<std::string> poisoned_;  // outputs of nodes that could not be converted
+  std::set<std::string> data_files_;          // external data locations read
 };
 
 void Importer::read_opsets() {
@@ -272,6 +273,9 @@ std::vector<const onnx::NodeProto*> Importer::topo_sort(const onnx::GraphProto& 
 void Importer::add_initializers(const onnx::GraphProto& g, Scope& scope) {
   for (const auto& init : g.initializer()) {
     if (init.name().empty()) fail("an initializer has no name");
+    if (init.data_location() == onnx::TensorProto::EXTERNAL)
+      for (const auto& kv : init.external_data())
+        if (kv.key() == "location") data_files_.insert(kv.value());
     HostTensor t = decode_tensor(init, dir_);
     auto data = std::make_shared<HostTensor>(t);
     Value v;
@@ -452,6 +456,7 @@ ImportedModel Importer::run() {
   out.weights = referenced_weights(mod_.function("main"));
   out.opsets = opsets_;
   out.op_counts = op_counts_;
+  out.data_files = data_files_;
   return out;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,7 @@ struct ImportedModel {
   std::map<std::string, int> opsets;                        // domain ("" = ai.onnx) -> version
   std::map<std::string, int> op_counts;                     // "Conv", "com.microsoft.Gelu" -> count
   std::vector<NamedValueInfo> inputs, outputs;              // the graph's, in order
+  std::set<std::string> data_files;                         // external data read, relative to the model's folder
 };
 
 // Imports a model file. Raises UnsupportedModel (every unsupported op at
