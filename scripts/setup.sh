@@ -11,6 +11,7 @@ PACKAGES=(
   mesa-vulkan-drivers
   libcli11-dev doctest-dev nlohmann-json3-dev
   python3-onnx python3-numpy libonnx-testdata
+  graphviz
 )
 
 missing=()

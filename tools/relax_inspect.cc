@@ -1,6 +1,12 @@
 // relax-inspect: what a package holds, without running it.
 //
 //   relax-inspect PKG [--bind NAME=V ...] [--json]
+//   relax-inspect PKG|MODEL.relax --dot | --svg FILE | --png FILE
+//
+// --dot prints the graph after fusion (one box per kernel, edges labelled
+// with symbolic shapes: backends/common/dataflow_graph.h) as Graphviz dot;
+// --svg and --png render it with Graphviz's `dot` (Debian's graphviz). For
+// IR text the O2 pipeline for cpu runs first.
 //
 // Prints the inputs and outputs with their symbolic dims, the bounds the
 // package was built with, the weights, the kernels (each with the graph ops
@@ -13,16 +19,24 @@
 // sweeps a dim: one call per value with the pools kept across the calls,
 // as a server that runs a model at changing sizes keeps them. A variable
 // not given with --bind takes its upper bound when the package records
-// one. Links the runtime alone.
+// one. Links the runtime and the IR core (for IR text), not LLVM.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdint>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "backends/common/dataflow_graph.h"
+#include "ir/error.h"
+#include "ir/parser.h"
+#include "passes/pass.h"
 #include "runtime/allocator.h"
+#include "runtime/file_util.h"
 #include "runtime/bytecode.h"
 #include "runtime/error.h"
 #include "runtime/package.h"
@@ -30,6 +44,7 @@
 
 using namespace relax::rt;
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -194,6 +209,52 @@ MemoryFigures memory_figures(const json& man, const std::map<std::string, std::p
   return f;
 }
 
+// The graph of a package (its "graph" section) or of IR text (after the
+// O2 pipeline for cpu).
+json graph_of(const std::string& path) {
+  if (path.size() > 6 && path.compare(path.size() - 6, 6, ".relax") == 0) {
+    try {
+      relax::IRModule mod = relax::parse_module_file(path);
+      mod.attrs.set("target", std::string("cpu"));
+      mod = relax::run_passes(mod, relax::pipeline("O2", "cpu"));
+      return relax::dataflow_graph(mod);
+    } catch (const relax::Error& e) {
+      rt_fail(e.what());
+    }
+  }
+  Package pkg = Package::open(path);
+  if (!pkg.has("graph")) rt_fail(path, ": the package has no graph (an older relax-build wrote it; rebuild it)");
+  json graph = json::parse(pkg.section_text("graph"));
+  // The outputs by the names the model gave them.
+  json outs = json::parse(pkg.section_text("manifest")).value("outputs", json::array());
+  size_t k = 0;
+  for (json& n : graph["nodes"])
+    if (n.value("kind", "") == "output" && k < outs.size()) n["name"] = outs[k++].value("name", "output");
+  return graph;
+}
+
+// Renders dot text with Graphviz into `out` (through a temporary file).
+void render(const std::string& dot_text, const std::string& format, const std::string& out) {
+  if (system("command -v dot >/dev/null 2>&1") != 0)
+    rt_fail("--", format, ": Graphviz's dot is not installed (Debian: apt install graphviz); --dot prints the graph");
+  AtomicFile target(out);  // claims the name; dot writes the temporary file beside it
+  fs::path p(out);
+  fs::path tmp = (p.parent_path().empty() ? fs::path(".") : p.parent_path()) / ("." + p.filename().string() + ".dot-tmp");
+  FILE* pipe = popen(("dot -T" + format + " -o '" + tmp.string() + "'").c_str(), "w");
+  if (!pipe) rt_fail("--", format, ": cannot run dot");
+  fwrite(dot_text.data(), 1, dot_text.size(), pipe);
+  int status = pclose(pipe);
+  std::error_code ec;
+  if (status != 0) {
+    fs::remove(tmp, ec);
+    rt_fail("--", format, ": dot failed (exit status ", status, ")");
+  }
+  std::string bytes = read_file(tmp.string());
+  fs::remove(tmp, ec);
+  target.write(bytes);
+  target.commit();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,11 +264,18 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  relax-inspect gpt2.rpkg\n"
       "  relax-inspect gpt2.rpkg --bind batch_size=1 --bind sequence_length=128 --json\n"
-      "  relax-inspect gpt2.rpkg --bind batch_size=1 --bind sequence_length=1 --bind past_sequence_length=0..127"};
+      "  relax-inspect gpt2.rpkg --bind batch_size=1 --bind sequence_length=1 --bind past_sequence_length=0..127\n"
+      "  relax-inspect gpt2.rpkg --dot > gpt2.dot\n"
+      "  relax-inspect model.relax --svg model.svg"};
   std::string path;
   std::vector<std::string> binds;
   bool as_json = false;
-  app.add_option("package", path, "the package (*.rpkg)")->required();
+  app.add_option("package", path, "the package (*.rpkg); with --dot, --svg or --png also IR text (*.relax)")->required();
+  bool dot = false;
+  std::string svg, png;
+  app.add_flag("--dot", dot, "print the graph after fusion as Graphviz dot (one box per kernel, edges with shapes)");
+  app.add_option("--svg", svg, "render the graph into this SVG file (needs Graphviz's dot)");
+  app.add_option("--png", png, "render the graph into this PNG file (needs Graphviz's dot)");
   app.add_option("--bind", binds, "a symbolic dim's value for the memory figures: NAME=V, or NAME=LO..HI for one call per value (repeatable)");
   app.add_flag("--json", as_json, "print one JSON object on stdout");
   app.set_version_flag("--version", relax::version_text("relax-inspect"));
@@ -231,6 +299,13 @@ int main(int argc, char** argv) {
         rt_fail("--bind expects NAME=V or NAME=LO..HI with non-negative integers, got '", b, "'");
       }
       bind[b.substr(0, eq)] = r;
+    }
+    if (dot || !svg.empty() || !png.empty()) {
+      std::string text = relax::dataflow_dot(graph_of(path), fs::path(path).filename().string());
+      if (dot) std::cout << text;
+      if (!svg.empty()) render(text, "svg", svg);
+      if (!png.empty()) render(text, "png", png);
+      return 0;
     }
 
     Package pkg = Package::open(path);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "backends/common/dataflow_graph.h"
 #include "backends/common/vm_lower.h"
 #include "backends/cpu/codegen.h"
 #if RELAX_HAVE_VULKAN
@@ -443,6 +444,7 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
     w.add("kernels.vulkan", std::move(compiled.vulkan_meta));
     w.add("kernels.vulkan.spv", std::move(compiled.vulkan_spirv));
   }
+  w.add("graph", dataflow_graph(mod).dump());  // for relax-inspect --dot
   w.add("weights", std::move(wbytes));
   w.write(out_path);
   phase("package");

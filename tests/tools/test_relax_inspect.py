@@ -16,6 +16,8 @@ refuses unknown dims, values beyond the bounds and a damaged package.
 import argparse
 import json
 import os
+import re
+import shutil
 import sys
 import tempfile
 
@@ -152,6 +154,35 @@ def main():
         open(bad, "wb").write(bytes(data))
         r = run(inspect, bad)
         check(r.returncode == 1 and "bad.rpkg" in r.stderr, f"damaged package: exit {r.returncode}: {r.stderr}")
+
+        # The graph: one box per kernel, edges with symbolic shapes; IR text too; rendered by Graphviz.
+        r = run(inspect, pkgs["o2"], "--dot")
+        check(r.returncode == 0 and r.stdout.startswith('digraph "o2.rpkg"'), f"--dot: {r.stdout[:200]}{r.stderr}")
+        boxes = re.findall(r"^  n\d+ \[label=\"([^\"]*)\"", r.stdout, re.M)
+        edges = re.findall(r"^  n\d+ -> n\d+ \[label=\" ([^\"]*)\"", r.stdout, re.M)
+        kernels = inspect_json(pkgs["o2"]).get("kernel_calls", -1)
+        compiled = [b for b in boxes if not b.startswith(("library ", "input ")) and b != "y"]
+        check(len(compiled) == kernels and len(boxes) == kernels + 3 + 2,
+              f"--dot: boxes {boxes} for {kernels} kernel calls, 3 library matmuls, an input and an output")
+        check("input x" in boxes and "y" in boxes, f"--dot: inputs and outputs by name: {boxes}")
+        check("f32[batch, 8]" in edges and "f32[batch, 5]" in edges, f"--dot: edge shapes: {edges}")
+        relax_text = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "mlp.relax")
+        r = run(inspect, relax_text, "--dot")
+        check(r.returncode == 0 and "fused_add_relu" in r.stdout and "f32[batch, 256]" in r.stdout,
+              f"--dot on IR text: {r.stdout[:300]}{r.stderr}")
+        if shutil.which("dot"):
+            svg, png = os.path.join(tmp, "g.svg"), os.path.join(tmp, "g.png")
+            r = run(inspect, pkgs["o2"], "--svg", svg, "--png", png)
+            check(r.returncode == 0, f"--svg/--png: {r.stderr}")
+            check(os.path.exists(svg) and "<svg" in open(svg).read() and "batch" in open(svg).read(), "--svg output")
+            check(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "--png output")
+            check(not [f for f in os.listdir(tmp) if "tmp" in f], f"temporary files left: {os.listdir(tmp)}")
+        else:
+            print("graphviz's dot is not installed: --svg/--png not rendered (scripts/setup.sh installs it)")
+            r = run(inspect, pkgs["o2"], "--svg", os.path.join(tmp, "g.svg"))
+            check(r.returncode == 1 and "graphviz" in r.stderr.lower(), f"--svg without dot: {r.stderr}")
+        r = run(inspect, bad, "--dot")
+        check(r.returncode == 1 and "bad.rpkg" in r.stderr, f"--dot of a damaged package: {r.stderr}")
 
     return finish("relax-inspect and memory planning")
 
