@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 
 #include "runtime/error.h"
@@ -85,6 +86,12 @@ uint64_t checksum64(const void* data, size_t n) {
   Checksum64 c;
   c.update(data, n);
   return c.finish();
+}
+
+std::string checksum64_hex(const void* data, size_t n) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum64(data, n)));
+  return hex;
 }
 
 void PackageWriter::add(std::string name, std::string bytes, size_t alignment) {

@@ -58,6 +58,8 @@ class Checksum64 {
 };
 
 uint64_t checksum64(const void* data, size_t n);
+// The same as 16 lowercase hex digits (the form packages record it in).
+std::string checksum64_hex(const void* data, size_t n);
 
 struct SectionInfo {
   std::string name;

@@ -13,9 +13,7 @@
 // (tools/batch_build.h), each model in its own process.
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
-#include <span>
 #include <tuple>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -42,10 +40,7 @@ namespace {
 std::string self_checksum() {
   try {
     std::shared_ptr<const rt::MappedFile> exe = rt::MappedFile::open("/proc/self/exe");
-    std::span<const uint8_t> b = exe->bytes();
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(rt::checksum64(b.data(), b.size())));
-    return hex;
+    return rt::checksum64_hex(exe->bytes().data(), exe->bytes().size());
   } catch (const std::exception&) {
     return "";
   }

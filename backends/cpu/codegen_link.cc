@@ -12,7 +12,6 @@
 #include <llvm/Support/raw_ostream.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -99,9 +98,7 @@ void run_lld(const std::vector<std::string>& args) {
 std::string cpu_key(const std::string& cpu) {
   if (cpu != "host") return cpu;
   std::string f = host_features();
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(rt::checksum64(f.data(), f.size())));
-  return "host:" + llvm::sys::getHostCPUName().str() + ":" + hex;
+  return "host:" + llvm::sys::getHostCPUName().str() + ":" + rt::checksum64_hex(f.data(), f.size());
 }
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuOptions& opts) {

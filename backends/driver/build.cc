@@ -1,7 +1,6 @@
 #include "backends/driver/build.h"
 
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -284,10 +283,7 @@ nlohmann::json sources_json(const std::string& model, const std::vector<std::str
   for (const std::string& f : files) {
     std::shared_ptr<const rt::MappedFile> file = rt::MappedFile::open((dir / f).string());
     std::span<const uint8_t> bytes = file->bytes();
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx",
-                  static_cast<unsigned long long>(rt::checksum64(bytes.data(), bytes.size())));
-    out.push_back({{"file", f}, {"bytes", bytes.size()}, {"checksum", hex}});
+    out.push_back({{"file", f}, {"bytes", bytes.size()}, {"checksum", rt::checksum64_hex(bytes.data(), bytes.size())}});
   }
   return out;
 }
