@@ -55,6 +55,18 @@ def main():
     args = ap.parse_args()
     build = os.path.join(args.bin, "relax-build")
     rrun = os.path.join(args.bin, "relax-run")
+
+    # Every tool: --version with the support compiled in, --help with examples and exit statuses.
+    for tool in ("relax-build", "relax-run", "relax-import", "relax-inspect", "relax-opt"):
+        r = run(os.path.join(args.bin, tool), "--version")
+        check(r.returncode == 0 and r.stdout.startswith(tool + " ") and "cpu: " in r.stdout
+              and "vulkan: " in r.stdout and "cuda: " in r.stdout, f"{tool} --version: {r.stdout}{r.stderr}")
+        r = run(os.path.join(args.bin, tool), "--help")
+        check(r.returncode == 0 and "Examples:" in r.stdout and "Exit status" in r.stdout,
+              f"{tool} --help: {r.stdout[-600:]}")
+        r = run(os.path.join(args.bin, tool), "--no-such-flag")
+        check(r.returncode != 0 and r.stdout == "" and r.stderr, f"{tool} --no-such-flag: {r.returncode} {r.stderr}")
+
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "mlp.onnx")
         save(mlp(), model)
