@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 
+#include "runtime/cuda.h"
 #include "runtime/error.h"
 #include "runtime/vulkan.h"
 
@@ -48,6 +49,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
     if (auto meta = m->pkg_.find("kernels.vulkan"))
       m->kernels_ = VulkanKernels::load(m->pkg_.section_text("kernels.vulkan"), m->pkg_.section("kernels.vulkan.spv"),
                                         device, path + ":kernels.vulkan");
+  } else if (target == "cuda") {
+    rt_fail(path, ": a cuda package; this runtime cannot launch CUDA kernels yet (", cuda_driver_status().detail,
+            "); its PTX can be read with relax-inspect --extract");
   } else {
     rt_fail(path, ": built for target '", target, "', which this runtime cannot run");
   }

@@ -71,7 +71,10 @@ int main(int argc, char** argv) {
   app.add_option("models", models,
                  "the model: *.onnx, or *.relax with its weights file; several, or folders (searched for *.onnx): a "
                  "batch; with --merge-reports, the reports");
-  app.add_option("--target", target, "the target: cpu or vulkan")->capture_default_str();
+  app.add_option("--target", target, "the target: cpu, vulkan or cuda (cuda: PTX; no CUDA runtime to run it yet)")
+      ->capture_default_str();
+  app.add_option("--arch", opts.cuda_arch, "cuda: the GPU to compile for: sm_80 (A100), sm_86, sm_89, sm_90 (H100)")
+      ->capture_default_str();
   app.add_option("-o,--output", output,
                  "the package (default: MODEL.<target>.rpkg beside the model); in a batch, the folder for the packages "
                  "(a folder given as input keeps its sub-folders there)");
@@ -88,7 +91,7 @@ int main(int argc, char** argv) {
   app.add_option("--bound", bounds, "bounds of a symbolic dim, checked at run time; -O2 plans memory for the upper bound: NAME=LO..HI (repeatable)");
   app.add_option("--emit", emit,
                  "instead of a package, print the IR after the passes (relax) or the kernels' source (kernels: LLVM "
-                 "IR for cpu, GLSL for vulkan)");
+                 "IR for cpu, GLSL for vulkan, PTX for cuda)");
   std::vector<std::string> print_after;
   app.add_option("--print-after", print_after,
                  "print the IR after this pass to standard error (repeatable, or comma-separated; all: every pass)")
@@ -171,7 +174,8 @@ int main(int argc, char** argv) {
       bo.json = json;
       bo.build = opts;
       // What each model's build gets: the options that shape the package.
-      bo.child_args = {"--target", target, "-O", std::to_string(level), "--cpu", opts.cpu, "--tile", tile};
+      bo.child_args = {"--target", target, "-O", std::to_string(level), "--cpu", opts.cpu, "--tile", tile,
+                       "--arch", opts.cuda_arch};
       for (const std::string& b : bounds) bo.child_args.insert(bo.child_args.end(), {"--bound", b});
       if (no_fold) bo.child_args.push_back("--no-fold");
       return batch::run_batch(bo);

@@ -2,6 +2,12 @@
 //
 //   relax-inspect PKG [--bind NAME=V ...] [--json]
 //   relax-inspect PKG|MODEL.relax --dot | --svg FILE | --png FILE
+//   relax-inspect PKG --extract DIR
+//
+// --extract writes each kernel module to DIR: kernels.so (cpu),
+// <stage>.spv per shader (vulkan), kernels.ptx (cuda), and the kernel
+// index beside it (kernels.<target>.json). For cuda packages the text
+// report gives ptxas's registers and spills per kernel.
 //
 // --dot prints the graph after fusion (one box per kernel, edges labelled
 // with symbolic shapes: backends/common/dataflow_graph.h) as Graphviz dot;
@@ -29,6 +35,7 @@
 #include <cstdint>
 #include <iostream>
 #include <map>
+#include <span>
 #include <nlohmann/json.hpp>
 
 #include "backends/common/dataflow_graph.h"
@@ -255,6 +262,52 @@ void render(const std::string& dot_text, const std::string& format, const std::s
   target.commit();
 }
 
+// Writes `bytes` to DIR/name atomically.
+void write_into(const fs::path& dir, const std::string& name, std::span<const uint8_t> bytes) {
+  AtomicFile f((dir / name).string());
+  f.write(bytes.data(), bytes.size());
+  f.commit();
+}
+
+int extract_kernels(const Package& pkg, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) rt_fail(dir, ": cannot create the folder: ", ec.message());
+  auto text = [](std::string_view s) { return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()); };
+  std::vector<std::string> written;
+  if (auto so = pkg.find("kernels.cpu")) {
+    write_into(dir, "kernels.so", *so);
+    written.push_back("kernels.so");
+  }
+  if (pkg.has("kernels.vulkan")) {
+    json meta = json::parse(pkg.section_text("kernels.vulkan"));
+    std::span<const uint8_t> spv = pkg.section("kernels.vulkan.spv");
+    write_into(dir, "kernels.vulkan.json", text(pkg.section_text("kernels.vulkan")));
+    written.push_back("kernels.vulkan.json");
+    auto shader = [&](const json& at, const std::string& name) {
+      uint64_t off = at.value("offset", uint64_t(0)) * 4, n = at.value("words", uint64_t(0)) * 4;
+      if (off > spv.size() || n > spv.size() - off) rt_fail(pkg.path(), ": shader ", name, " lies outside its section");
+      write_into(dir, name + ".spv", spv.subspan(off, n));
+      written.push_back(name + ".spv");
+    };
+    for (const json& k : meta.value("kernels", json::array()))
+      for (const json& st : k.value("stages", json::array())) {
+        std::string name = st.value("name", "stage");
+        shader(st, name);
+        for (const char* variant : {"plain", "rows", "shared"})
+          if (st.contains(variant)) shader(st[variant], name + "_" + variant);
+      }
+  }
+  if (pkg.has("kernels.cuda")) {
+    write_into(dir, "kernels.cuda.json", text(pkg.section_text("kernels.cuda")));
+    write_into(dir, "kernels.ptx", pkg.section("kernels.cuda.ptx"));
+    written.insert(written.end(), {"kernels.cuda.json", "kernels.ptx"});
+  }
+  if (written.empty()) std::cout << pkg.path() << ": no kernel modules (the package runs builtins only)\n";
+  for (const std::string& w : written) std::cout << (fs::path(dir) / w).string() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -266,7 +319,8 @@ int main(int argc, char** argv) {
       "  relax-inspect gpt2.rpkg --bind batch_size=1 --bind sequence_length=128 --json\n"
       "  relax-inspect gpt2.rpkg --bind batch_size=1 --bind sequence_length=1 --bind past_sequence_length=0..127\n"
       "  relax-inspect gpt2.rpkg --dot > gpt2.dot\n"
-      "  relax-inspect model.relax --svg model.svg"};
+      "  relax-inspect model.relax --svg model.svg\n"
+      "  relax-inspect model.cuda.rpkg --extract kernels/"};
   std::string path;
   std::vector<std::string> binds;
   bool as_json = false;
@@ -276,6 +330,10 @@ int main(int argc, char** argv) {
   app.add_flag("--dot", dot, "print the graph after fusion as Graphviz dot (one box per kernel, edges with shapes)");
   app.add_option("--svg", svg, "render the graph into this SVG file (needs Graphviz's dot)");
   app.add_option("--png", png, "render the graph into this PNG file (needs Graphviz's dot)");
+  std::string extract;
+  app.add_option("--extract", extract,
+                 "write each kernel module into this folder: kernels.so (cpu), one .spv per shader (vulkan), "
+                 "kernels.ptx (cuda), with the kernel index");
   app.add_option("--bind", binds, "a symbolic dim's value for the memory figures: NAME=V, or NAME=LO..HI for one call per value (repeatable)");
   app.add_flag("--json", as_json, "print one JSON object on stdout");
   app.footer("Exit status: 0 done; 1 an error (a damaged package, an unknown dim, a value beyond a bound, no dot "
@@ -311,6 +369,7 @@ int main(int argc, char** argv) {
     }
 
     Package pkg = Package::open(path);
+    if (!extract.empty()) return extract_kernels(pkg, extract);
     json man = json::parse(pkg.section_text("manifest"));
     Executable exe = Executable::deserialize(pkg.section_text("bytecode"));
     for (const auto& [name, r] : bind) {
@@ -350,6 +409,10 @@ int main(int argc, char** argv) {
     out["kernels"] = man.value("kernels", 0);
     out["kernel_calls"] = calls;
     out["kernel_list"] = man.value("kernel_list", json::array());
+    if (pkg.has("kernels.cuda")) {
+      json cuda = json::parse(pkg.section_text("kernels.cuda"));
+      out["cuda"] = {{"arch", cuda.value("arch", "")}, {"ptxas", cuda.value("ptxas", json())}};
+    }
     if (man.contains("memory")) {
       MemoryFigures f = memory_figures(man, bind);
       json m;
@@ -388,6 +451,19 @@ int main(int argc, char** argv) {
     if (!out["lifted"].empty())
       std::cout << "computed at load: " << out["lifted"].size() << " weight transforms (@transform_params)\n";
     std::cout << "kernels: " << out["kernels"] << " (" << calls << " calls in @main)\n";
+    if (out.contains("cuda")) {
+      const json& c = out["cuda"];
+      std::cout << "cuda: PTX for " << c["arch"].get<std::string>();
+      if (c["ptxas"].is_null()) {
+        std::cout << ", not checked by ptxas (not installed where it was built)\n";
+      } else {
+        std::cout << ", checked by ptxas " << c["ptxas"].value("version", "?") << ":\n";
+        for (const auto& [k, f] : c["ptxas"]["kernels"].items())
+          std::cout << "  " << k << ": " << f.value("registers", 0) << " registers, " << f.value("spill_stores", 0)
+                    << " bytes spill stores, " << f.value("spill_loads", 0) << " bytes spill loads, "
+                    << f.value("stack", 0) << " bytes stack\n";
+      }
+    }
     for (const json& k : out["kernel_list"]) {
       std::cout << "  " << k.value("name", "?") << ":";
       for (const json& op : k.value("ops", json::array())) std::cout << " " << op.get<std::string>();

@@ -5,6 +5,7 @@
 
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -164,7 +165,9 @@ CpuArtifact compile_programs(const std::vector<tir::Program>& programs, const Cp
 ProgramCodegen::ProgramCodegen(llvm::Module& m, const tir::ProgramNode& prog, const std::string& symbol)
     : mod_(m), ctx_(m.getContext()), b_(m.getContext()), prog_(prog), symbol_(symbol) {}
 
-void ProgramCodegen::error(const std::string& what) const { fail("cpu codegen: prog @", prog_.name, ": ", what); }
+void ProgramCodegen::error(const std::string& what) const {
+  fail(gpu_ ? "cuda codegen: prog @" : "cpu codegen: prog @", prog_.name, ": ", what);
+}
 
 void ProgramCodegen::run() {
   auto* ptr = b_.getPtrTy();
@@ -181,6 +184,13 @@ void ProgramCodegen::run() {
   fn_->addParamAttr(1, llvm::Attribute::ReadOnly);
   entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   b_.SetInsertPoint(entry_);
+  setup_alias_scopes();
+  emit_prologue(buffers, shape_args);
+  emit_stmt(prog_.body);
+  b_.CreateRet(b_.getInt32(0));
+}
+
+void ProgramCodegen::setup_alias_scopes() {
   llvm::MDBuilder mdb(ctx_);
   llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain(symbol_);
   std::vector<std::pair<const tir::BufferNode*, llvm::MDNode*>> scopes;
@@ -193,9 +203,61 @@ void ProgramCodegen::run() {
       if (other != buf) others.push_back(other_scope);
     scopes_[buf] = {llvm::MDNode::get(ctx_, {scope}), llvm::MDNode::get(ctx_, others)};
   }
-  emit_prologue(buffers, shape_args);
-  emit_stmt(prog_.body);
-  b_.CreateRet(b_.getInt32(0));
+}
+
+void ProgramCodegen::run_stage(const GpuStage& stage) {
+  gpu_ = true;
+  in_parallel_ = true;  // the stage's own loops run in the thread
+  std::vector<tir::Buffer> params(prog_.inputs);
+  params.insert(params.end(), prog_.outputs.begin(), prog_.outputs.end());
+  int64_t slots = int64_t(prog_.sym_params.size());
+  for (const tir::Buffer& buf : params) slots += int64_t(buf->shape.size());
+  std::vector<llvm::Type*> types(params.size(), llvm::PointerType::get(ctx_, 1));
+  types.insert(types.end(), size_t(slots), b_.getInt64Ty());
+  fn_ = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), types, false),
+                               llvm::GlobalValue::ExternalLinkage, symbol_, mod_);
+  for (size_t k = 0; k < params.size(); ++k) {
+    fn_->getArg(unsigned(k))->setName(params[k]->name);
+    fn_->addParamAttr(unsigned(k), llvm::Attribute::NoAlias);
+  }
+  entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+  b_.SetInsertPoint(entry_);
+  setup_alias_scopes();
+  for (size_t k = 0; k < params.size(); ++k) {
+    if (params[k]->dtype.code == TypeCode::Handle || params[k]->dtype.is_void())
+      error(cat("buffer '", params[k]->name, "' has dtype ", params[k]->dtype, ", which has no storage"));
+    // Generic pointers, as the cpu code uses; NVPTX infers the global space back.
+    buffers_.push_back({params[k].get(), b_.CreateAddrSpaceCast(fn_->getArg(unsigned(k)), b_.getPtrTy())});
+  }
+  size_t first_slot = params.size();
+  bind_shape_slots([&](int64_t k) { return fn_->getArg(unsigned(first_slot + size_t(k))); });
+  // idx = ctaid.x * ntid.x + tid.x; past the stage's extent: nothing to do.
+  auto sreg = [&](llvm::Intrinsic::ID id) { return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty()); };
+  Value* idx = b_.CreateAdd(b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x),
+                                         sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x)),
+                            sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), "idx");
+  Value* total = i64c(1);
+  for (const SymExpr& e : stage.extents) total = b_.CreateMul(total, emit_sym(e));
+  auto* body_bb = llvm::BasicBlock::Create(ctx_, "body", fn_);
+  auto* done_bb = llvm::BasicBlock::Create(ctx_, "done", fn_);
+  b_.CreateCondBr(b_.CreateICmpULT(idx, total), body_bb, done_bb);
+  b_.SetInsertPoint(done_bb);
+  b_.CreateRetVoid();
+  b_.SetInsertPoint(body_bb);
+  // The stage's vars from idx, the last varying fastest.
+  for (size_t k = stage.vars.size(); k-- > 0;) {
+    Value* ext = emit_sym(stage.extents[k]);
+    Value* v = k == 0 ? idx : b_.CreateURem(idx, ext);
+    v->setName(stage.vars[k].name());
+    vars_.push_back({stage.vars[k], v});
+    if (k > 0) idx = b_.CreateUDiv(idx, ext);
+  }
+  emit_stmt(stage.body);
+  b_.CreateRetVoid();
+  // A kernel entry point (NVVM's annotation).
+  llvm::NamedMDNode* ann = mod_.getOrInsertNamedMetadata("nvvm.annotations");
+  ann->addOperand(llvm::MDNode::get(ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, "kernel"),
+                                           llvm::ValueAsMetadata::get(b_.getInt32(1))}));
 }
 
 // Binds variables from buffer dims, then sym_params (docs/runtime_abi.md
@@ -204,13 +266,6 @@ void ProgramCodegen::run() {
 void ProgramCodegen::emit_prologue(Value* buffers, Value* shape_args) {
   std::vector<tir::Buffer> params(prog_.inputs);
   params.insert(params.end(), prog_.outputs.begin(), prog_.outputs.end());
-  auto is_bound = [&](const SymExpr& v) {
-    for (auto& [var, val] : vars_)
-      if (var == v) return true;
-    return false;
-  };
-  int64_t slot = 0;
-  std::vector<std::pair<SymExpr, Value*>> checks;  // declared dim, passed value
   for (size_t k = 0; k < params.size(); ++k) {
     const tir::Buffer& buf = params[k];
     if (buf->dtype.code == TypeCode::Handle || buf->dtype.is_void())
@@ -218,23 +273,10 @@ void ProgramCodegen::emit_prologue(Value* buffers, Value* shape_args) {
     Value* base =
         b_.CreateLoad(b_.getPtrTy(), b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), buffers, k), buf->name + ".data");
     buffers_.push_back({buf.get(), base});
-    for (const SymExpr& d : buf->shape) {
-      Value* v = b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), shape_args, slot++));
-      if (d.is_var() && !is_bound(d)) {
-        v->setName(d.name());
-        vars_.push_back({d, v});
-      } else {
-        checks.push_back({d, v});
-      }
-    }
   }
-  for (const SymExpr& p : prog_.sym_params) {
-    Value* v = b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), shape_args, slot++));
-    if (!is_bound(p)) {
-      v->setName(p.name());
-      vars_.push_back({p, v});
-    }
-  }
+  std::vector<std::pair<SymExpr, Value*>> checks = bind_shape_slots([&](int64_t k) -> Value* {
+    return b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), shape_args, uint64_t(k)));
+  });
   if (checks.empty()) return;
   Value* bad = b_.getFalse();
   for (auto& [dim, passed] : checks) bad = b_.CreateOr(bad, b_.CreateICmpNE(emit_sym(dim), passed));
@@ -244,6 +286,35 @@ void ProgramCodegen::emit_prologue(Value* buffers, Value* shape_args) {
   b_.SetInsertPoint(fail_bb);
   b_.CreateRet(b_.getInt32(2));
   b_.SetInsertPoint(ok_bb);
+}
+
+std::vector<std::pair<SymExpr, Value*>> ProgramCodegen::bind_shape_slots(const std::function<Value*(int64_t)>& slot) {
+  auto is_bound = [&](const SymExpr& v) {
+    for (auto& [var, val] : vars_)
+      if (var == v) return true;
+    return false;
+  };
+  int64_t next = 0;
+  std::vector<std::pair<SymExpr, Value*>> checks;  // declared dim, passed value
+  for (const auto* list : {&prog_.inputs, &prog_.outputs})
+    for (const tir::Buffer& buf : *list)
+      for (const SymExpr& d : buf->shape) {
+        Value* v = slot(next++);
+        if (d.is_var() && !is_bound(d)) {
+          v->setName(d.name());
+          vars_.push_back({d, v});
+        } else {
+          checks.push_back({d, v});
+        }
+      }
+  for (const SymExpr& p : prog_.sym_params) {
+    Value* v = slot(next++);
+    if (!is_bound(p)) {
+      v->setName(p.name());
+      vars_.push_back({p, v});
+    }
+  }
+  return checks;
 }
 
 void ProgramCodegen::emit_stmt(const tir::Stmt& s) {
@@ -293,6 +364,7 @@ void ProgramCodegen::emit_for(const tir::ForNode& f) {
       if (in_parallel_) return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
       return emit_parallel(f);
     case LoopKind::Vectorized:
+      if (gpu_) return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});  // no vector unit to use
       return emit_loop(
           f.var, i64c(0), emit_sym(f.extent), f.body,
           {loop_bool(ctx_, "llvm.loop.vectorize.enable", true), loop_flag(ctx_, "llvm.loop.mustprogress")});
@@ -419,6 +491,7 @@ void ProgramCodegen::emit_allocate(const tir::AllocateNode& a) {
   if (constant && uint64_t((count * bits + 7) / 8) <= kMaxStackBytes) {
     base = entry_alloca(b_.getInt8Ty(), std::max<int64_t>((count * bits + 7) / 8, 1), 64);
   } else {
+    if (gpu_) error(cat("buffer '", buf->name, "' is allocated with a size known only at run time, which a GPU thread cannot"));
     Value* n = i64c(1);
     for (const SymExpr& d : buf->shape)
       n = b_.CreateMul(n, b_.CreateSelect(b_.CreateICmpSGT(emit_sym(d), i64c(0)), emit_sym(d), i64c(0)));

@@ -10,11 +10,13 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "backends/common/gpu_schedule.h"
 #include "backends/cpu/codegen.h"
 
 namespace relax::cpu {
@@ -47,11 +49,26 @@ std::unique_ptr<llvm::Module> build_module(llvm::LLVMContext& ctx, const std::ve
 class ProgramCodegen {
  public:
   ProgramCodegen(llvm::Module& m, const tir::ProgramNode& prog, const std::string& symbol);
+  // The cpu kernel of the program (docs/runtime_abi.md section 2).
   void run();
+  // The GPU form, for the cuda backend (NVPTX): one stage of the program
+  // (gpu_schedule.h) as the kernel `symbol`,
+  //   void symbol(ptr addrspace(1) buffer..., i64 shape_arg...)
+  // with the buffers in parameter order and every shape-args slot, one
+  // thread per index of the stage's vars on a 1-D grid; threads past the
+  // last index return at once. Shapes are checked by the host. Loops in
+  // the stage run serially in the thread; a buffer of run-time size
+  // cannot be allocated (lift-workspaces runs before).
+  void run_stage(const GpuStage& stage);
 
  private:
   // Statements (codegen.cc).
   void emit_prologue(llvm::Value* buffers, llvm::Value* shape_args);
+  void setup_alias_scopes();
+  // Binds the variables of buffer dims and sym_params from their slots
+  // (`slot(k)` loads slot k); returns the declared dims to check, each
+  // with the value passed.
+  std::vector<std::pair<SymExpr, llvm::Value*>> bind_shape_slots(const std::function<llvm::Value*(int64_t)>& slot);
   void emit_stmt(const tir::Stmt& s);
   void emit_for(const tir::ForNode& f);
   void emit_parallel(const tir::ForNode& f);
@@ -110,6 +127,7 @@ class ProgramCodegen {
   // vectorised loops (a gather's index) without runtime checks.
   std::unordered_map<const tir::BufferNode*, std::pair<llvm::MDNode*, llvm::MDNode*>> scopes_;  // scope, noalias
   bool in_parallel_ = false;  // nested parallel loops run serially
+  bool gpu_ = false;          // run_stage: NVPTX, no heap, no runtime hooks
   int parallel_bodies_ = 0;
 };
 

@@ -8,6 +8,9 @@
 #include "backends/common/dataflow_graph.h"
 #include "backends/common/vm_lower.h"
 #include "backends/cpu/codegen.h"
+#if RELAX_HAVE_CUDA
+#include "backends/cuda/codegen.h"
+#endif
 #if RELAX_HAVE_VULKAN
 #include "backends/vulkan/codegen.h"
 #include "backends/vulkan/codegen_glsl.h"
@@ -81,8 +84,11 @@ std::vector<std::string> pass_list(const BuildOptions& opts) {
 // The target decides lowering (library offload, workspace lifting): the
 // module records it for the passes.
 void check_target(IRModule& mod, const BuildOptions& opts) {
-  if (opts.target != "cpu" && opts.target != "vulkan")
-    fail("target '", opts.target, "' is not available yet; known targets: cpu, vulkan");
+  if (opts.target != "cpu" && opts.target != "vulkan" && opts.target != "cuda")
+    fail("unknown target '", opts.target, "'; known targets: cpu, vulkan, cuda");
+#if !RELAX_HAVE_CUDA
+  if (opts.target == "cuda") fail("this relax-build was built without the CUDA backend (RELAX_ENABLE_CUDA)");
+#endif
 #if !RELAX_HAVE_VULKAN
   if (opts.target == "vulkan") fail("this relax-build was built without the Vulkan backend (RELAX_ENABLE_VULKAN)");
 #endif
@@ -191,6 +197,7 @@ struct Compiled {
   VMLowered lowered;
   std::string so;  // the kernels' shared object (empty without kernels)
   std::string vulkan_meta, vulkan_spirv;  // the vulkan target's kernels
+  std::string cuda_meta, cuda_ptx;        // the cuda target's kernels
 };
 
 // VM lowering and code generation of a module.
@@ -207,6 +214,16 @@ Compiled compile_module(const IRModule& mod, const BuildOptions& opts) {
     c.vulkan_spirv = std::move(art.spirv);
 #endif
     return c;  // kernels are named by their programs
+  }
+  if (opts.target == "cuda") {
+#if RELAX_HAVE_CUDA
+    cuda::CudaOptions co;
+    co.arch = opts.cuda_arch;
+    cuda::CudaArtifact art = cuda::compile_cuda(programs, co);
+    c.cuda_meta = std::move(art.metadata);
+    c.cuda_ptx = std::move(art.ptx);
+#endif
+    return c;
   }
   cpu::CpuOptions co;
   co.cpu = opts.cpu;
@@ -296,6 +313,7 @@ std::string options_key(const BuildOptions& opts) {
   std::string key = cat("target=", opts.target, " O=", opts.opt_level);
   if (opts.target == "cpu") key += " cpu=" + cpu::cpu_key(opts.cpu);
   if (opts.target == "vulkan") key += cat(" tile=", opts.gpu_tile.first, "x", opts.gpu_tile.second);
+  if (opts.target == "cuda") key += " arch=" + opts.cuda_arch;
   key += opts.fold_constants ? " fold=1" : " fold=0";
   for (const auto& [name, b] : opts.bounds) key += cat(" bound:", name, "=", b.lo, "..", b.hi);
   return key;
@@ -440,6 +458,10 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
     w.add("kernels.vulkan", std::move(compiled.vulkan_meta));
     w.add("kernels.vulkan.spv", std::move(compiled.vulkan_spirv));
   }
+  if (!compiled.cuda_meta.empty()) {
+    w.add("kernels.cuda", std::move(compiled.cuda_meta));
+    w.add("kernels.cuda.ptx", std::move(compiled.cuda_ptx));
+  }
   w.add("graph", dataflow_graph(mod).dump());  // for relax-inspect --dot
   w.add("weights", std::move(wbytes));
   w.write(out_path);
@@ -472,6 +494,15 @@ std::string kernel_source(const IRModule& mod, const BuildOptions& opts) {
     return out;
 #else
     fail("this relax-build was built without the Vulkan backend");
+#endif
+  }
+  if (opts.target == "cuda") {
+#if RELAX_HAVE_CUDA
+    cuda::CudaOptions co;
+    co.arch = opts.cuda_arch;
+    return cuda::cuda_ptx(programs, co);
+#else
+    fail("this relax-build was built without the CUDA backend");
 #endif
   }
   cpu::CpuOptions co;

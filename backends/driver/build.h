@@ -26,6 +26,7 @@ struct BuildOptions {
   std::set<std::string> print_after;  // print the IR after these passes (stderr)
   bool print_after_all = false;
   std::pair<int64_t, int64_t> gpu_tile = {4, 4};  // a GPU thread's register tile (--tile RxC); 1x1: none
+  std::string cuda_arch = "sm_80";                 // the cuda target's GPU (--arch)
   // Identifies the compiler build beyond its version (relax-build: a
   // checksum of its own executable); recorded in the package, so a batch
   // rebuilds what an older compiler built.

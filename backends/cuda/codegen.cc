@@ -1,0 +1,239 @@
+#include "backends/cuda/codegen.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/Linker/Linker.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "backends/common/gpu_schedule.h"
+#include "backends/common/vm_lower.h"
+#include "backends/cpu/codegen_internal.h"
+#include "backends/cuda/ptxas.h"
+#include "ir/error.h"
+
+extern "C" {
+void LLVMInitializeNVPTXTargetInfo();
+void LLVMInitializeNVPTXTarget();
+void LLVMInitializeNVPTXTargetMC();
+void LLVMInitializeNVPTXAsmPrinter();
+}
+
+namespace fs = std::filesystem;
+
+namespace relax::cuda {
+namespace {
+
+constexpr const char* kTriple = "nvptx64-nvidia-cuda";
+constexpr const char* kPtxFeature = "+ptx78";  // LLVM 16's newest PTX ISA: sm_80 and sm_90
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const CudaOptions& opts) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(kTriple, error);
+  if (!target) fail("cuda codegen: no NVPTX target in this LLVM: ", error);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(kTriple, "", ""));
+  if (opts.arch.rfind("sm_", 0) != 0 || !sti || !sti->isCPUStringValid(opts.arch))
+    fail("cuda codegen: unknown --arch '", opts.arch, "' (sm_80, sm_86, sm_89, sm_90, ...)");
+  llvm::TargetOptions to;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      kTriple, opts.arch, kPtxFeature, to, std::nullopt, std::nullopt,
+      opts.opt_level >= 2 ? llvm::CodeGenOpt::Aggressive : llvm::CodeGenOpt::Default));
+  if (!tm) fail("cuda codegen: cannot create a target machine for ", opts.arch);
+  return tm;
+}
+
+// The math the cpu code generator leaves to libm or to LLVM intrinsics that
+// NVPTX cannot select become calls to libdevice's __nv_* functions.
+void use_libdevice_math(llvm::Module& m) {
+  static const std::set<std::string> libm = {"tanh",  "erf",  "log1p", "expm1", "tan",   "asin",  "acos",
+                                             "atan",  "sinh", "cosh",  "asinh", "acosh", "atanh", "atan2"};
+  static const std::map<llvm::Intrinsic::ID, std::string> intrinsics = {
+      {llvm::Intrinsic::exp, "exp"},   {llvm::Intrinsic::exp2, "exp2"}, {llvm::Intrinsic::log, "log"},
+      {llvm::Intrinsic::log2, "log2"}, {llvm::Intrinsic::log10, "log10"}, {llvm::Intrinsic::sin, "sin"},
+      {llvm::Intrinsic::cos, "cos"},   {llvm::Intrinsic::pow, "pow"}};
+  std::vector<std::pair<llvm::Function*, std::string>> renames;
+  for (llvm::Function& f : m) {
+    if (!f.isDeclaration()) continue;
+    llvm::Type* t = f.getReturnType();
+    if (!t->isFloatTy() && !t->isDoubleTy()) continue;
+    std::string base;
+    if (auto it = intrinsics.find(f.getIntrinsicID()); it != intrinsics.end()) {
+      base = it->second;
+    } else {
+      std::string name = f.getName().str();
+      if (t->isFloatTy() && !name.empty() && name.back() == 'f') name.pop_back();
+      if (libm.count(name)) base = name;
+    }
+    if (!base.empty()) renames.push_back({&f, "__nv_" + base + (t->isFloatTy() ? "f" : "")});
+  }
+  for (auto& [f, name] : renames) {
+    llvm::FunctionCallee nv = m.getOrInsertFunction(name, f->getFunctionType());
+    f->replaceAllUsesWith(nv.getCallee());
+    f->eraseFromParent();
+  }
+}
+
+bool calls_libdevice(const llvm::Module& m) {
+  for (const llvm::Function& f : m)
+    if (f.isDeclaration() && f.getName().startswith("__nv_")) return true;
+  return false;
+}
+
+void link_libdevice(llvm::Module& m, llvm::TargetMachine& tm) {
+  std::string path = find_libdevice();
+  if (path.empty())
+    fail("cuda codegen: the kernels use math functions (exp, tanh, erf, ...) that come from CUDA's libdevice, "
+         "and no CUDA toolkit was found (set CUDA_HOME, or RELAX_CUDA_HOME, to where nvvm/libdevice is)");
+  llvm::SMDiagnostic err;
+  std::unique_ptr<llvm::Module> ld = llvm::parseIRFile(path, err, m.getContext());
+  if (!ld) fail("cuda codegen: cannot read libdevice ", path, ": ", err.getMessage().str());
+  ld->setTargetTriple(kTriple);
+  ld->setDataLayout(tm.createDataLayout());
+  if (llvm::Linker::linkModules(m, std::move(ld), llvm::Linker::Flags::LinkOnlyNeeded))
+    fail("cuda codegen: linking libdevice ", path, " failed");
+}
+
+struct Built {
+  std::unique_ptr<llvm::Module> module;
+  nlohmann::json kernels = nlohmann::json::array();
+};
+
+// One kernel per stage of each program, and the metadata the runtime needs.
+Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, llvm::TargetMachine& tm) {
+  Built out;
+  out.module = std::make_unique<llvm::Module>("relax_cuda", ctx);
+  llvm::Module& m = *out.module;
+  m.setTargetTriple(kTriple);
+  m.setDataLayout(tm.createDataLayout());
+  std::vector<std::string> symbols = cpu::kernel_symbols(programs);
+  std::set<std::string> kernel_names;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const tir::Program& p = programs[i];
+    SymMap<int64_t> slot;
+    int64_t next = 0;
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto* list : {&p->inputs, &p->outputs})
+      for (const tir::Buffer& b : *list) {
+        params.push_back({{"dtype", b->dtype.str()}, {"ndim", b->shape.size()}});
+        for (const SymExpr& d : b->shape) {
+          if (d.is_var() && !slot.count(d)) slot[d] = next;
+          ++next;
+        }
+      }
+    for (const SymExpr& s : p->sym_params) {
+      if (!slot.count(s)) slot[s] = next;
+      ++next;
+    }
+    auto slot_of = [&](const SymExpr& v) -> int64_t {
+      auto it = slot.find(v);
+      if (it == slot.end()) fail("cuda codegen: prog @", p->name, ": variable '", v.name(), "' has no shape slot");
+      return it->second;
+    };
+    nlohmann::json stages = nlohmann::json::array();
+    std::vector<GpuStage> st = gpu_stages(p);
+    for (size_t k = 0; k < st.size(); ++k) {
+      std::string symbol = symbols[i] + "_s" + std::to_string(k);
+      cpu::ProgramCodegen(m, *p, symbol).run_stage(st[k]);
+      kernel_names.insert(symbol);
+      SymExpr n(int64_t(1));
+      for (const SymExpr& e : st[k].extents) n = n * e;
+      std::vector<int64_t> code;
+      sym_to_code(n, slot_of, code);
+      stages.push_back({{"symbol", symbol}, {"threads", code}});
+    }
+    out.kernels.push_back({{"name", p->name},
+                           {"num_inputs", p->inputs.size()},
+                           {"params", params},
+                           {"slots", next},
+                           {"stages", stages}});
+  }
+  use_libdevice_math(m);
+  if (calls_libdevice(m)) link_libdevice(m, tm);
+  // Only the kernels are entry points: the rest (libdevice) may be inlined and dropped.
+  for (llvm::Function& f : m)
+    if (!f.isDeclaration() && !kernel_names.count(f.getName().str())) f.setLinkage(llvm::GlobalValue::InternalLinkage);
+  m.addModuleFlag(llvm::Module::Override, "nvvm-reflect-ftz", uint32_t(0));  // IEEE denormals (libdevice asks)
+  for (llvm::Function& f : m) f.addFnAttr(llvm::Attribute::NoUnwind);
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(m, &os)) fail("cuda codegen: internal error, invalid LLVM IR: ", os.str());
+  return out;
+}
+
+std::string emit_ptx(llvm::Module& m, llvm::TargetMachine& tm) {
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_AssemblyFile)) fail("cuda codegen: NVPTX cannot emit PTX");
+  pm.run(m);
+  return std::string(buffer.begin(), buffer.end());
+}
+
+std::string compile(const std::vector<tir::Program>& programs, const CudaOptions& opts, nlohmann::json* kernels) {
+  auto tm = make_target_machine(opts);
+  llvm::LLVMContext ctx;
+  Built b = build(ctx, programs, *tm);
+  cpu::optimize_module(*b.module, *tm, std::clamp(opts.opt_level, 0, 3));
+  for (const llvm::Function& f : *b.module)
+    if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty())
+      fail("cuda codegen: the kernels call '", f.getName().str(), "', which a GPU does not have");
+  std::string ptx = emit_ptx(*b.module, *tm);
+  if (kernels) *kernels = std::move(b.kernels);
+  return ptx;
+}
+
+}  // namespace
+
+std::string find_libdevice() {
+  for (const char* var : {"RELAX_CUDA_HOME", "CUDA_HOME", "CUDA_PATH"})
+    if (const char* home = std::getenv(var); home && *home) {
+      fs::path p = fs::path(home) / "nvvm" / "libdevice" / "libdevice.10.bc";
+      if (fs::exists(p)) return p.string();
+    }
+  fs::path p = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
+  return fs::exists(p) ? p.string() : "";
+}
+
+std::string cuda_ptx(const std::vector<tir::Program>& programs, const CudaOptions& opts) {
+  return compile(programs, opts, nullptr);
+}
+
+CudaArtifact compile_cuda(const std::vector<tir::Program>& programs, const CudaOptions& opts) {
+  nlohmann::json kernels;
+  CudaArtifact out;
+  out.ptx = compile(programs, opts, &kernels);
+  nlohmann::json meta{{"arch", opts.arch}, {"ptx_isa", "7.8"}, {"block", opts.block}, {"kernels", kernels}};
+  if (opts.check_with_ptxas) {
+    if (std::optional<std::string> ptxas = find_ptxas()) {
+      PtxasReport r = run_ptxas(*ptxas, out.ptx, opts.arch);
+      nlohmann::json k = nlohmann::json::object();
+      for (const auto& [name, f] : r.kernels)
+        k[name] = {{"registers", f.registers},
+                   {"spill_stores", f.spill_stores},
+                   {"spill_loads", f.spill_loads},
+                   {"stack", f.stack}};
+      meta["ptxas"] = {{"version", r.version}, {"kernels", k}};
+    }
+  }
+  out.metadata = meta.dump(1);
+  return out;
+}
+
+}  // namespace relax::cuda

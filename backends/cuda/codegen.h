@@ -1,0 +1,49 @@
+// The CUDA backend's code generator: tensor programs -> GPU stages
+// (backends/common/gpu_schedule.h) -> LLVM IR through the same LLVM code
+// generator as the cpu backend (cpu::ProgramCodegen::run_stage) -> PTX by
+// LLVM's NVPTX target. Math functions come from CUDA's libdevice, linked in
+// as bitcode where the CUDA toolkit is installed; ptxas, where installed,
+// checks every module (backends/cuda/ptxas.h).
+//
+// The package holds two sections: "kernels.cuda", JSON,
+//   {"arch": "sm_80", "ptx_version": ..., "block": B,
+//    "kernels": [{"name", "num_inputs", "params": [{"dtype", "ndim"}], "slots": S,
+//                 "stages": [{"symbol", "threads": postfix code}]}],
+//    "ptxas": {"version", "kernels": {symbol: {"registers", "spill_stores", "spill_loads", "stack"}}}}
+// and "kernels.cuda.ptx", the PTX text of one module holding every stage.
+// A stage's kernel takes the program's buffers (device pointers, inputs
+// then outputs) and all its S shape-args slots (i64, runtime_abi.md
+// section 2's order); it runs on ceil(threads / B) blocks of B threads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/tir.h"
+
+namespace relax::cuda {
+
+struct CudaOptions {
+  std::string arch = "sm_80";  // sm_80 (A100), sm_90 (H100), ...
+  int opt_level = 3;           // LLVM's, 0..3
+  int block = 256;             // threads per block
+  bool check_with_ptxas = true;
+};
+
+struct CudaArtifact {
+  std::string metadata;  // the "kernels.cuda" section
+  std::string ptx;       // the "kernels.cuda.ptx" section
+};
+
+// Throws relax::Error naming the program on anything it cannot compile, and
+// when ptxas rejects the module.
+CudaArtifact compile_cuda(const std::vector<tir::Program>& programs, const CudaOptions& opts);
+
+// The PTX alone (relax-build --emit kernels).
+std::string cuda_ptx(const std::vector<tir::Program>& programs, const CudaOptions& opts);
+
+// Where libdevice is (RELAX_CUDA_HOME, CUDA_HOME, /usr/local/cuda); empty
+// when not found.
+std::string find_libdevice();
+
+}  // namespace relax::cuda

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The cuda target where there is no GPU (CI): relax-build --target cuda
+writes PTX for --arch through LLVM's NVPTX, with libdevice's math linked in
+(no unresolved calls), checked by ptxas where the CUDA toolkit is installed
+(its register and spill figures shown by relax-inspect); relax-inspect
+--extract writes the module, which ptxas assembles again; a ptxas that
+rejects the module fails the build with its message; a bad --arch is
+refused; relax-run refuses a cuda package saying why. With a GPU and a
+CUDA runtime this test would also run the packages: the runtime does not
+launch CUDA kernels yet, so that part is reported as skipped.
+
+    tests/tools/test_cuda_build.py --bin build/bin
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from tool_check import check, finish, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "..", "models")
+
+
+def find_ptxas():
+    for p in (shutil.which("ptxas"), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "ptxas"),
+              "/usr/local/cuda/bin/ptxas"):
+        if p and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    args = ap.parse_args()
+    build = os.path.join(args.bin, "relax-build")
+    inspect = os.path.join(args.bin, "relax-inspect")
+    rrun = os.path.join(args.bin, "relax-run")
+    ptxas = find_ptxas()
+    print(f"ptxas: {ptxas or 'not installed: modules not checked'}")
+    gpt2 = os.path.join(MODELS, "gpt2_tiny.onnx")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pkg = os.path.join(tmp, "gpt2.cuda.rpkg")
+        r = run(build, gpt2, "--target", "cuda", "-o", pkg)
+        check(r.returncode == 0 and os.path.exists(pkg), f"--target cuda: exit {r.returncode}: {r.stderr[-1500:]}")
+        check("warning" not in r.stderr, f"--target cuda printed warnings: {r.stderr[-800:]}")
+
+        # The PTX: the arch asked for, one entry per stage, nothing left unresolved.
+        for arch in ("sm_80", "sm_90"):
+            r = run(build, gpt2, "--target", "cuda", "--arch", arch, "--emit", "kernels")
+            check(r.returncode == 0 and f".target {arch}" in r.stdout and ".entry relax_k_" in r.stdout,
+                  f"--emit kernels --arch {arch}: {r.stdout[:400]}{r.stderr[-500:]}")
+            check(".extern .func" not in r.stdout, f"{arch}: the PTX calls functions it does not define")
+        check("tanh" in r.stdout or ".entry" in r.stdout, "PTX text")
+        for bad in ("sm_20x", "compute_80", "foo"):
+            r = run(build, gpt2, "--target", "cuda", "--arch", bad, "-o", os.path.join(tmp, "bad.rpkg"))
+            check(r.returncode == 1 and "--arch" in r.stderr and not os.path.exists(os.path.join(tmp, "bad.rpkg")),
+                  f"--arch {bad}: exit {r.returncode}: {r.stderr}")
+
+        # relax-inspect: the arch and ptxas's figures; --extract.
+        r = run(inspect, pkg, "--json")
+        info = json.loads(r.stdout) if r.returncode == 0 else {}
+        cuda = info.get("cuda", {})
+        check(cuda.get("arch") == "sm_80", f"relax-inspect --json cuda: {cuda}")
+        if ptxas:
+            kernels = (cuda.get("ptxas") or {}).get("kernels", {})
+            check(len(kernels) >= info.get("kernels", 1) and all(k["registers"] > 0 for k in kernels.values()),
+                  f"ptxas figures for every kernel: {kernels}")
+            r = run(inspect, pkg)
+            check(re.search(r"checked by ptxas \d+\.\d+", r.stdout) and " registers, " in r.stdout,
+                  f"relax-inspect text: {r.stdout}")
+        ext = os.path.join(tmp, "ext")
+        r = run(inspect, pkg, "--extract", ext)
+        check(r.returncode == 0 and os.path.exists(os.path.join(ext, "kernels.ptx"))
+              and os.path.exists(os.path.join(ext, "kernels.cuda.json")), f"--extract: {r.stdout}{r.stderr}")
+        if ptxas and os.path.exists(os.path.join(ext, "kernels.ptx")):
+            r = subprocess.run([ptxas, "--gpu-name", "sm_80", os.path.join(ext, "kernels.ptx"), "-o",
+                                os.path.join(tmp, "k.cubin")], capture_output=True, text=True)
+            check(r.returncode == 0, f"ptxas on the extracted module: {r.stderr}")
+
+        # Without ptxas the build still works and says the module is unchecked.
+        env = dict(os.environ, RELAX_PTXAS="none")
+        p2 = os.path.join(tmp, "unchecked.rpkg")
+        r = subprocess.run([build, gpt2, "--target", "cuda", "-o", p2], capture_output=True, text=True, env=env)
+        check(r.returncode == 0, f"RELAX_PTXAS=none: {r.stderr}")
+        r = run(inspect, p2)
+        check("not checked by ptxas" in r.stdout, f"unchecked module: {r.stdout}")
+        # A ptxas that rejects the module fails the build, with its message, and writes nothing.
+        fake = os.path.join(tmp, "ptxas")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\ncase \"$1\" in --version) echo 'V1.2.3'; exit 0;; esac\n"
+                    "echo \"ptxas fatal   : Unresolved extern function 'mystery'\"; exit 255\n")
+        os.chmod(fake, 0o755)
+        p3 = os.path.join(tmp, "rejected.rpkg")
+        r = subprocess.run([build, gpt2, "--target", "cuda", "-o", p3], capture_output=True, text=True,
+                           env=dict(os.environ, RELAX_PTXAS=fake))
+        check(r.returncode == 1 and "ptxas rejected" in r.stderr and "mystery" in r.stderr and not os.path.exists(p3),
+              f"rejected by ptxas: exit {r.returncode}: {r.stderr}")
+
+        # relax-run: a clear refusal (no CUDA runtime yet), naming the driver's state.
+        r = run(rrun, pkg, "--test-data", os.path.join(MODELS, "data", "gpt2_tiny", "b1_s7_p0"))
+        check(r.returncode == 1 and "cuda package" in r.stderr and ("CUDA driver" in r.stderr),
+              f"relax-run on a cuda package: {r.stderr}")
+        print("GPU runs: skipped (the runtime does not launch CUDA kernels yet; "
+              + ("a CUDA driver is present)" if "no CUDA driver" not in r.stderr else "and there is no CUDA driver)"))
+
+    return finish("cuda build")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
