@@ -1,10 +1,29 @@
-// The CUDA driver, as the runtime will use it: libcuda is opened with
-// dlopen at run time (the runtime builds and starts on machines without
-// it). For now it answers whether a driver and devices are there; running
-// cuda packages (loading PTX, launching, CUDA Graphs) is not written yet.
+// The CUDA runtime: libcuda opened with dlopen at run time (the runtime
+// builds and starts on machines without it, and says so when a cuda
+// package is loaded there).
+//
+// CudaKernels runs a package's kernels.cuda (backends/cuda/codegen.h): the
+// PTX module is loaded once (cuModuleLoadData: the driver compiles it for
+// the GPU at hand), each stage's function looked up once. Tensors live in
+// managed memory (cuMemAllocManaged): the VM's pool and the weights, so
+// the host and the kernels use the same pointers and a kernel call passes
+// them as they are; a buffer from elsewhere (a caller's input on the host
+// heap) is copied into managed memory for the call and, for an output,
+// back after it. Kernel calls are launched on the default stream without
+// waiting; synchronize() waits (the VM calls it before the host touches
+// tensor data).
+//
+// Not yet: CUDA Graph capture and replay, cuBLAS offload, the GPU
+// schedules beyond one thread per element. This file has been compiled and
+// its no-driver path tested; no GPU was available to run the rest.
 #pragma once
 
+#include <memory>
+#include <span>
 #include <string>
+#include <string_view>
+
+#include "runtime/kernel_library.h"
 
 namespace relax::rt {
 
@@ -15,5 +34,24 @@ struct CudaDriverStatus {
 };
 
 CudaDriverStatus cuda_driver_status();
+
+class CudaKernels : public Kernels {
+ public:
+  // Throws rt::Error naming `label` when there is no driver or device
+  // `device`, or the module does not load (with the driver's log).
+  static std::unique_ptr<CudaKernels> load(std::string_view metadata, std::string_view ptx, int device,
+                                           const std::string& label);
+  ~CudaKernels() override;
+  KernelCall kernel_call(std::string_view name) const override;
+  std::shared_ptr<PoolAllocator> make_pool() const override;
+  Tensor place_constant(const Tensor& t) const override;
+  void synchronize() const override;
+
+  struct Impl;
+
+ private:
+  explicit CudaKernels(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
 
 }  // namespace relax::rt

@@ -50,8 +50,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
       m->kernels_ = VulkanKernels::load(m->pkg_.section_text("kernels.vulkan"), m->pkg_.section("kernels.vulkan.spv"),
                                         device, path + ":kernels.vulkan");
   } else if (target == "cuda") {
-    rt_fail(path, ": a cuda package; this runtime cannot launch CUDA kernels yet (", cuda_driver_status().detail,
-            "); its PTX can be read with relax-inspect --extract");
+    if (m->pkg_.has("kernels.cuda"))
+      m->kernels_ = CudaKernels::load(m->pkg_.section_text("kernels.cuda"), m->pkg_.section_text("kernels.cuda.ptx"),
+                                      device, path + ":kernels.cuda");
   } else {
     rt_fail(path, ": built for target '", target, "', which this runtime cannot run");
   }

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   app.add_option("models", models,
                  "the model: *.onnx, or *.relax with its weights file; several, or folders (searched for *.onnx): a "
                  "batch; with --merge-reports, the reports");
-  app.add_option("--target", target, "the target: cpu, vulkan or cuda (cuda: PTX; no CUDA runtime to run it yet)")
+  app.add_option("--target", target, "the target: cpu, vulkan or cuda (PTX; docs/cuda.md)")
       ->capture_default_str();
   app.add_option("--arch", opts.cuda_arch, "cuda: the GPU to compile for: sm_80 (A100), sm_86, sm_89, sm_90 (H100)")
       ->capture_default_str();
