@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -115,7 +116,12 @@ struct CudaKernels::Impl {
   struct Stage {
     Handle fn = nullptr;
     std::vector<int64_t> threads;  // postfix code over the shape args
+    // The stage tiled through shared memory, when the compiler made it.
+    Handle shared_fn = nullptr;
+    std::vector<int64_t> blocks, rows, cols, depth;  // postfix code
+    int64_t block_threads = 0, block_rows = 1, block_cols = 1, block_depth = 1;
   };
+  int force_shared = -1;  // RELAX_CUDA_SHARED=0|1
   struct Entry {
     std::string name;
     std::vector<std::pair<DType, size_t>> params;  // dtype, ndim
@@ -164,6 +170,14 @@ struct CudaKernels::Impl {
     return uintptr_t(p) + bytes <= it->first + it->second;
   }
 
+  // Shared-memory tiles when the blocks are at least half used and a chunk
+  // of reduction steps is full (as on Vulkan GPUs: runtime/vulkan_exec.cc).
+  bool use_shared(const Stage& st, int64_t rows, int64_t cols, int64_t depth) const {
+    if (force_shared >= 0) return force_shared;
+    int64_t blocks = (rows + st.block_rows - 1) / st.block_rows * ((cols + st.block_cols - 1) / st.block_cols);
+    return depth >= st.block_depth && 2 * rows * cols >= blocks * st.block_rows * st.block_cols;
+  }
+
   int32_t call(const Entry& e, void* const* buffers, const int64_t* shape_args) {
     check(d->ctx_set_current(ctx), "cuCtxSetCurrent");
     struct Mirror {
@@ -193,8 +207,20 @@ struct CudaKernels::Impl {
     std::vector<void*> args;
     for (CUdeviceptr& p : ptrs) args.push_back(&p);
     for (int64_t s = 0; s < e.slots; ++s) args.push_back(const_cast<int64_t*>(shape_args + s));
+    auto eval = [&](const std::vector<int64_t>& code) {
+      return eval_shape_code(code.data(), int64_t(code.size()), shape_args, e.slots);
+    };
     for (const Stage& st : e.stages) {
-      int64_t threads = eval_shape_code(st.threads.data(), int64_t(st.threads.size()), shape_args, e.slots);
+      if (st.shared_fn && use_shared(st, eval(st.rows), eval(st.cols), eval(st.depth))) {
+        int64_t blocks = eval(st.blocks);
+        if (blocks <= 0) continue;
+        if (blocks > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", blocks, " blocks are beyond one launch");
+        check(d->launch(st.shared_fn, unsigned(blocks), 1, 1, unsigned(st.block_threads), 1, 1, 0, nullptr,
+                        args.data(), nullptr),
+              "launching " + e.name + " (shared-memory tiles)");
+        continue;
+      }
+      int64_t threads = eval(st.threads);
       if (threads <= 0) continue;
       int64_t blocks = (threads + block - 1) / block;
       if (blocks > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", threads, " threads are beyond one launch");
@@ -233,6 +259,7 @@ std::unique_ptr<CudaKernels> CudaKernels::load(std::string_view metadata, std::s
   auto impl = std::make_shared<Impl>();
   impl->d = &d;
   impl->label = label;
+  if (const char* f = std::getenv("RELAX_CUDA_SHARED"); f && (*f == '0' || *f == '1')) impl->force_shared = *f - '0';
   impl->check(d.device_get(&impl->device, device), "cuDeviceGet");
   impl->check(d.primary_retain(&impl->ctx, impl->device), "cuDevicePrimaryCtxRetain");
   impl->check(d.ctx_set_current(impl->ctx), "cuCtxSetCurrent");
@@ -260,6 +287,22 @@ std::unique_ptr<CudaKernels> CudaKernels::load(std::string_view metadata, std::s
         std::string symbol = s.at("symbol");
         impl->check(d.module_function(&st.fn, impl->module, symbol.c_str()), "kernel " + symbol);
         st.threads = s.at("threads").get<std::vector<int64_t>>();
+        if (s.contains("shared")) {
+          const auto& sh = s.at("shared");
+          std::string bsym = sh.at("symbol");
+          impl->check(d.module_function(&st.shared_fn, impl->module, bsym.c_str()), "kernel " + bsym);
+          st.blocks = sh.at("blocks").get<std::vector<int64_t>>();
+          st.rows = sh.at("rows").get<std::vector<int64_t>>();
+          st.cols = sh.at("cols").get<std::vector<int64_t>>();
+          st.depth = sh.at("depth").get<std::vector<int64_t>>();
+          st.block_threads = sh.at("threads");
+          auto block = sh.at("block").get<std::vector<int64_t>>();
+          if (block.size() != 3 || st.block_threads <= 0 || st.block_threads > 1024)
+            rt_fail(label, ": kernel ", bsym, ": malformed shared-memory tile");
+          st.block_rows = std::max<int64_t>(block[0], 1);
+          st.block_cols = std::max<int64_t>(block[1], 1);
+          st.block_depth = std::max<int64_t>(block[2], 1);
+        }
         e.stages.push_back(std::move(st));
       }
       impl->entries[e.name] = std::move(e);

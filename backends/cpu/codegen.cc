@@ -205,7 +205,7 @@ void ProgramCodegen::setup_alias_scopes() {
   }
 }
 
-void ProgramCodegen::run_stage(const GpuStage& stage) {
+void ProgramCodegen::begin_gpu_kernel() {
   gpu_ = true;
   in_parallel_ = true;  // the stage's own loops run in the thread
   std::vector<tir::Buffer> params(prog_.inputs);
@@ -231,33 +231,66 @@ void ProgramCodegen::run_stage(const GpuStage& stage) {
   }
   size_t first_slot = params.size();
   bind_shape_slots([&](int64_t k) { return fn_->getArg(unsigned(first_slot + size_t(k))); });
-  // idx = ctaid.x * ntid.x + tid.x; past the stage's extent: nothing to do.
-  auto sreg = [&](llvm::Intrinsic::ID id) { return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty()); };
-  Value* idx = b_.CreateAdd(b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x),
-                                         sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x)),
-                            sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), "idx");
-  Value* total = i64c(1);
-  for (const SymExpr& e : stage.extents) total = b_.CreateMul(total, emit_sym(e));
+}
+
+void ProgramCodegen::bind_flat_index(Value* idx, Value* limit, const std::vector<SymExpr>& vars,
+                                     const std::vector<SymExpr>& extents) {
   auto* body_bb = llvm::BasicBlock::Create(ctx_, "body", fn_);
   auto* done_bb = llvm::BasicBlock::Create(ctx_, "done", fn_);
-  b_.CreateCondBr(b_.CreateICmpULT(idx, total), body_bb, done_bb);
+  b_.CreateCondBr(b_.CreateICmpULT(idx, limit), body_bb, done_bb);
   b_.SetInsertPoint(done_bb);
   b_.CreateRetVoid();
   b_.SetInsertPoint(body_bb);
-  // The stage's vars from idx, the last varying fastest.
-  for (size_t k = stage.vars.size(); k-- > 0;) {
-    Value* ext = emit_sym(stage.extents[k]);
+  // The vars from idx, the last varying fastest.
+  for (size_t k = vars.size(); k-- > 0;) {
+    Value* ext = emit_sym(extents[k]);
     Value* v = k == 0 ? idx : b_.CreateURem(idx, ext);
-    v->setName(stage.vars[k].name());
-    vars_.push_back({stage.vars[k], v});
+    v->setName(vars[k].name());
+    vars_.push_back({vars[k], v});
     if (k > 0) idx = b_.CreateUDiv(idx, ext);
   }
-  emit_stmt(stage.body);
+}
+
+void ProgramCodegen::end_gpu_kernel() {
   b_.CreateRetVoid();
   // A kernel entry point (NVVM's annotation).
   llvm::NamedMDNode* ann = mod_.getOrInsertNamedMetadata("nvvm.annotations");
   ann->addOperand(llvm::MDNode::get(ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, "kernel"),
                                            llvm::ValueAsMetadata::get(b_.getInt32(1))}));
+}
+
+namespace {
+Value* special_register(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) {
+  return b.CreateZExt(b.CreateIntrinsic(id, {}, {}), b.getInt64Ty());
+}
+}  // namespace
+
+void ProgramCodegen::run_stage(const GpuStage& stage) {
+  begin_gpu_kernel();
+  // idx = ctaid.x * ntid.x + tid.x; past the stage's extent: nothing to do.
+  Value* idx = b_.CreateAdd(b_.CreateMul(special_register(b_, llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x),
+                                         special_register(b_, llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x)),
+                            special_register(b_, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), "idx");
+  Value* total = i64c(1);
+  for (const SymExpr& e : stage.extents) total = b_.CreateMul(total, emit_sym(e));
+  bind_flat_index(idx, total, stage.vars, stage.extents);
+  emit_stmt(stage.body);
+  end_gpu_kernel();
+}
+
+void ProgramCodegen::run_block_stage(const GpuBlockStage& stage) {
+  begin_gpu_kernel();
+  Value* thread = special_register(b_, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
+  thread->setName(stage.thread.name());
+  vars_.push_back({stage.thread, thread});
+  // One block per index of the vars; a block past them (none, when the
+  // grid is sized right) leaves as a whole, so its barriers stay matched.
+  Value* groups = i64c(1);
+  for (const SymExpr& e : stage.extents) groups = b_.CreateMul(groups, emit_sym(e));
+  bind_flat_index(special_register(b_, llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), groups, stage.vars,
+                  stage.extents);
+  emit_stmt(stage.body);
+  end_gpu_kernel();
 }
 
 // Binds variables from buffer dims, then sym_params (docs/runtime_abi.md
@@ -351,7 +384,8 @@ void ProgramCodegen::emit_stmt(const tir::Stmt& s) {
     case tir::SKind::Allocate:
       return emit_allocate(*tir::as<tir::AllocateNode>(s));
     case tir::SKind::Barrier:
-      return;  // one thread runs a whole workgroup's iterations in order on cpu
+      if (gpu_) b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+      return;  // on cpu one thread runs a whole workgroup's iterations in order
   }
 }
 
@@ -488,7 +522,16 @@ void ProgramCodegen::emit_allocate(const tir::AllocateNode& a) {
   }
   Value* base = nullptr;
   Value* heap = nullptr;
-  if (constant && uint64_t((count * bits + 7) / 8) <= kMaxStackBytes) {
+  if (gpu_ && buf->scope == tir::Scope::Shared) {
+    // The block's memory: a module global in address space 3.
+    if (!constant) error(cat("shared buffer '", buf->name, "' has a size known only at run time"));
+    auto* type = llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(std::max<int64_t>((count * bits + 7) / 8, 1)));
+    auto* g = new llvm::GlobalVariable(mod_, type, false, llvm::GlobalValue::InternalLinkage,
+                                       llvm::UndefValue::get(type), symbol_ + "_" + buf->name, nullptr,
+                                       llvm::GlobalValue::NotThreadLocal, 3);
+    g->setAlignment(llvm::Align(16));
+    base = b_.CreateAddrSpaceCast(g, b_.getPtrTy());
+  } else if (constant && uint64_t((count * bits + 7) / 8) <= kMaxStackBytes) {
     base = entry_alloca(b_.getInt8Ty(), std::max<int64_t>((count * bits + 7) / 8, 1), 64);
   } else {
     if (gpu_) error(cat("buffer '", buf->name, "' is allocated with a size known only at run time, which a GPU thread cannot"));

@@ -60,6 +60,10 @@ class ProgramCodegen {
   // the stage run serially in the thread; a buffer of run-time size
   // cannot be allocated (lift-workspaces runs before).
   void run_stage(const GpuStage& stage);
+  // A workgroup stage (gpu_shared_tile): one block of stage.threads threads
+  // per index of its vars, `thread` the index in the block; Shared buffers
+  // are the block's memory (address space 3), a Barrier is bar.sync 0.
+  void run_block_stage(const GpuBlockStage& stage);
 
  private:
   // Statements (codegen.cc).
@@ -69,6 +73,13 @@ class ProgramCodegen {
   // (`slot(k)` loads slot k); returns the declared dims to check, each
   // with the value passed.
   std::vector<std::pair<SymExpr, llvm::Value*>> bind_shape_slots(const std::function<llvm::Value*(int64_t)>& slot);
+  // run_stage's and run_block_stage's common part: the kernel, its
+  // parameters bound; returns the flat index (thread or block) and the
+  // count it must stay below, after which the stage's vars are bound.
+  void begin_gpu_kernel();
+  void bind_flat_index(llvm::Value* idx, llvm::Value* limit, const std::vector<SymExpr>& vars,
+                       const std::vector<SymExpr>& extents);
+  void end_gpu_kernel();
   void emit_stmt(const tir::Stmt& s);
   void emit_for(const tir::ForNode& f);
   void emit_parallel(const tir::ForNode& f);

@@ -116,7 +116,8 @@ struct Built {
 };
 
 // One kernel per stage of each program, and the metadata the runtime needs.
-Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, llvm::TargetMachine& tm) {
+Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, llvm::TargetMachine& tm,
+            int opts_block) {
   Built out;
   out.module = std::make_unique<llvm::Module>("relax_cuda", ctx);
   llvm::Module& m = *out.module;
@@ -154,9 +155,29 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
       kernel_names.insert(symbol);
       SymExpr n(int64_t(1));
       for (const SymExpr& e : st[k].extents) n = n * e;
-      std::vector<int64_t> code;
-      sym_to_code(n, slot_of, code);
-      stages.push_back({{"symbol", symbol}, {"threads", code}});
+      auto code_of = [&](const SymExpr& e) {
+        std::vector<int64_t> code;
+        sym_to_code(e, slot_of, code);
+        return code;
+      };
+      nlohmann::json stage{{"symbol", symbol}, {"threads", code_of(n)}};
+      // Matmul and conv also as blocks tiled through shared memory; the
+      // runtime takes them when the blocks fill (CudaKernels).
+      if (std::optional<GpuBlockStage> block = gpu_shared_tile(st[k], 4, 4, opts_block)) {
+        std::string bsym = symbol + "_shared";
+        cpu::ProgramCodegen(m, *p, bsym).run_block_stage(*block);
+        kernel_names.insert(bsym);
+        SymExpr groups(int64_t(1));
+        for (const SymExpr& e : block->extents) groups = groups * e;
+        stage["shared"] = {{"symbol", bsym},
+                           {"blocks", code_of(groups)},
+                           {"threads", block->threads},
+                           {"rows", code_of(block->rows)},
+                           {"cols", code_of(block->cols)},
+                           {"depth", code_of(block->depth)},
+                           {"block", {block->block_rows, block->block_cols, block->block_depth}}};
+      }
+      stages.push_back(std::move(stage));
     }
     out.kernels.push_back({{"name", p->name},
                            {"num_inputs", p->inputs.size()},
@@ -189,7 +210,7 @@ std::string emit_ptx(llvm::Module& m, llvm::TargetMachine& tm) {
 std::string compile(const std::vector<tir::Program>& programs, const CudaOptions& opts, nlohmann::json* kernels) {
   auto tm = make_target_machine(opts);
   llvm::LLVMContext ctx;
-  Built b = build(ctx, programs, *tm);
+  Built b = build(ctx, programs, *tm, opts.block);
   cpu::optimize_module(*b.module, *tm, std::clamp(opts.opt_level, 0, 3));
   for (const llvm::Function& f : *b.module)
     if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty())

@@ -8,12 +8,18 @@
 // The package holds two sections: "kernels.cuda", JSON,
 //   {"arch": "sm_80", "ptx_version": ..., "block": B,
 //    "kernels": [{"name", "num_inputs", "params": [{"dtype", "ndim"}], "slots": S,
-//                 "stages": [{"symbol", "threads": postfix code}]}],
+//                 "stages": [{"symbol", "threads": postfix code,
+//                             "shared": {"symbol", "blocks", "threads", "rows", "cols", "depth",
+//                                        "block": [rows, cols, depth]}}]}],
 //    "ptxas": {"version", "kernels": {symbol: {"registers", "spill_stores", "spill_loads", "stack"}}}}
 // and "kernels.cuda.ptx", the PTX text of one module holding every stage.
 // A stage's kernel takes the program's buffers (device pointers, inputs
 // then outputs) and all its S shape-args slots (i64, runtime_abi.md
 // section 2's order); it runs on ceil(threads / B) blocks of B threads.
+// "shared", where present, is the stage tiled through shared memory
+// (gpu_shared_tile: one block of "threads" threads per block of outputs,
+// "blocks" of them); rows, cols and depth (postfix code) are the tiled
+// extents the runtime compares with the block to choose it.
 #pragma once
 
 #include <string>

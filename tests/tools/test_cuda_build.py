@@ -57,7 +57,9 @@ def main():
             check(r.returncode == 0 and f".target {arch}" in r.stdout and ".entry relax_k_" in r.stdout,
                   f"--emit kernels --arch {arch}: {r.stdout[:400]}{r.stderr[-500:]}")
             check(".extern .func" not in r.stdout, f"{arch}: the PTX calls functions it does not define")
-        check("tanh" in r.stdout or ".entry" in r.stdout, "PTX text")
+        # Matmul stages also as shared-memory tiles: block memory and barriers.
+        check(re.search(r"\.shared \.align 16 \.b8 relax_k_\w+_shared_", r.stdout) and "bar.sync" in r.stdout
+              and ".entry relax_k_matmul" in r.stdout, "no shared-memory tiles in the PTX")
         for bad in ("sm_20x", "compute_80", "foo"):
             r = run(build, gpt2, "--target", "cuda", "--arch", bad, "-o", os.path.join(tmp, "bad.rpkg"))
             check(r.returncode == 1 and "--arch" in r.stderr and not os.path.exists(os.path.join(tmp, "bad.rpkg")),
@@ -70,6 +72,7 @@ def main():
         check(cuda.get("arch") == "sm_80", f"relax-inspect --json cuda: {cuda}")
         if ptxas:
             kernels = (cuda.get("ptxas") or {}).get("kernels", {})
+            check(any(k.endswith("_shared") for k in kernels), f"no shared-tile kernel checked by ptxas: {list(kernels)}")
             check(len(kernels) >= info.get("kernels", 1) and all(k["registers"] > 0 for k in kernels.values()),
                   f"ptxas figures for every kernel: {kernels}")
             r = run(inspect, pkg)
@@ -118,9 +121,12 @@ def main():
                 check(r.returncode == 0, f"{model}: {r.stderr[-500:]}")
                 data = os.path.join(MODELS, "data", model)
                 for case in sorted(os.listdir(data)):
-                    r = run(rrun, p, "--test-data", os.path.join(data, case), "--atol", "1e-4")
-                    check(r.returncode == 0, f"{model} {case} on the GPU: {r.stdout[-500:]}{r.stderr[-500:]}")
-                    ran += 1
+                    for shared in ("", "0", "1"):  # the runtime's choice, never, always shared-memory tiles
+                        r = subprocess.run([rrun, p, "--test-data", os.path.join(data, case), "--atol", "1e-4"],
+                                           capture_output=True, text=True, env=dict(os.environ, RELAX_CUDA_SHARED=shared))
+                        check(r.returncode == 0,
+                              f"{model} {case} on the GPU (RELAX_CUDA_SHARED={shared}): {r.stdout[-500:]}{r.stderr[-500:]}")
+                        ran += 1
             print(f"GPU runs: {ran} cases of the exported models")
 
     return finish("cuda build")
