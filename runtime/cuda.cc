@@ -116,6 +116,10 @@ struct CudaKernels::Impl {
   struct Stage {
     Handle fn = nullptr;
     std::vector<int64_t> threads;  // postfix code over the shape args
+    // The stage without its register tile, when it has one.
+    Handle plain_fn = nullptr;
+    std::vector<int64_t> plain_threads;
+    int64_t tile = 1;
     // The stage tiled through shared memory, when the compiler made it.
     Handle shared_fn = nullptr;
     std::vector<int64_t> blocks, rows, cols, depth;  // postfix code
@@ -221,10 +225,17 @@ struct CudaKernels::Impl {
         continue;
       }
       int64_t threads = eval(st.threads);
+      Handle fn = st.fn;
+      if (st.plain_fn) {
+        // Tiles mostly past the extents (a matmul of one row) compute
+        // clamped copies for nothing: one row per thread then.
+        int64_t plain = eval(st.plain_threads);
+        if (threads * st.tile >= 2 * plain) fn = st.plain_fn, threads = plain;
+      }
       if (threads <= 0) continue;
       int64_t blocks = (threads + block - 1) / block;
       if (blocks > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", threads, " threads are beyond one launch");
-      check(d->launch(st.fn, unsigned(blocks), 1, 1, unsigned(block), 1, 1, 0, nullptr, args.data(), nullptr),
+      check(d->launch(fn, unsigned(blocks), 1, 1, unsigned(block), 1, 1, 0, nullptr, args.data(), nullptr),
             "launching " + e.name);
     }
     if (!mirrors.empty()) {
@@ -287,6 +298,12 @@ std::unique_ptr<CudaKernels> CudaKernels::load(std::string_view metadata, std::s
         std::string symbol = s.at("symbol");
         impl->check(d.module_function(&st.fn, impl->module, symbol.c_str()), "kernel " + symbol);
         st.threads = s.at("threads").get<std::vector<int64_t>>();
+        if (s.contains("plain")) {
+          std::string psym = s.at("plain").at("symbol");
+          impl->check(d.module_function(&st.plain_fn, impl->module, psym.c_str()), "kernel " + psym);
+          st.plain_threads = s.at("plain").at("threads").get<std::vector<int64_t>>();
+          st.tile = std::max<int64_t>(s.at("plain").at("tile").get<int64_t>(), 1);
+        }
         if (s.contains("shared")) {
           const auto& sh = s.at("shared");
           std::string bsym = sh.at("symbol");

@@ -36,6 +36,7 @@ namespace {
 
 constexpr const char* kTriple = "nvptx64-nvidia-cuda";
 constexpr const char* kPtxFeature = "+ptx78";  // LLVM 16's newest PTX ISA: sm_80 and sm_90
+constexpr int64_t kTileRows = 4, kTileCols = 4;  // a thread's register tile (as Vulkan's default)
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CudaOptions& opts) {
   static std::once_flag once;
@@ -149,28 +150,40 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
     };
     nlohmann::json stages = nlohmann::json::array();
     std::vector<GpuStage> st = gpu_stages(p);
+    auto code_of = [&](const SymExpr& e) {
+      std::vector<int64_t> code;
+      sym_to_code(e, slot_of, code);
+      return code;
+    };
+    auto count = [&](const std::vector<SymExpr>& extents) {
+      SymExpr n(int64_t(1));
+      for (const SymExpr& e : extents) n = n * e;
+      return code_of(n);
+    };
     for (size_t k = 0; k < st.size(); ++k) {
       std::string symbol = symbols[i] + "_s" + std::to_string(k);
-      cpu::ProgramCodegen(m, *p, symbol).run_stage(st[k]);
+      // A thread per row, with a register tile of rows where that shares
+      // loads (gpu_register_tile); the untiled form beside it for calls
+      // where most of a tile would fall past the extents.
+      std::optional<GpuStage> tiled = gpu_register_tile(st[k], kTileRows, kTileCols);
+      const GpuStage& main_stage = tiled ? *tiled : st[k];
+      cpu::ProgramCodegen(m, *p, symbol).run_stage(main_stage);
       kernel_names.insert(symbol);
-      SymExpr n(int64_t(1));
-      for (const SymExpr& e : st[k].extents) n = n * e;
-      auto code_of = [&](const SymExpr& e) {
-        std::vector<int64_t> code;
-        sym_to_code(e, slot_of, code);
-        return code;
-      };
-      nlohmann::json stage{{"symbol", symbol}, {"threads", code_of(n)}};
+      nlohmann::json stage{{"symbol", symbol}, {"threads", count(main_stage.extents)}};
+      if (tiled) {
+        std::string psym = symbol + "_plain";
+        cpu::ProgramCodegen(m, *p, psym).run_stage(st[k]);
+        kernel_names.insert(psym);
+        stage["plain"] = {{"symbol", psym}, {"threads", count(st[k].extents)}, {"tile", kTileRows * kTileCols}};
+      }
       // Matmul and conv also as blocks tiled through shared memory; the
       // runtime takes them when the blocks fill (CudaKernels).
-      if (std::optional<GpuBlockStage> block = gpu_shared_tile(st[k], 4, 4, opts_block)) {
+      if (std::optional<GpuBlockStage> block = gpu_shared_tile(st[k], kTileRows, kTileCols, opts_block)) {
         std::string bsym = symbol + "_shared";
         cpu::ProgramCodegen(m, *p, bsym).run_block_stage(*block);
         kernel_names.insert(bsym);
-        SymExpr groups(int64_t(1));
-        for (const SymExpr& e : block->extents) groups = groups * e;
         stage["shared"] = {{"symbol", bsym},
-                           {"blocks", code_of(groups)},
+                           {"blocks", count(block->extents)},
                            {"threads", block->threads},
                            {"rows", code_of(block->rows)},
                            {"cols", code_of(block->cols)},

@@ -9,6 +9,7 @@
 //   {"arch": "sm_80", "ptx_version": ..., "block": B,
 //    "kernels": [{"name", "num_inputs", "params": [{"dtype", "ndim"}], "slots": S,
 //                 "stages": [{"symbol", "threads": postfix code,
+//                             "plain": {"symbol", "threads", "tile"},
 //                             "shared": {"symbol", "blocks", "threads", "rows", "cols", "depth",
 //                                        "block": [rows, cols, depth]}}]}],
 //    "ptxas": {"version", "kernels": {symbol: {"registers", "spill_stores", "spill_loads", "stack"}}}}
@@ -16,7 +17,10 @@
 // A stage's kernel takes the program's buffers (device pointers, inputs
 // then outputs) and all its S shape-args slots (i64, runtime_abi.md
 // section 2's order); it runs on ceil(threads / B) blocks of B threads.
-// "shared", where present, is the stage tiled through shared memory
+// "plain", where present, is the stage without the register tile the main
+// kernel has ("tile" outputs per thread): the runtime runs it when most of
+// the tiles would fall past the extents. "shared", where present, is the
+// stage tiled through shared memory
 // (gpu_shared_tile: one block of "threads" threads per block of outputs,
 // "blocks" of them); rows, cols and depth (postfix code) are the tiled
 // extents the runtime compares with the block to choose it.

@@ -72,7 +72,8 @@ def main():
         check(cuda.get("arch") == "sm_80", f"relax-inspect --json cuda: {cuda}")
         if ptxas:
             kernels = (cuda.get("ptxas") or {}).get("kernels", {})
-            check(any(k.endswith("_shared") for k in kernels), f"no shared-tile kernel checked by ptxas: {list(kernels)}")
+            check(any(k.endswith("_shared") for k in kernels) and any(k.endswith("_plain") for k in kernels),
+                  f"no shared-tile or untiled variant checked by ptxas: {list(kernels)}")
             check(len(kernels) >= info.get("kernels", 1) and all(k["registers"] > 0 for k in kernels.values()),
                   f"ptxas figures for every kernel: {kernels}")
             r = run(inspect, pkg)
