@@ -7,6 +7,7 @@
 #include <llvm/Linker/Linker.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -211,7 +212,30 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
   return out;
 }
 
+// LLVM 16's loop strength reduction can rewrite a register tile's boolean
+// recurrences into an i1 multiply, which NVPTX cannot select (an abort in
+// instruction selection): code generation for PTX runs without it. The
+// option is LLVM's global (-disable-lsr), set for this emission only.
+struct NoLoopStrengthReduction {
+  llvm::cl::opt<bool>* opt = nullptr;
+  bool old = false;
+  NoLoopStrengthReduction() {
+    auto& options = llvm::cl::getRegisteredOptions();
+    auto it = options.find("disable-lsr");
+    if (it == options.end()) return;
+    opt = static_cast<llvm::cl::opt<bool>*>(it->second);
+    old = opt->getValue();
+    opt->setValue(true);
+  }
+  ~NoLoopStrengthReduction() {
+    if (opt) opt->setValue(old);
+  }
+};
+
 std::string emit_ptx(llvm::Module& m, llvm::TargetMachine& tm) {
+  static std::mutex mu;  // the option is process-wide
+  std::lock_guard<std::mutex> lock(mu);
+  NoLoopStrengthReduction no_lsr;
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream os(buffer);
   llvm::legacy::PassManager pm;
