@@ -22,27 +22,27 @@ namespace {
 using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
-using Handle = void*;  // CUcontext, CUmodule, CUfunction, CUstream
-constexpr unsigned kAttachGlobal = 1;        // CU_MEM_ATTACH_GLOBAL
-constexpr int kJitErrorLogBuffer = 5;        // CU_JIT_ERROR_LOG_BUFFER
-constexpr int kJitErrorLogBufferBytes = 6;   // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
+using Handle = void*;                       // CUcontext, CUmodule, CUfunction, CUstream
+constexpr unsigned kAttachGlobal = 1;       // CU_MEM_ATTACH_GLOBAL
+constexpr int kJitErrorLogBuffer = 5;       // CU_JIT_ERROR_LOG_BUFFER
+constexpr int kJitErrorLogBufferBytes = 6;  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
 
 // Every driver function the runtime calls, listed once: member, symbol, signature.
-#define RELAX_CUDA_FUNCTIONS(X)                                                                                 \
+#define RELAX_CUDA_FUNCTIONS(X)                                                                                \
   X(init, "cuInit", CUresult (*)(unsigned))                                                                    \
-  X(driver_version, "cuDriverGetVersion", CUresult (*)(int*))                                                 \
-  X(device_count, "cuDeviceGetCount", CUresult (*)(int*))                                                     \
-  X(device_get, "cuDeviceGet", CUresult (*)(CUdevice*, int))                                                  \
-  X(device_name, "cuDeviceGetName", CUresult (*)(char*, int, CUdevice))                                       \
-  X(primary_retain, "cuDevicePrimaryCtxRetain", CUresult (*)(Handle*, CUdevice))                             \
-  X(primary_release, "cuDevicePrimaryCtxRelease_v2", CUresult (*)(CUdevice))                                 \
-  X(ctx_set_current, "cuCtxSetCurrent", CUresult (*)(Handle))                                                 \
-  X(ctx_synchronize, "cuCtxSynchronize", CUresult (*)())                                                      \
-  X(module_load, "cuModuleLoadDataEx", CUresult (*)(Handle*, const void*, unsigned, int*, void**))            \
-  X(module_unload, "cuModuleUnload", CUresult (*)(Handle))                                                    \
-  X(module_function, "cuModuleGetFunction", CUresult (*)(Handle*, Handle, const char*))                       \
-  X(mem_alloc_managed, "cuMemAllocManaged", CUresult (*)(CUdeviceptr*, size_t, unsigned))                     \
-  X(mem_free, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                                                      \
+  X(driver_version, "cuDriverGetVersion", CUresult (*)(int*))                                                  \
+  X(device_count, "cuDeviceGetCount", CUresult (*)(int*))                                                      \
+  X(device_get, "cuDeviceGet", CUresult (*)(CUdevice*, int))                                                   \
+  X(device_name, "cuDeviceGetName", CUresult (*)(char*, int, CUdevice))                                        \
+  X(primary_retain, "cuDevicePrimaryCtxRetain", CUresult (*)(Handle*, CUdevice))                               \
+  X(primary_release, "cuDevicePrimaryCtxRelease_v2", CUresult (*)(CUdevice))                                   \
+  X(ctx_set_current, "cuCtxSetCurrent", CUresult (*)(Handle))                                                  \
+  X(ctx_synchronize, "cuCtxSynchronize", CUresult (*)())                                                       \
+  X(module_load, "cuModuleLoadDataEx", CUresult (*)(Handle*, const void*, unsigned, int*, void**))             \
+  X(module_unload, "cuModuleUnload", CUresult (*)(Handle))                                                     \
+  X(module_function, "cuModuleGetFunction", CUresult (*)(Handle*, Handle, const char*))                        \
+  X(mem_alloc_managed, "cuMemAllocManaged", CUresult (*)(CUdeviceptr*, size_t, unsigned))                      \
+  X(mem_free, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                                                       \
   X(launch, "cuLaunchKernel",                                                                                  \
     CUresult (*)(Handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Handle, void**, \
                  void**))                                                                                      \
@@ -50,7 +50,7 @@ constexpr int kJitErrorLogBufferBytes = 6;   // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYT
 
 struct Driver {
 #define X(member, symbol, type) \
-  using member##_fn = type;      \
+  using member##_fn = type;     \
   member##_fn member = nullptr;
   RELAX_CUDA_FUNCTIONS(X)
 #undef X
@@ -76,8 +76,8 @@ const Driver& driver() {
       d.why_not = std::string("no CUDA driver (") + (e ? e : "libcuda.so.1 not found") + ")";
       return;
     }
-#define X(member, symbol, type)                                                          \
-  d.member = reinterpret_cast<type>(dlsym(d.lib, symbol));                               \
+#define X(member, symbol, type)                            \
+  d.member = reinterpret_cast<type>(dlsym(d.lib, symbol)); \
   if (!d.member && d.why_not.empty()) d.why_not = std::string("libcuda.so.1 lacks ") + symbol;
     RELAX_CUDA_FUNCTIONS(X)
 #undef X
@@ -100,10 +100,10 @@ CudaDriverStatus cuda_driver_status() {
   CudaDriverStatus s;
   s.present = d.lib && d.why_not.empty();
   s.devices = d.devices;
-  s.detail = !d.why_not.empty() ? d.why_not
-                                : "CUDA driver " + std::to_string(d.version / 1000) + "." +
-                                      std::to_string(d.version % 1000 / 10) + ", " + std::to_string(d.devices) +
-                                      (d.devices == 1 ? " device" : " devices");
+  s.detail = !d.why_not.empty()
+                 ? d.why_not
+                 : "CUDA driver " + std::to_string(d.version / 1000) + "." + std::to_string(d.version % 1000 / 10) +
+                       ", " + std::to_string(d.devices) + (d.devices == 1 ? " device" : " devices");
   return s;
 }
 
@@ -219,8 +219,8 @@ struct CudaKernels::Impl {
         int64_t blocks = eval(st.blocks);
         if (blocks <= 0) continue;
         if (blocks > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", blocks, " blocks are beyond one launch");
-        check(d->launch(st.shared_fn, unsigned(blocks), 1, 1, unsigned(st.block_threads), 1, 1, 0, nullptr,
-                        args.data(), nullptr),
+        check(d->launch(st.shared_fn, unsigned(blocks), 1, 1, unsigned(st.block_threads), 1, 1, 0, nullptr, args.data(),
+                        nullptr),
               "launching " + e.name + " (shared-memory tiles)");
         continue;
       }

@@ -45,7 +45,7 @@ bool is_model_file(const fs::path& p) { return p.extension() == ".onnx"; }
 
 std::vector<Job> find_jobs(const BatchOptions& o, const std::string& target) {
   std::vector<Job> jobs;
-  std::set<std::string> seen;  // canonical model paths
+  std::set<std::string> seen;                     // canonical model paths
   std::map<std::string, std::string> package_of;  // package -> model, to find clashes
   auto add = [&](const fs::path& model, const fs::path& rel) {
     std::error_code ec;
@@ -290,7 +290,8 @@ void print_summary(const json& report, std::ostream& os) {
   for (const char* k : kStatuses) {
     int n = s.value(k, 0);
     os << "  " << std::left << std::setw(12) << k << std::right << std::setw(6) << n;
-    if (std::string(k) == "ok" && s.value("up_to_date", 0) > 0) os << "  (" << s["up_to_date"].get<int>() << " up to date)";
+    if (std::string(k) == "ok" && s.value("up_to_date", 0) > 0)
+      os << "  (" << s["up_to_date"].get<int>() << " up to date)";
     os << "\n";
   }
   bool header = false;
@@ -407,7 +408,8 @@ int run_batch(const BatchOptions& o) {
   std::string exe = self_exe();
   Progress progress(jobs.size(), o.quiet);
 
-  struct sigaction sa {}, old_int {}, old_term {};
+  struct sigaction sa {
+  }, old_int{}, old_term{};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
@@ -419,8 +421,11 @@ int run_batch(const BatchOptions& o) {
     while (running.size() < size_t(max_jobs) && next < jobs.size()) {
       size_t i = next++;
       if (!o.force && why_rebuild(jobs[i].model, jobs[i].package, o.build).empty()) {
-        entries[i] = {{"model", jobs[i].model}, {"package", jobs[i].package}, {"status", "ok"},
-                      {"up_to_date", true}, {"seconds", 0.0}};
+        entries[i] = {{"model", jobs[i].model},
+                      {"package", jobs[i].package},
+                      {"status", "ok"},
+                      {"up_to_date", true},
+                      {"seconds", 0.0}};
         progress.done(entries[i]);
         continue;
       }

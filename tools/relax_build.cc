@@ -14,9 +14,9 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
-#include <tuple>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "backends/common/vm_lower.h"
 #include "backends/driver/build.h"
@@ -59,8 +59,9 @@ const char* kExamples =
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{std::string("relax-build: compile models (ONNX or IR text) into packages (*.rpkg) for a target; "
-                            "one model, or a batch of files and folders (each model in its own process).")};
+  CLI::App app{
+      std::string("relax-build: compile models (ONNX or IR text) into packages (*.rpkg) for a target; "
+                  "one model, or a batch of files and folders (each model in its own process).")};
   app.footer(kExamples);
   std::vector<std::string> models;
   std::string output, target = "cpu", emit;
@@ -71,14 +72,15 @@ int main(int argc, char** argv) {
   app.add_option("models", models,
                  "the model: *.onnx, or *.relax with its weights file; several, or folders (searched for *.onnx): a "
                  "batch; with --merge-reports, the reports");
-  app.add_option("--target", target, "the target: cpu, vulkan or cuda (PTX; docs/cuda.md)")
-      ->capture_default_str();
+  app.add_option("--target", target, "the target: cpu, vulkan or cuda (PTX; docs/cuda.md)")->capture_default_str();
   app.add_option("--arch", opts.cuda_arch, "cuda: the GPU to compile for: sm_80 (A100), sm_86, sm_89, sm_90 (H100)")
       ->capture_default_str();
   app.add_option("-o,--output", output,
                  "the package (default: MODEL.<target>.rpkg beside the model); in a batch, the folder for the packages "
                  "(a folder given as input keeps its sub-folders there)");
-  app.add_option("-O", level, "the pass pipeline: -O0 (legalise only), -O1 (graph clean-ups), -O2 (default: also fusion, constant folding, memory planning; docs/passes.md)")
+  app.add_option("-O", level,
+                 "the pass pipeline: -O0 (legalise only), -O1 (graph clean-ups), -O2 (default: also fusion, constant "
+                 "folding, memory planning; docs/passes.md)")
       ->check(CLI::Range(0, 2))
       ->capture_default_str();
   app.add_option("--cpu", opts.cpu, "the CPU to compile for: host, x86-64, x86-64-v2, x86-64-v3, znver3, ...")
@@ -88,7 +90,9 @@ int main(int argc, char** argv) {
                  "vulkan: the register tile of a thread for matmul-like loops, ROWSxCOLS (1x1: none); matmul and conv "
                  "are also tiled through shared memory in blocks of 16*ROWS x 16*COLS")
       ->capture_default_str();
-  app.add_option("--bound", bounds, "bounds of a symbolic dim, checked at run time; -O2 plans memory for the upper bound: NAME=LO..HI (repeatable)");
+  app.add_option(
+      "--bound", bounds,
+      "bounds of a symbolic dim, checked at run time; -O2 plans memory for the upper bound: NAME=LO..HI (repeatable)");
   app.add_option("--emit", emit,
                  "instead of a package, print the IR after the passes (relax) or the kernels' source (kernels: LLVM "
                  "IR for cpu, GLSL for vulkan, PTX for cuda)");
@@ -108,9 +112,10 @@ int main(int argc, char** argv) {
   auto* jobs_opt = app.add_option("-j,--jobs", bo.jobs, "batch: models built at once (default: the number of cores)")
                        ->check(CLI::Range(1, 1024));
   auto* report_opt = app.add_option("--report", bo.report_path, "batch: write the JSON report to this file");
-  auto* shard_opt = app.add_option("--shard", shard,
-                                   "batch: build only the K-th of N deterministic slices of the models (K/N, K from 1), "
-                                   "for spreading a zoo across machines");
+  auto* shard_opt =
+      app.add_option("--shard", shard,
+                     "batch: build only the K-th of N deterministic slices of the models (K/N, K from 1), "
+                     "for spreading a zoo across machines");
   auto* timeout_opt = app.add_option("--timeout", bo.timeout, "batch: stop a model's build after this many seconds")
                           ->check(CLI::PositiveNumber);
   auto* force_opt = app.add_flag("--force", bo.force, "batch: rebuild models whose package is up to date");
@@ -174,8 +179,8 @@ int main(int argc, char** argv) {
       bo.json = json;
       bo.build = opts;
       // What each model's build gets: the options that shape the package.
-      bo.child_args = {"--target", target, "-O", std::to_string(level), "--cpu", opts.cpu, "--tile", tile,
-                       "--arch", opts.cuda_arch};
+      bo.child_args = {"--target", target, "-O",     std::to_string(level), "--cpu", opts.cpu,
+                       "--tile",   tile,   "--arch", opts.cuda_arch};
       for (const std::string& b : bounds) bo.child_args.insert(bo.child_args.end(), {"--bound", b});
       if (no_fold) bo.child_args.push_back("--no-fold");
       return batch::run_batch(bo);

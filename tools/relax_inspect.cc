@@ -29,23 +29,23 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <cstdint>
 #include <iostream>
 #include <map>
-#include <span>
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "backends/common/dataflow_graph.h"
 #include "ir/error.h"
 #include "ir/parser.h"
 #include "passes/pass.h"
 #include "runtime/allocator.h"
-#include "runtime/file_util.h"
 #include "runtime/bytecode.h"
 #include "runtime/error.h"
+#include "runtime/file_util.h"
 #include "runtime/package.h"
 #include "tools/version.h"
 
@@ -184,7 +184,8 @@ MemoryFigures memory_figures(const json& man, const std::map<std::string, std::p
     uint64_t total = 0, outputs = 0;
     for (const json& s : mem.at("storages"))
       if (!s.value("escapes", false))  // an output's own storage: counted with the outputs
-        planned_blocks.push_back({s.at("def").get<size_t>(), SIZE_MAX, uint64_t(eval(s.at("nbytes"), heap, "a storage"))});
+        planned_blocks.push_back(
+            {s.at("def").get<size_t>(), SIZE_MAX, uint64_t(eval(s.at("nbytes"), heap, "a storage"))});
     for (const json& t : mem.at("tensors")) {
       uint64_t bytes = uint64_t(eval(t.at("nbytes"), heap, "tensor '" + t.value("name", std::string()) + "'"));
       size_t def = t.at("def").get<size_t>();
@@ -246,7 +247,8 @@ void render(const std::string& dot_text, const std::string& format, const std::s
     rt_fail("--", format, ": Graphviz's dot is not installed (Debian: apt install graphviz); --dot prints the graph");
   AtomicFile target(out);  // claims the name; dot writes the temporary file beside it
   fs::path p(out);
-  fs::path tmp = (p.parent_path().empty() ? fs::path(".") : p.parent_path()) / ("." + p.filename().string() + ".dot-tmp");
+  fs::path tmp =
+      (p.parent_path().empty() ? fs::path(".") : p.parent_path()) / ("." + p.filename().string() + ".dot-tmp");
   FILE* pipe = popen(("dot -T" + format + " -o '" + tmp.string() + "'").c_str(), "w");
   if (!pipe) rt_fail("--", format, ": cannot run dot");
   fwrite(dot_text.data(), 1, dot_text.size(), pipe);
@@ -273,7 +275,9 @@ int extract_kernels(const Package& pkg, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) rt_fail(dir, ": cannot create the folder: ", ec.message());
-  auto text = [](std::string_view s) { return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()); };
+  auto text = [](std::string_view s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
   std::vector<std::string> written;
   if (auto so = pkg.find("kernels.cpu")) {
     write_into(dir, "kernels.so", *so);
@@ -324,7 +328,8 @@ int main(int argc, char** argv) {
   std::string path;
   std::vector<std::string> binds;
   bool as_json = false;
-  app.add_option("package", path, "the package (*.rpkg); with --dot, --svg or --png also IR text (*.relax)")->required();
+  app.add_option("package", path, "the package (*.rpkg); with --dot, --svg or --png also IR text (*.relax)")
+      ->required();
   bool dot = false;
   std::string svg, png;
   app.add_flag("--dot", dot, "print the graph after fusion as Graphviz dot (one box per kernel, edges with shapes)");
@@ -334,10 +339,13 @@ int main(int argc, char** argv) {
   app.add_option("--extract", extract,
                  "write each kernel module into this folder: kernels.so (cpu), one .spv per shader (vulkan), "
                  "kernels.ptx (cuda), with the kernel index");
-  app.add_option("--bind", binds, "a symbolic dim's value for the memory figures: NAME=V, or NAME=LO..HI for one call per value (repeatable)");
+  app.add_option(
+      "--bind", binds,
+      "a symbolic dim's value for the memory figures: NAME=V, or NAME=LO..HI for one call per value (repeatable)");
   app.add_flag("--json", as_json, "print one JSON object on stdout");
-  app.footer("Exit status: 0 done; 1 an error (a damaged package, an unknown dim, a value beyond a bound, no dot "
-             "for --svg/--png).");
+  app.footer(
+      "Exit status: 0 done; 1 an error (a damaged package, an unknown dim, a value beyond a bound, no dot "
+      "for --svg/--png).");
   app.set_version_flag("--version", relax::version_text("relax-inspect"));
   CLI11_PARSE(app, argc, argv);
 
@@ -353,8 +361,7 @@ int main(int argc, char** argv) {
         std::string lo = value.substr(0, dots), hi = dots == std::string::npos ? lo : value.substr(dots + 2);
         size_t u1 = 0, u2 = 0;
         r = {std::stoll(lo, &u1), std::stoll(hi, &u2)};
-        if (u1 != lo.size() || u2 != hi.size() || r.first < 0 || r.first > r.second)
-          throw std::invalid_argument("bad");
+        if (u1 != lo.size() || u2 != hi.size() || r.first < 0 || r.first > r.second) throw std::invalid_argument("bad");
       } catch (const std::exception&) {
         rt_fail("--bind expects NAME=V or NAME=LO..HI with non-negative integers, got '", b, "'");
       }
@@ -488,7 +495,8 @@ int main(int argc, char** argv) {
         std::cout << "  pool:      " << human(m["pool_bytes"])
                   << " (no plan: a caching pool allocator, each tensor freed after its last use)\n";
         std::cout << "  unplanned: " << human(m["unplanned_bytes"]) << " (no plan, no reuse: the sum of the tensors)\n";
-        std::cout << "  (outputs, the caller's: " << human(m["output_bytes"]) << "; the plan holds a storage to the end "
+        std::cout << "  (outputs, the caller's: " << human(m["output_bytes"])
+                  << "; the plan holds a storage to the end "
                   << "of the call, the pool frees each tensor after its last use)\n";
       }
     }

@@ -151,7 +151,7 @@ class GraphBuilder {
 
   const IRModule& mod_;
   json nodes_ = json::array(), edges_ = json::array();
-  std::map<const ExprNode*, std::vector<int>> from_;                 // value -> the nodes that produce it
+  std::map<const ExprNode*, std::vector<int>> from_;               // value -> the nodes that produce it
   std::map<const ExprNode*, std::vector<const ExprNode*>> parts_;  // tuple variable -> its fields
 };
 

@@ -287,8 +287,7 @@ void ProgramCodegen::run_block_stage(const GpuBlockStage& stage) {
   // grid is sized right) leaves as a whole, so its barriers stay matched.
   Value* groups = i64c(1);
   for (const SymExpr& e : stage.extents) groups = b_.CreateMul(groups, emit_sym(e));
-  bind_flat_index(special_register(b_, llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), groups, stage.vars,
-                  stage.extents);
+  bind_flat_index(special_register(b_, llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), groups, stage.vars, stage.extents);
   emit_stmt(stage.body);
   end_gpu_kernel();
 }
@@ -526,15 +525,16 @@ void ProgramCodegen::emit_allocate(const tir::AllocateNode& a) {
     // The block's memory: a module global in address space 3.
     if (!constant) error(cat("shared buffer '", buf->name, "' has a size known only at run time"));
     auto* type = llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(std::max<int64_t>((count * bits + 7) / 8, 1)));
-    auto* g = new llvm::GlobalVariable(mod_, type, false, llvm::GlobalValue::InternalLinkage,
-                                       llvm::UndefValue::get(type), symbol_ + "_" + buf->name, nullptr,
-                                       llvm::GlobalValue::NotThreadLocal, 3);
+    auto* g =
+        new llvm::GlobalVariable(mod_, type, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(type),
+                                 symbol_ + "_" + buf->name, nullptr, llvm::GlobalValue::NotThreadLocal, 3);
     g->setAlignment(llvm::Align(16));
     base = b_.CreateAddrSpaceCast(g, b_.getPtrTy());
   } else if (constant && uint64_t((count * bits + 7) / 8) <= kMaxStackBytes) {
     base = entry_alloca(b_.getInt8Ty(), std::max<int64_t>((count * bits + 7) / 8, 1), 64);
   } else {
-    if (gpu_) error(cat("buffer '", buf->name, "' is allocated with a size known only at run time, which a GPU thread cannot"));
+    if (gpu_)
+      error(cat("buffer '", buf->name, "' is allocated with a size known only at run time, which a GPU thread cannot"));
     Value* n = i64c(1);
     for (const SymExpr& d : buf->shape)
       n = b_.CreateMul(n, b_.CreateSelect(b_.CreateICmpSGT(emit_sym(d), i64c(0)), emit_sym(d), i64c(0)));

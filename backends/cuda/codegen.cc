@@ -36,7 +36,7 @@ namespace relax::cuda {
 namespace {
 
 constexpr const char* kTriple = "nvptx64-nvidia-cuda";
-constexpr const char* kPtxFeature = "+ptx78";  // LLVM 16's newest PTX ISA: sm_80 and sm_90
+constexpr const char* kPtxFeature = "+ptx78";    // LLVM 16's newest PTX ISA: sm_80 and sm_90
 constexpr int64_t kTileRows = 4, kTileCols = 4;  // a thread's register tile (as Vulkan's default)
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CudaOptions& opts) {
@@ -54,9 +54,9 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const CudaOptions& opts
   if (opts.arch.rfind("sm_", 0) != 0 || !sti || !sti->isCPUStringValid(opts.arch))
     fail("cuda codegen: unknown --arch '", opts.arch, "' (sm_80, sm_86, sm_89, sm_90, ...)");
   llvm::TargetOptions to;
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      kTriple, opts.arch, kPtxFeature, to, std::nullopt, std::nullopt,
-      opts.opt_level >= 2 ? llvm::CodeGenOpt::Aggressive : llvm::CodeGenOpt::Default));
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(kTriple, opts.arch, kPtxFeature, to, std::nullopt, std::nullopt,
+                                  opts.opt_level >= 2 ? llvm::CodeGenOpt::Aggressive : llvm::CodeGenOpt::Default));
   if (!tm) fail("cuda codegen: cannot create a target machine for ", opts.arch);
   return tm;
 }
@@ -64,10 +64,10 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const CudaOptions& opts
 // The math the cpu code generator leaves to libm or to LLVM intrinsics that
 // NVPTX cannot select become calls to libdevice's __nv_* functions.
 void use_libdevice_math(llvm::Module& m) {
-  static const std::set<std::string> libm = {"tanh",  "erf",  "log1p", "expm1", "tan",   "asin",  "acos",
-                                             "atan",  "sinh", "cosh",  "asinh", "acosh", "atanh", "atan2"};
+  static const std::set<std::string> libm = {"tanh", "erf",  "log1p", "expm1", "tan",   "asin",  "acos",
+                                             "atan", "sinh", "cosh",  "asinh", "acosh", "atanh", "atan2"};
   static const std::map<llvm::Intrinsic::ID, std::string> intrinsics = {
-      {llvm::Intrinsic::exp, "exp"},   {llvm::Intrinsic::exp2, "exp2"}, {llvm::Intrinsic::log, "log"},
+      {llvm::Intrinsic::exp, "exp"},   {llvm::Intrinsic::exp2, "exp2"},   {llvm::Intrinsic::log, "log"},
       {llvm::Intrinsic::log2, "log2"}, {llvm::Intrinsic::log10, "log10"}, {llvm::Intrinsic::sin, "sin"},
       {llvm::Intrinsic::cos, "cos"},   {llvm::Intrinsic::pow, "pow"}};
   std::vector<std::pair<llvm::Function*, std::string>> renames;
@@ -101,8 +101,9 @@ bool calls_libdevice(const llvm::Module& m) {
 void link_libdevice(llvm::Module& m, llvm::TargetMachine& tm) {
   std::string path = find_libdevice();
   if (path.empty())
-    fail("cuda codegen: the kernels use math functions (exp, tanh, erf, ...) that come from CUDA's libdevice, "
-         "and no CUDA toolkit was found (set CUDA_HOME, or RELAX_CUDA_HOME, to where nvvm/libdevice is)");
+    fail(
+        "cuda codegen: the kernels use math functions (exp, tanh, erf, ...) that come from CUDA's libdevice, "
+        "and no CUDA toolkit was found (set CUDA_HOME, or RELAX_CUDA_HOME, to where nvvm/libdevice is)");
   llvm::SMDiagnostic err;
   std::unique_ptr<llvm::Module> ld = llvm::parseIRFile(path, err, m.getContext());
   if (!ld) fail("cuda codegen: cannot read libdevice ", path, ": ", err.getMessage().str());
@@ -193,11 +194,8 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
       }
       stages.push_back(std::move(stage));
     }
-    out.kernels.push_back({{"name", p->name},
-                           {"num_inputs", p->inputs.size()},
-                           {"params", params},
-                           {"slots", next},
-                           {"stages", stages}});
+    out.kernels.push_back(
+        {{"name", p->name}, {"num_inputs", p->inputs.size()}, {"params", params}, {"slots", next}, {"stages", stages}});
   }
   use_libdevice_math(m);
   if (calls_libdevice(m)) link_libdevice(m, tm);

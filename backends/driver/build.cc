@@ -178,7 +178,8 @@ nlohmann::json memory_json(const Function& main) {
   };
   nlohmann::json j;
   j["storages"] = nlohmann::json::array();
-  for (const PlannedStorage& s : m.storages) j["storages"].push_back({{"nbytes", code(s.nbytes)}, {"def", s.binding}, {"escapes", s.escapes}});
+  for (const PlannedStorage& s : m.storages)
+    j["storages"].push_back({{"nbytes", code(s.nbytes)}, {"def", s.binding}, {"escapes", s.escapes}});
   j["tensors"] = nlohmann::json::array();
   for (const ActivationTensor& t : m.tensors) {
     if (!t.nbytes.defined()) continue;
@@ -195,7 +196,7 @@ nlohmann::json memory_json(const Function& main) {
 
 struct Compiled {
   VMLowered lowered;
-  std::string so;  // the kernels' shared object (empty without kernels)
+  std::string so;                         // the kernels' shared object (empty without kernels)
   std::string vulkan_meta, vulkan_spirv;  // the vulkan target's kernels
   std::string cuda_meta, cuda_ptx;        // the cuda target's kernels
 };
@@ -483,7 +484,8 @@ std::string kernel_source(const IRModule& mod, const BuildOptions& opts) {
 #if RELAX_HAVE_VULKAN
     std::string out;
     for (const tir::Program& p : programs)
-      for (const vulkan::GlslStage& st : vulkan::glsl_program(p, {}, 256, {opts.gpu_tile.first, opts.gpu_tile.second}).stages) {
+      for (const vulkan::GlslStage& st :
+           vulkan::glsl_program(p, {}, 256, {opts.gpu_tile.first, opts.gpu_tile.second}).stages) {
         out += "// ---- " + st.name + "\n" + st.source + "\n";
         // The variants the runtime may run instead.
         for (const auto& [what, source] : {std::pair<const char*, const std::string*>{"untiled", &st.plain_source},

@@ -116,8 +116,8 @@ relax_result* relax_model_run(relax_model* model, const relax_tensor* inputs, in
         std::vector<Tensor> in;
         for (int32_t k = 0; k < num_inputs; ++k) {
           const relax_tensor& t = inputs[k];
-          const std::string name = size_t(k) < model->inputs.descs.size() ? model->inputs.descs[size_t(k)].name
-                                                                           : "#" + std::to_string(k);
+          const std::string name =
+              size_t(k) < model->inputs.descs.size() ? model->inputs.descs[size_t(k)].name : "#" + std::to_string(k);
           std::optional<DType> dt = DType::parse(t.dtype ? t.dtype : "");
           if (!dt) rt_fail("input '", name, "': unknown dtype '", t.dtype ? t.dtype : "(null)", "'");
           if (t.ndim < 0 || (t.ndim > 0 && !t.shape)) rt_fail("input '", name, "': no shape");
