@@ -729,6 +729,23 @@ class FunctionLowering {
 
 }  // namespace
 
+SymMap<int64_t> shape_arg_slots(const tir::ProgramNode& p, int64_t* num_slots) {
+  SymMap<int64_t> slot;
+  int64_t next = 0;
+  for (const auto* list : {&p.inputs, &p.outputs})
+    for (const tir::Buffer& b : *list)
+      for (const SymExpr& d : b->shape) {
+        if (d.is_var() && !slot.count(d)) slot[d] = next;
+        ++next;
+      }
+  for (const SymExpr& s : p.sym_params) {
+    if (!slot.count(s)) slot[s] = next;
+    ++next;
+  }
+  if (num_slots) *num_slots = next;
+  return slot;
+}
+
 void sym_to_code(const SymExpr& e, const std::function<int64_t(const SymExpr&)>& slot, std::vector<int64_t>& code) {
   const SymNode& n = *e.get();
   auto binop = [&](int64_t op) {

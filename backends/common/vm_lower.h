@@ -31,6 +31,13 @@ struct VMLowered {
   std::vector<std::string> weights;   // weight names the bytecode loads
 };
 
+// The shape-args slot of each variable of a tensor program's signature, in
+// the kernel ABI's order (docs/runtime_abi.md section 2: every parameter's
+// dims, inputs then outputs, then the symbolic parameters): the first
+// plain dim that binds it, else its symbolic parameter. `num_slots` gets
+// the slot count.
+SymMap<int64_t> shape_arg_slots(const tir::ProgramNode& p, int64_t* num_slots = nullptr);
+
 // Appends postfix code (rt::ShapePattern) that computes `e`; `slot` gives
 // the heap slot of each variable (it may throw for an unbound one).
 void sym_to_code(const SymExpr& e, const std::function<int64_t(const SymExpr&)>& slot, std::vector<int64_t>& code);

@@ -130,21 +130,11 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
   std::set<std::string> kernel_names;
   for (size_t i = 0; i < programs.size(); ++i) {
     const tir::Program& p = programs[i];
-    SymMap<int64_t> slot;
     int64_t next = 0;
+    SymMap<int64_t> slot = shape_arg_slots(*p, &next);
     nlohmann::json params = nlohmann::json::array();
     for (const auto* list : {&p->inputs, &p->outputs})
-      for (const tir::Buffer& b : *list) {
-        params.push_back({{"dtype", b->dtype.str()}, {"ndim", b->shape.size()}});
-        for (const SymExpr& d : b->shape) {
-          if (d.is_var() && !slot.count(d)) slot[d] = next;
-          ++next;
-        }
-      }
-    for (const SymExpr& s : p->sym_params) {
-      if (!slot.count(s)) slot[s] = next;
-      ++next;
-    }
+      for (const tir::Buffer& b : *list) params.push_back({{"dtype", b->dtype.str()}, {"ndim", b->shape.size()}});
     auto slot_of = [&](const SymExpr& v) -> int64_t {
       auto it = slot.find(v);
       if (it == slot.end()) fail("cuda codegen: prog @", p->name, ": variable '", v.name(), "' has no shape slot");

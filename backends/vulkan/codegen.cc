@@ -22,8 +22,7 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
     needs.insert(g.needs.begin(), g.needs.end());
     // Shape-args slot of each variable: the first plain dim that binds it,
     // else its symbolic parameter.
-    SymMap<int64_t> slot;
-    int64_t next = 0;
+    SymMap<int64_t> slot = shape_arg_slots(*p);
     nlohmann::json params = nlohmann::json::array();
     size_t param = 0;
     for (const auto* list : {&p->inputs, &p->outputs})
@@ -31,15 +30,7 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
         params.push_back({{"dtype", b->dtype.str()}, {"ndim", b->shape.size()}});
         if (g.chunks[param] > 1) params.back()["chunks"] = g.chunks[param];
         ++param;
-        for (const SymExpr& d : b->shape) {
-          if (d.is_var() && !slot.count(d)) slot[d] = next;
-          ++next;
-        }
       }
-    for (const SymExpr& s : p->sym_params) {
-      if (!slot.count(s)) slot[s] = next;
-      ++next;
-    }
     auto slot_of = [&](const SymExpr& v) -> int64_t {
       auto it = slot.find(v);
       if (it == slot.end()) fail("vulkan codegen: prog @", p->name, ": variable '", v.name(), "' has no shape slot");
