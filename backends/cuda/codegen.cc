@@ -248,6 +248,7 @@ std::string compile(const std::vector<tir::Program>& programs, const CudaOptions
 }  // namespace
 
 std::string find_libdevice() {
+  if (const char* e = std::getenv("RELAX_CUDA_HOME"); e && std::string(e) == "none") return "";  // as without CUDA
   for (const char* var : {"RELAX_CUDA_HOME", "CUDA_HOME", "CUDA_PATH"})
     if (const char* home = std::getenv(var); home && *home) {
       fs::path p = fs::path(home) / "nvvm" / "libdevice" / "libdevice.10.bc";

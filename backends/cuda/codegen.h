@@ -52,8 +52,9 @@ CudaArtifact compile_cuda(const std::vector<tir::Program>& programs, const CudaO
 // The PTX alone (relax-build --emit kernels).
 std::string cuda_ptx(const std::vector<tir::Program>& programs, const CudaOptions& opts);
 
-// Where libdevice is (RELAX_CUDA_HOME, CUDA_HOME, /usr/local/cuda); empty
-// when not found.
+// Where libdevice is (RELAX_CUDA_HOME, CUDA_HOME, CUDA_PATH,
+// /usr/local/cuda); empty when not found, or when RELAX_CUDA_HOME is
+// "none" (tests: as on a machine without the CUDA toolkit).
 std::string find_libdevice();
 
 }  // namespace relax::cuda
