@@ -33,7 +33,6 @@ constexpr int kJitErrorLogBufferBytes = 6;  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTE
   X(driver_version, "cuDriverGetVersion", CUresult (*)(int*))                                                  \
   X(device_count, "cuDeviceGetCount", CUresult (*)(int*))                                                      \
   X(device_get, "cuDeviceGet", CUresult (*)(CUdevice*, int))                                                   \
-  X(device_name, "cuDeviceGetName", CUresult (*)(char*, int, CUdevice))                                        \
   X(primary_retain, "cuDevicePrimaryCtxRetain", CUresult (*)(Handle*, CUdevice))                               \
   X(primary_release, "cuDevicePrimaryCtxRelease_v2", CUresult (*)(CUdevice))                                   \
   X(ctx_set_current, "cuCtxSetCurrent", CUresult (*)(Handle))                                                  \

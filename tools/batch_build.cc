@@ -218,7 +218,6 @@ json finish_child(const Child& c, int status, const Job& job, double timeout) {
     remove_leftovers(job.package);
     std::error_code ec;
     fs::remove(job.package, ec);
-    entry.erase("bytes");
   }
   return entry;
 }

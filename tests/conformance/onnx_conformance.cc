@@ -204,9 +204,11 @@ int main(int argc, char** argv) {
     return 77;
   }
 #endif
-  if (opts.target == "cuda" && !rt::cuda_driver_status().present) {
-    build_only = true;  // no GPU here: build, and let ptxas check
-    std::cout << "cuda: " << rt::cuda_driver_status().detail << ": building only\n";
+  if (opts.target == "cuda") {
+    if (rt::CudaDriverStatus driver = rt::cuda_driver_status(); !driver.present) {
+      build_only = true;  // no GPU here: build, and let ptxas check
+      std::cout << "cuda: " << driver.detail << ": building only\n";
+    }
   }
 
   auto start = std::chrono::steady_clock::now();
