@@ -279,6 +279,11 @@ TExpr call(Intrinsic fn, std::vector<TExpr> args) {
     fail("intrinsic '", name, "' takes ", intrinsic_arity(fn), " arguments, got ", args.size());
   for (const TExpr& x : args) check_operand(x, name);
   DataType t = args[0]->dtype;
+  if (fn == Intrinsic::shfl_xor) {
+    if (t.bits != 32 || !t.is_scalar() || !(t.is_float() || t.is_integer()) || args[1]->dtype != DataType::i32())
+      fail("intrinsic 'shfl_xor' takes a 32-bit scalar and an i32 lane mask, got ", t, " and ", args[1]->dtype);
+    return std::make_shared<CallNodeT>(t, fn, std::move(args));
+  }
   for (const TExpr& x : args)
     if (x->dtype != t) fail("intrinsic '", name, "': operand dtypes ", t, " and ", x->dtype, " differ");
   bool ok = fn == Intrinsic::abs ? is_number(t) : fn == Intrinsic::popcount ? t.is_integer() : t.is_float();

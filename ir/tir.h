@@ -68,10 +68,11 @@ enum class TKind : uint8_t {
 // Binary operators, listed once with their text spelling. Comparisons and
 // logical ops produce bool. Div is true division for floats and truncating
 // division for integers; FloorDiv/FloorMod round toward -inf (Python).
-#define RELAX_TBINARY_OPS(X)                                                                                          \
-  X(Add, "+")                                                                                                         \
-  X(Sub, "-") X(Mul, "*") X(Div, "/") X(FloorDiv, "//") X(FloorMod, "%") X(Min, "min") X(Max, "max") X(EQ, "==")      \
-      X(NE, "!=") X(LT, "<") X(LE, "<=") X(GT, ">") X(GE, ">=") X(And, "&&") X(Or, "||") X(BitAnd, "&") X(BitOr, "|") \
+#define RELAX_TBINARY_OPS(X)                                                                                     \
+  X(Add, "+")                                                                                                    \
+  X(Sub, "-")                                                                                                    \
+  X(Mul, "*") X(Div, "/") X(FloorDiv, "//") X(FloorMod, "%") X(Min, "min") X(Max, "max") X(EQ, "==") X(NE, "!=") \
+      X(LT, "<") X(LE, "<=") X(GT, ">") X(GE, ">=") X(And, "&&") X(Or, "||") X(BitAnd, "&") X(BitOr, "|")        \
           X(BitXor, "^") X(Shl, "<<") X(Shr, ">>")
 enum class BinOp : uint8_t {
 #define X(k, s) k,
@@ -89,13 +90,16 @@ enum class UnOp : uint8_t { Neg, Not, BitNot };
 const char* unop_text(UnOp op);  // "-", "!", "~"
 
 // Math intrinsics, listed once: name and arity. Each is elementwise on its
-// float (or, where it makes sense, integer) operands.
-#define RELAX_INTRINSICS(X)                                                                                           \
-  X(exp, 1)                                                                                                           \
-  X(exp2, 1) X(log, 1) X(log2, 1) X(log1p, 1) X(expm1, 1) X(sqrt, 1) X(rsqrt, 1) X(tanh, 1) X(sigmoid, 1) X(erf, 1)   \
-      X(sin, 1) X(cos, 1) X(tan, 1) X(asin, 1) X(acos, 1) X(atan, 1) X(sinh, 1) X(cosh, 1) X(asinh, 1) X(acosh, 1)    \
-          X(atanh, 1) X(abs, 1) X(floor, 1) X(ceil, 1) X(round, 1) X(trunc, 1) X(isnan, 1) X(isinf, 1) X(isfinite, 1) \
-              X(popcount, 1) X(pow, 2) X(atan2, 2) X(fmod, 2) X(copysign, 2) X(fma, 3)
+// float (or, where it makes sense, integer) operands, except shfl_xor(x,
+// mask): the value of x in the lane (lane ^ mask) of the calling thread's
+// warp, for GPU code generators that have warps (CUDA), 32-bit x only.
+#define RELAX_INTRINSICS(X)                                                                                          \
+  X(exp, 1)                                                                                                          \
+  X(exp2, 1)                                                                                                         \
+  X(log, 1) X(log2, 1) X(log1p, 1) X(expm1, 1) X(sqrt, 1) X(rsqrt, 1) X(tanh, 1) X(sigmoid, 1) X(erf, 1) X(sin, 1)   \
+      X(cos, 1) X(tan, 1) X(asin, 1) X(acos, 1) X(atan, 1) X(sinh, 1) X(cosh, 1) X(asinh, 1) X(acosh, 1) X(atanh, 1) \
+          X(abs, 1) X(floor, 1) X(ceil, 1) X(round, 1) X(trunc, 1) X(isnan, 1) X(isinf, 1) X(isfinite, 1)            \
+              X(popcount, 1) X(pow, 2) X(atan2, 2) X(fmod, 2) X(copysign, 2) X(fma, 3) X(shfl_xor, 2)
 enum class Intrinsic : uint8_t {
 #define X(name, arity) name,
   RELAX_INTRINSICS(X)
@@ -211,11 +215,11 @@ enum class SKind : uint8_t {
 #undef X
 };
 
-#define RELAX_LOOP_KINDS(X)                                                                               \
-  X(Serial, "range")                                                                                      \
-  X(Parallel, "parallel") X(Vectorized, "vectorized") X(Unrolled, "unrolled") X(BlockX, "blockIdx.x")     \
-      X(BlockY, "blockIdx.y") X(BlockZ, "blockIdx.z") X(ThreadX, "threadIdx.x") X(ThreadY, "threadIdx.y") \
-          X(ThreadZ, "threadIdx.z")
+#define RELAX_LOOP_KINDS(X)                                                                           \
+  X(Serial, "range")                                                                                  \
+  X(Parallel, "parallel")                                                                             \
+  X(Vectorized, "vectorized") X(Unrolled, "unrolled") X(BlockX, "blockIdx.x") X(BlockY, "blockIdx.y") \
+      X(BlockZ, "blockIdx.z") X(ThreadX, "threadIdx.x") X(ThreadY, "threadIdx.y") X(ThreadZ, "threadIdx.z")
 enum class LoopKind : uint8_t {
 #define X(k, s) k,
   RELAX_LOOP_KINDS(X)

@@ -1,5 +1,6 @@
 #include "backends/common/gpu_schedule.h"
 
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -67,8 +68,8 @@ bool reduction_nest(const tir::Stmt& s, tir::Buffer& acc, tir::BinOp& op) {
   const auto* st = at->kind == tir::SKind::Store ? static_cast<const tir::StoreNode*>(at) : nullptr;
   if (!st || st->buffer->scope != tir::Scope::Local || st->indices.size() != 1) return false;
   const auto* b = tir::as<tir::BinaryNode>(st->value);
-  if (!b || !(b->op == tir::BinOp::Add || b->op == tir::BinOp::Mul || b->op == tir::BinOp::Min ||
-              b->op == tir::BinOp::Max))
+  if (!b ||
+      !(b->op == tir::BinOp::Add || b->op == tir::BinOp::Mul || b->op == tir::BinOp::Min || b->op == tir::BinOp::Max))
     return false;
   if (!(st->buffer->dtype.is_float() || st->buffer->dtype.is_int() || st->buffer->dtype.is_uint())) return false;
   auto is_acc = [&](const tir::TExpr& e) {
@@ -257,7 +258,8 @@ bool jam(const std::vector<tir::Stmt>& copies, tir::Stmt& out) {
       for (const tir::Stmt& c : copies) bodies.push_back(tir::as<tir::AllocateNode>(c)->body);
       tir::Stmt body;
       if (!jam(bodies, body)) return false;
-      for (size_t i = copies.size(); i-- > 0;) body = tir::make_allocate(tir::as<tir::AllocateNode>(copies[i])->buffer, body);
+      for (size_t i = copies.size(); i-- > 0;)
+        body = tir::make_allocate(tir::as<tir::AllocateNode>(copies[i])->buffer, body);
       out = body;
       return true;
     }
@@ -433,6 +435,143 @@ std::vector<GpuStage> gpu_stages(const tir::Program& p) {
 
 namespace {
 
+// The identity of `op` on `t`: what a thread with no iterations contributes.
+tir::TExpr reduce_identity(tir::BinOp op, DataType t) {
+  switch (op) {
+    case tir::BinOp::Add:
+      return t.is_float() ? tir::imm(t, 0) : tir::imm_int(t, 0);
+    case tir::BinOp::Mul:
+      return t.is_float() ? tir::imm(t, 1) : tir::imm_int(t, 1);
+    case tir::BinOp::Max:
+    case tir::BinOp::Min: {
+      bool mx = op == tir::BinOp::Max;
+      if (t.is_float()) return tir::imm(t, mx ? -HUGE_VAL : HUGE_VAL);
+      if (t.is_uint()) return tir::imm_int(t, mx ? 0 : (t.bits >= 64 ? -1 : int64_t((uint64_t(1) << t.bits) - 1)));
+      int64_t lo = t.bits >= 64 ? INT64_MIN : -(int64_t(1) << (t.bits - 1));
+      return tir::imm_int(t, mx ? lo : -(lo + 1));
+    }
+    default:
+      fail("a workgroup reduction of this kind");
+  }
+}
+
+// `for v in range(extent) body`, its iterations split over the threads:
+// thread t runs v = t, t + T, ... below the extent.
+tir::Stmt strided_loop(const std::vector<SymExpr>& vars, const std::vector<SymExpr>& extents, const tir::Stmt& body,
+                       const SymExpr& thread, int64_t threads, int& fresh) {
+  SymExpr total(int64_t(1));
+  for (const SymExpr& e : extents) total = total * e;
+  SymExpr j = SymExpr::var("j" + std::to_string(fresh++));
+  SymExpr flat = j * SymExpr(threads) + thread;
+  SymMap<SymExpr> map;
+  for (size_t k = vars.size(); k-- > 0;) {
+    map[vars[k]] = k == 0 ? flat : floormod(flat, extents[k]);
+    flat = floordiv(flat, extents[k]);
+  }
+  SymExpr index = j * SymExpr(threads) + thread;
+  return tir::make_for(
+      j, floordiv(total + SymExpr(threads - 1), SymExpr(threads)), tir::LoopKind::Serial,
+      tir::make_if(tir::binary(tir::BinOp::LT, tir::sym(index), tir::sym(total)), tir::substitute(body, map)));
+}
+
+}  // namespace
+
+GpuBlockStage gpu_row_block(const GpuStage& st, const GpuRows& rows, int64_t threads, int64_t warp) {
+  GpuBlockStage out;
+  out.vars = st.vars;
+  out.extents = st.extents;
+  out.threads = threads;
+  out.thread = SymExpr::var("tid");
+  const SymExpr& t = out.thread;
+  auto at0 = [] { return std::vector<tir::TExpr>{tir::sym(SymExpr(int64_t(0)))}; };
+  std::vector<tir::Stmt> body;
+  std::vector<tir::Buffer> scratch;  // shared arrays and the reductions' saved initial values
+  int fresh = 0;
+  auto barrier = [&] { body.push_back(tir::make_barrier()); };
+  for (const GpuRowStep& step : rows.steps) {
+    switch (step.kind) {
+      case GpuRowStep::Kind::Serial:
+        body.push_back(step.stmt);
+        break;
+      case GpuRowStep::Kind::Global:
+        body.push_back(
+            tir::make_if(tir::binary(tir::BinOp::EQ, tir::sym(t), tir::sym(SymExpr(int64_t(0)))), step.stmt));
+        break;
+      case GpuRowStep::Kind::Spread: {
+        const auto* f = tir::as<tir::ForNode>(step.stmt);
+        body.push_back(strided_loop({f->var}, {f->extent}, f->body, t, threads, fresh));
+        break;
+      }
+      case GpuRowStep::Kind::Reduce: {
+        // Each thread folds its share of the nest's iterations into acc,
+        // from the identity; the partials meet (a warp's lanes by shuffles,
+        // then the warps' partials in shared memory, or a shared tree), and
+        // every thread ends with init op (all of them).
+        const tir::Buffer& acc = step.acc;
+        DataType dt = acc->dtype;
+        auto a = [&] { return tir::load(acc, at0()); };
+        auto combine = [&](tir::TExpr x, tir::TExpr y) { return tir::binary(step.op, std::move(x), std::move(y)); };
+        std::string k = std::to_string(fresh++);
+        tir::Buffer init = tir::make_buffer("init" + k, dt, {SymExpr(int64_t(1))}, tir::Scope::Local);
+        scratch.push_back(init);
+        body.push_back(tir::make_store(init, at0(), a()));
+        body.push_back(tir::make_store(acc, at0(), reduce_identity(step.op, dt)));
+        std::vector<SymExpr> vars, extents;
+        tir::Stmt inner = step.stmt;
+        for (const auto* f = tir::as<tir::ForNode>(inner); f; f = tir::as<tir::ForNode>(inner)) {
+          vars.push_back(f->var);
+          extents.push_back(f->extent);
+          inner = f->body;
+        }
+        body.push_back(strided_loop(vars, extents, inner, t, threads, fresh));
+        bool shuffle = warp > 1 && threads % warp == 0 && dt.bits == 32 && dt.is_scalar();
+        int64_t parts = shuffle ? threads / warp : threads;
+        tir::Buffer red = tir::make_buffer("red" + k, dt, {SymExpr(parts)}, tir::Scope::Shared);
+        scratch.push_back(red);
+        if (shuffle) {
+          for (int64_t off = warp / 2; off > 0; off /= 2)
+            body.push_back(tir::make_store(
+                acc, at0(),
+                combine(a(), tir::call(tir::Intrinsic::shfl_xor, {a(), tir::imm_int(DataType::i32(), off)}))));
+          body.push_back(tir::make_if(
+              tir::binary(tir::BinOp::EQ, tir::sym(floormod(t, SymExpr(warp))), tir::sym(SymExpr(int64_t(0)))),
+              tir::make_store(red, {tir::sym(floordiv(t, SymExpr(warp)))}, a())));
+          barrier();
+          body.push_back(tir::make_store(acc, at0(), tir::load(init, at0())));
+          SymExpr g = SymExpr::var("g" + k);
+          body.push_back(tir::make_for(g, SymExpr(parts), tir::LoopKind::Serial,
+                                       tir::make_store(acc, at0(), combine(a(), tir::load(red, {tir::sym(g)})))));
+        } else {
+          body.push_back(tir::make_store(red, {tir::sym(t)}, a()));
+          barrier();
+          for (int64_t half = threads / 2; half > 0; half /= 2) {
+            body.push_back(tir::make_if(tir::binary(tir::BinOp::LT, tir::sym(t), tir::sym(SymExpr(half))),
+                                        tir::make_store(red, {tir::sym(t)},
+                                                        combine(tir::load(red, {tir::sym(t)}),
+                                                                tir::load(red, {tir::sym(t + SymExpr(half))})))));
+            barrier();
+          }
+          body.push_back(tir::make_store(acc, at0(), combine(tir::load(init, at0()), tir::load(red, at0()))));
+        }
+        barrier();  // the shared array is free again
+        break;
+      }
+    }
+    if (step.barrier_after) barrier();
+  }
+  tir::Stmt s = tir::make_seq(std::move(body));
+  for (size_t i = scratch.size(); i-- > 0;) s = tir::make_allocate(scratch[i], s);
+  for (size_t i = rows.locals.size(); i-- > 0;) s = tir::make_allocate(rows.locals[i], s);
+  out.body = s;
+  // For the runtime's choice: the rows, and the loop iterations in each.
+  out.rows = SymExpr(int64_t(1));
+  for (const SymExpr& e : st.extents) out.rows = out.rows * e;
+  out.depth = rows.work;
+  return out;
+}
+
+namespace {
+
 // `flat` as indices of `vars` over `extents` (row-major, the last fastest).
 void unflatten_into(SymExpr flat, const std::vector<SymExpr>& vars, const std::vector<SymExpr>& extents,
                     SymMap<SymExpr>& map) {
@@ -458,8 +597,7 @@ int64_t shared_bytes(DataType t) { return t.bits > 32 ? 8 : 4; }
 // minimum (maxComputeSharedMemorySize), and CUDA's static limit is larger.
 constexpr int64_t kMaxSharedBytes = 16384;
 
-std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t tr, int64_t tc, int64_t threads,
-                                             int64_t tk) {
+std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t tr, int64_t tc, int64_t threads, int64_t tk) {
   constexpr int64_t tx = 16;  // threads along a row of the block
   size_t n = st.vars.size();
   if (n < 2 || tr < 1 || tc < 1 || tk < 1 || threads % tx != 0) return std::nullopt;
@@ -600,8 +738,8 @@ std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t tr, int
     bool k_fastest = false;
     tir::visit_exprs(e, [&](const tir::TExpr& y) {
       const auto* l = tir::as<tir::LoadNode>(y);
-      if (l && !l->indices.empty() && depends_on_any(l->indices.back(), kv) &&
-          !depends_on(l->indices.back(), rv) && !depends_on_any(l->indices.back(), cols))
+      if (l && !l->indices.empty() && depends_on_any(l->indices.back(), kv) && !depends_on(l->indices.back(), rv) &&
+          !depends_on_any(l->indices.back(), cols))
         k_fastest = true;
     });
     SymExpr q = SymExpr::var("f" + std::to_string(shared.size() - 1));
@@ -630,8 +768,8 @@ std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t tr, int
     tir::Buffer b = tir::make_buffer("r" + std::to_string(s) + "_" + std::to_string(at), e->dtype,
                                      {SymExpr(int64_t(1))}, tir::Scope::Local);
     regs.push_back(b);
-    loads.push_back(tir::make_store(b, {tir::sym(SymExpr(int64_t(0)))},
-                                    tir::load(shared[s], {tir::sym(kk), tir::sym(lane)})));
+    loads.push_back(
+        tir::make_store(b, {tir::sym(SymExpr(int64_t(0)))}, tir::load(shared[s], {tir::sym(kk), tir::sym(lane)})));
     return b;
   };
   for (size_t s = 0; s < staged_a.size(); ++s)
@@ -692,8 +830,8 @@ std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t tr, int
   chunk.push_back(tir::make_barrier());
   chunk.push_back(tir::make_for(kk, steps, tir::LoopKind::Serial, tir::make_seq(step_body)));
   std::vector<tir::Stmt> body = prologue;
-  body.push_back(tir::make_for(kc, floordiv(depth + (tk - 1), SymExpr(tk)), tir::LoopKind::Serial,
-                               tir::make_seq(chunk)));
+  body.push_back(
+      tir::make_for(kc, floordiv(depth + (tk - 1), SymExpr(tk)), tir::LoopKind::Serial, tir::make_seq(chunk)));
   body.insert(body.end(), epilogue.begin(), epilogue.end());
   tir::Stmt all = tir::make_seq(body);
   for (const auto* list : {&regs, &copies_locals, &shared})

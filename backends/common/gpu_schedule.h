@@ -55,14 +55,14 @@ struct GpuRowStep {
   enum class Kind { Serial, Global, Reduce, Spread };
   Kind kind = Kind::Serial;
   tir::Stmt stmt;
-  tir::Buffer acc;              // Reduce: the accumulator
+  tir::Buffer acc;                  // Reduce: the accumulator
   tir::BinOp op = tir::BinOp::Add;  // Reduce: how partials combine
-  bool barrier_after = false;   // a later step reads global memory this one writes
+  bool barrier_after = false;       // a later step reads global memory this one writes
 };
 struct GpuRows {
   std::vector<tir::Buffer> locals;  // the row's local scalars
   std::vector<GpuRowStep> steps;
-  SymExpr work;                     // loop iterations per row: of its Reduce nests and Spread loops, summed
+  SymExpr work;  // loop iterations per row: of its Reduce nests and Spread loops, summed
 };
 std::optional<GpuRows> gpu_rows(const GpuStage& st);
 
@@ -88,7 +88,7 @@ struct GpuBlockStage {
   SymExpr thread;
   int64_t threads = 256;
   tir::Stmt body;
-  SymExpr rows, cols, depth;  // the tiled extents (for the runtime's choice)
+  SymExpr rows, cols, depth;                                // the tiled extents (for the runtime's choice)
   int64_t block_rows = 1, block_cols = 1, block_depth = 1;  // a workgroup's block of them
 };
 
@@ -110,5 +110,17 @@ struct GpuBlockStage {
 // one side, or needs more than 16 KiB of shared memory.
 std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t rows = 4, int64_t cols = 4,
                                              int64_t threads = 256, int64_t depth = 16);
+
+// The workgroup rows of a stage as a block stage, for code generators that
+// compile block stages (CUDA): one block of `threads` threads per row.
+// Serial steps run in every thread, Global ones in thread 0, Spread loops
+// and Reduce nests split their iterations over the threads (thread t takes
+// t, t + threads, ...). A Reduce combines the threads' partials into every
+// thread's accumulator: with `warp` > 1 and a 32-bit accumulator, a warp's
+// lanes by shfl_xor butterflies, then the warps' partials through shared
+// memory; otherwise a shared-memory tree. Barriers end each reduction and
+// each step a later one reads the global writes of. `rows` is the number
+// of rows and `depth` the loop iterations in each (GpuRows::work).
+GpuBlockStage gpu_row_block(const GpuStage& st, const GpuRows& rows, int64_t threads, int64_t warp);
 
 }  // namespace relax

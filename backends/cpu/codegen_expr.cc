@@ -6,6 +6,7 @@
 // guard their amount, float-to-int conversions saturate.
 #include <llvm/ADT/APFloat.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include <cmath>
 
@@ -478,6 +479,16 @@ Value* ProgramCodegen::emit_call(const tir::CallNodeT& c) {
   DataType t = c.args[0]->dtype;
   std::vector<Value*> args;
   for (const tir::TExpr& a : c.args) args.push_back(emit_expr(a));
+  if (c.fn == tir::Intrinsic::shfl_xor) {
+    // A butterfly exchange among a full warp's 32 lanes.
+    if (!gpu_) error("shfl_xor: a warp shuffle outside a GPU kernel");
+    Value* x = args[0];
+    bool is_float = x->getType()->isFloatTy();
+    if (!is_float) x = b_.CreateBitCast(x, b_.getInt32Ty());
+    Value* r = b_.CreateIntrinsic(is_float ? Intr::nvvm_shfl_sync_bfly_f32 : Intr::nvvm_shfl_sync_bfly_i32, {},
+                                  {b_.getInt32(0xffffffffu), x, args[1], b_.getInt32(0x1f)});
+    return is_float ? r : b_.CreateBitCast(r, args[0]->getType());
+  }
   if (t.is_integer()) {
     if (c.fn == tir::Intrinsic::popcount) return b_.CreateUnaryIntrinsic(Intr::ctpop, args[0]);
     if (c.fn == tir::Intrinsic::abs)
@@ -596,6 +607,8 @@ Value* ProgramCodegen::emit_call(const tir::CallNodeT& c) {
       break;
     case I::fma:
       r = b_.CreateIntrinsic(Intr::fma, {ty}, {x, args[1], args[2]});
+      break;
+    case I::shfl_xor:  // handled above
       break;
   }
   return from_math(t, r);

@@ -113,6 +113,9 @@ void link_libdevice(llvm::Module& m, llvm::TargetMachine& tm) {
     fail("cuda codegen: linking libdevice ", path, " failed");
 }
 
+constexpr int64_t kWarp = 32;         // lanes of a warp: shfl_xor's butterflies
+constexpr int64_t kMinRowWork = 256;  // rows known to be shorter stay a thread each
+
 struct Built {
   std::unique_ptr<llvm::Module> module;
   nlohmann::json kernels = nlohmann::json::array();
@@ -181,6 +184,18 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
                            {"cols", code_of(block->cols)},
                            {"depth", code_of(block->depth)},
                            {"block", {block->block_rows, block->block_cols, block->block_depth}}};
+      }
+      // A block per row with the row's loops split over its threads
+      // (reductions through warp shuffles), unless the rows are known to be
+      // short; the runtime takes it for few or long rows.
+      std::optional<GpuRows> rows = gpu_rows(st[k]);
+      if (rows && !(rows->work.is_const() && rows->work.const_value() < kMinRowWork)) {
+        GpuBlockStage rb = gpu_row_block(st[k], *rows, opts_block, kWarp);
+        std::string rsym = symbol + "_rows";
+        cpu::ProgramCodegen(m, *p, rsym).run_block_stage(rb);
+        kernel_names.insert(rsym);
+        stage["rows"] = {
+            {"symbol", rsym}, {"blocks", code_of(rb.rows)}, {"threads", rb.threads}, {"work", code_of(rb.depth)}};
       }
       stages.push_back(std::move(stage));
     }

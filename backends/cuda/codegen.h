@@ -11,7 +11,8 @@
 //                 "stages": [{"symbol", "threads": postfix code,
 //                             "plain": {"symbol", "threads", "tile"},
 //                             "shared": {"symbol", "blocks", "threads", "rows", "cols", "depth",
-//                                        "block": [rows, cols, depth]}}]}],
+//                                        "block": [rows, cols, depth]},
+//                             "rows": {"symbol", "blocks", "threads", "work"}}]}],
 //    "ptxas": {"version", "kernels": {symbol: {"registers", "spill_stores", "spill_loads", "stack"}}}}
 // and "kernels.cuda.ptx", the PTX text of one module holding every stage.
 // A stage's kernel takes the program's buffers (device pointers, inputs
@@ -23,7 +24,11 @@
 // stage tiled through shared memory
 // (gpu_shared_tile: one block of "threads" threads per block of outputs,
 // "blocks" of them); rows, cols and depth (postfix code) are the tiled
-// extents the runtime compares with the block to choose it.
+// extents the runtime compares with the block to choose it. "rows", where
+// present, is the stage as one block of "threads" threads per row, the
+// row's loops split over them and reductions combined by warp shuffles
+// (gpu_row_block); "blocks" rows of "work" loop iterations each, which the
+// runtime weighs to choose it.
 #pragma once
 
 #include <string>
