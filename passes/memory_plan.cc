@@ -77,7 +77,17 @@ SymExpr tensor_nbytes(DataType dtype, const std::vector<SymExpr>& shape) {
 MemoryAnalysis analyze_memory(const Function& f) {
   MemoryAnalysis m;
   for (const BindingBlock& block : f->body->blocks)
-    for (const Binding& b : block.bindings) m.bindings.push_back(b);
+    for (const Binding& b : block.bindings) {
+      // A CUDA graph region (passes/rewrite_cuda_graph.cc) counts as its
+      // launches, in place.
+      const auto* region = as<FunctionNode>(b.value);
+      if (region && region->attrs.has("cuda_graph")) {
+        for (const BindingBlock& inner : region->body->blocks)
+          m.bindings.insert(m.bindings.end(), inner.bindings.begin(), inner.bindings.end());
+        continue;
+      }
+      m.bindings.push_back(b);
+    }
 
   // Alias sets first, then the last use of each set. A kernel call's
   // outputs are fresh; a destination-passing call returns its
@@ -190,8 +200,7 @@ MemoryAnalysis analyze_memory(const Function& f) {
       ++users[size_t(t.storage)];
       if (t.escapes) ++escaping_users[size_t(t.storage)];
     }
-  for (size_t s = 0; s < m.storages.size(); ++s)
-    m.storages[s].escapes = users[s] > 0 && users[s] == escaping_users[s];
+  for (size_t s = 0; s < m.storages.size(); ++s) m.storages[s].escapes = users[s] > 0 && users[s] == escaping_users[s];
   return m;
 }
 

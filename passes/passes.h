@@ -28,6 +28,11 @@ IRModule canonicalize_bindings(const IRModule& mod);
 // symbolic integers are non-negative (user-given bounds are not read yet).
 IRModule simplify_shapes(const IRModule& mod);
 
+// For the cuda target: runs of kernel launches over planned storage
+// become regions the runtime captures as CUDA graphs and replays, one graph
+// per binding of what the kernels see (passes/rewrite_cuda_graph.cc).
+IRModule rewrite_cuda_graph(const IRModule& mod);
+
 // Binds operands of known rank but unknown dims with a match_cast to fresh
 // variables before an op reads them, so every op sees a symbolic shape.
 IRModule bind_shapes(const IRModule& mod);

@@ -22,10 +22,15 @@ const std::vector<Pass>& all_passes() {
       {"simplify-tir", "simplify index arithmetic in tensor programs under their loop bounds", simplify_tir},
       {"lift-transform-params", "weight-only computations of @main move to @transform_params, run once at load",
        lift_transform_params},
-      {"lift-workspaces", "tensor programs' workspaces become outputs their callers allocate (and memory planning plans)",
+      {"lift-workspaces",
+       "tensor programs' workspaces become outputs their callers allocate (and memory planning plans)",
        lift_workspaces},
       {"static-plan-memory", "plan activation storage: explicit allocations reused across lifetimes",
        static_plan_memory},
+      {"rewrite-cuda-graph",
+       "cuda (or module attribute cuda_graph=\"1\"): runs of kernel launches over planned storage become regions "
+       "captured once as CUDA graphs and replayed",
+       rewrite_cuda_graph},
       {"bind-shapes", "match_cast operands of unknown dims to fresh variables before ops read them", bind_shapes},
   };
   return passes;
@@ -56,9 +61,9 @@ std::vector<std::string> pipeline(const std::string& name, const std::string& ta
   } else if (name == "O2") {
     add(graph);
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
-    add({"legalize", "canonicalize-bindings", "dead-code-elimination", "fuse-ops", "fuse-tir",
-         "simplify-tir", "lift-workspaces", "canonicalize-bindings", "dead-code-elimination",
-         "static-plan-memory"});
+    add({"legalize", "canonicalize-bindings", "dead-code-elimination", "fuse-ops", "fuse-tir", "simplify-tir",
+         "lift-workspaces", "canonicalize-bindings", "dead-code-elimination", "static-plan-memory",
+         "rewrite-cuda-graph"});
   } else {
     fail("unknown pipeline '", name, "'; known: O0, O1, O2");
   }

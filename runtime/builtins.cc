@@ -126,6 +126,19 @@ void alloc_storage(BuiltinCall& c) {
   c.out = Tensor::empty(DType::u(8), {size[0]}, c.vm.pool());
 }
 
+// alloc_storage_persistent(size, site): the block this site got last while
+// it is big enough, else a new one that is kept.
+void alloc_storage_persistent(BuiltinCall& c) {
+  const std::vector<int64_t>& size = c.arg(0).shape("alloc_storage size");
+  if (size.size() != 1 || size[0] < 0) rt_fail("alloc_storage: bad size ", shape_str(size));
+  Tensor& kept = c.vm.persistent_storage(c.arg(1).str("alloc_storage site"));
+  if (!kept.defined() || kept.numel() < size[0]) {
+    kept = Tensor();  // the old block back to the pool first
+    kept = Tensor::empty(DType::u(8), {size[0]}, c.vm.pool());
+  }
+  c.out = kept;
+}
+
 // alloc_tensor_in(storage, shape, dtype): a tensor over the storage's first
 // bytes; an error (not an overrun) when the plan's storage is too small.
 void alloc_tensor_in(BuiltinCall& c) {
@@ -191,17 +204,20 @@ void register_control_builtins();  // runtime/builtins_control.cc
 void register_blas_builtins();     // runtime/builtins_blas.cc
 void register_data_builtins();     // runtime/builtins_data.cc
 void register_shape_builtins();    // runtime/builtins_shape.cc
+void register_cuda_builtins();     // runtime/cuda.cc
 
 void register_core_builtins() {
   register_control_builtins();
   register_blas_builtins();
   register_data_builtins();
   register_shape_builtins();
+  register_cuda_builtins();
   register_builtin("relax.match_shape", match_shape, /*touches_data=*/false);
   register_builtin("relax.make_shape", make_shape_b, /*touches_data=*/false);
   register_builtin("relax.make_prim", make_prim, /*touches_data=*/false);
   register_builtin("relax.alloc_tensor", alloc_tensor, /*touches_data=*/false);
   register_builtin("relax.alloc_storage", alloc_storage, /*touches_data=*/false);
+  register_builtin("relax.alloc_storage_persistent", alloc_storage_persistent, /*touches_data=*/false);
   register_builtin("relax.alloc_tensor_in", alloc_tensor_in, /*touches_data=*/false);
   register_builtin("relax.make_tuple", make_tuple_b, /*touches_data=*/false);
   register_builtin("relax.tuple_get", tuple_get, /*touches_data=*/false);

@@ -2,8 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -14,6 +17,7 @@
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
+#include "runtime/vm.h"
 
 namespace relax::rt {
 namespace {
@@ -22,8 +26,10 @@ namespace {
 using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
-using Handle = void*;                       // CUcontext, CUmodule, CUfunction, CUstream
+using Handle = void*;                       // CUcontext, CUmodule, CUfunction, CUstream, CUgraph, CUgraphExec
 constexpr unsigned kAttachGlobal = 1;       // CU_MEM_ATTACH_GLOBAL
+constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
+constexpr int kCaptureThreadLocal = 1;      // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 constexpr int kJitErrorLogBuffer = 5;       // CU_JIT_ERROR_LOG_BUFFER
 constexpr int kJitErrorLogBufferBytes = 6;  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
 
@@ -42,6 +48,16 @@ constexpr int kJitErrorLogBufferBytes = 6;  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTE
   X(module_function, "cuModuleGetFunction", CUresult (*)(Handle*, Handle, const char*))                        \
   X(mem_alloc_managed, "cuMemAllocManaged", CUresult (*)(CUdeviceptr*, size_t, unsigned))                      \
   X(mem_free, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                                                       \
+  X(stream_create, "cuStreamCreate", CUresult (*)(Handle*, unsigned))                                          \
+  X(stream_destroy, "cuStreamDestroy_v2", CUresult (*)(Handle))                                                \
+  X(stream_synchronize, "cuStreamSynchronize", CUresult (*)(Handle))                                           \
+  X(memset_async, "cuMemsetD8Async", CUresult (*)(CUdeviceptr, unsigned char, size_t, Handle))                 \
+  X(begin_capture, "cuStreamBeginCapture_v2", CUresult (*)(Handle, int))                                       \
+  X(end_capture, "cuStreamEndCapture", CUresult (*)(Handle, Handle*))                                          \
+  X(graph_instantiate, "cuGraphInstantiateWithFlags", CUresult (*)(Handle*, Handle, unsigned long long))       \
+  X(graph_launch, "cuGraphLaunch", CUresult (*)(Handle, Handle))                                               \
+  X(graph_exec_destroy, "cuGraphExecDestroy", CUresult (*)(Handle))                                            \
+  X(graph_destroy, "cuGraphDestroy", CUresult (*)(Handle))                                                     \
   X(launch, "cuLaunchKernel",                                                                                  \
     CUresult (*)(Handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Handle, void**, \
                  void**))                                                                                      \
@@ -92,6 +108,81 @@ const Driver& driver() {
   return d;
 }
 
+// ---- cuBLAS ---------------------------------------------------------------------------
+
+// cublas_api.h's values.
+using BlasStatus = int;
+constexpr int kBlasOpN = 0;           // CUBLAS_OP_N
+constexpr int kBlasGemmDefault = -1;  // CUBLAS_GEMM_DEFAULT
+constexpr int kBlasCompute32F = 68;   // CUBLAS_COMPUTE_32F
+constexpr int kBlasCompute64F = 70;   // CUBLAS_COMPUTE_64F
+// library_types.h's cudaDataType.
+constexpr int kCudaR32F = 0, kCudaR64F = 1, kCudaR16F = 2, kCudaR16BF = 14;
+
+// Every cuBLAS function the runtime calls, listed once.
+#define RELAX_CUBLAS_FUNCTIONS(X)                                                                                    \
+  X(create, "cublasCreate_v2", BlasStatus (*)(Handle*))                                                              \
+  X(destroy, "cublasDestroy_v2", BlasStatus (*)(Handle))                                                             \
+  X(set_stream, "cublasSetStream_v2", BlasStatus (*)(Handle, Handle))                                                \
+  X(set_workspace, "cublasSetWorkspace_v2", BlasStatus (*)(Handle, void*, size_t))                                   \
+  X(gemm, "cublasGemmStridedBatchedEx",                                                                              \
+    BlasStatus (*)(Handle, int, int, int, int, int, const void*, const void*, int, int, long long, const void*, int, \
+                   int, long long, const void*, void*, int, int, long long, int, int, int))                          \
+  X(status_string, "cublasGetStatusString", const char* (*)(BlasStatus))
+
+struct Cublas {
+#define X(member, symbol, type) \
+  using member##_fn = type;     \
+  member##_fn member = nullptr;
+  RELAX_CUBLAS_FUNCTIONS(X)
+#undef X
+  void* lib = nullptr;
+  std::string path, why_not;
+
+  std::string error(BlasStatus r) const {
+    const char* s = status_string ? status_string(r) : nullptr;
+    return s ? std::string(s) + " (" + std::to_string(r) + ")" : "cuBLAS status " + std::to_string(r);
+  }
+};
+
+// The process's cuBLAS, opened on first use (a package without library
+// calls never needs it): RELAX_CUBLAS (a path), else the sonames of CUDA 13
+// and 12, else the toolkit's lib64.
+const Cublas& cublas() {
+  static Cublas b;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> tries;
+    if (const char* p = std::getenv("RELAX_CUBLAS"); p && *p) {
+      tries.push_back(p);
+    } else {
+      tries = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+      for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
+        if (const char* h = std::getenv(env); h && *h) tries.push_back(std::string(h) + "/lib64/libcublas.so");
+      tries.push_back("/usr/local/cuda/lib64/libcublas.so");
+    }
+    std::string errors;
+    for (const std::string& t : tries) {
+      if ((b.lib = dlopen(t.c_str(), RTLD_NOW | RTLD_LOCAL))) {
+        b.path = t;
+        break;
+      }
+      const char* e = dlerror();
+      errors += (errors.empty() ? "" : "; ") + std::string(e ? e : t + ": not found");
+    }
+    if (!b.lib) {
+      b.why_not = "no cuBLAS (" + errors + ")";
+      return;
+    }
+#define X(member, symbol, type)                            \
+  b.member = reinterpret_cast<type>(dlsym(b.lib, symbol)); \
+  if (!b.member && b.why_not.empty()) b.why_not = b.path + " lacks " + symbol;
+    RELAX_CUBLAS_FUNCTIONS(X)
+#undef X
+  });
+  return b;
+}
+
 }  // namespace
 
 CudaDriverStatus cuda_driver_status() {
@@ -106,10 +197,18 @@ CudaDriverStatus cuda_driver_status() {
   return s;
 }
 
+CublasStatus cublas_status() {
+  const Cublas& b = cublas();
+  return {b.why_not.empty(), b.why_not.empty() ? b.path : b.why_not};
+}
+
 struct CudaKernels::Impl {
   const Driver* d = nullptr;
   CUdevice device = 0;
   Handle ctx = nullptr, module = nullptr;
+  // Every launch, cuBLAS call and graph goes to this stream (the legacy
+  // default stream cannot be captured).
+  Handle stream = nullptr;
   std::string label;
   int block = 256;
   struct Stage {
@@ -123,8 +222,13 @@ struct CudaKernels::Impl {
     Handle shared_fn = nullptr;
     std::vector<int64_t> blocks, rows, cols, depth;  // postfix code
     int64_t block_threads = 0, block_rows = 1, block_cols = 1, block_depth = 1;
+    // The stage as a block per row (its loops over the block's threads).
+    Handle rows_fn = nullptr;
+    std::vector<int64_t> row_count, row_work;  // postfix code
+    int64_t row_threads = 0;
   };
   int force_shared = -1;  // RELAX_CUDA_SHARED=0|1
+  int force_rows = -1;    // RELAX_CUDA_ROWS=0|1
   struct Entry {
     std::string name;
     std::vector<std::pair<DType, size_t>> params;  // dtype, ndim
@@ -137,8 +241,34 @@ struct CudaKernels::Impl {
   // kernels take pointers into it as they are.
   mutable std::mutex mu;
   std::map<uintptr_t, size_t> ranges;
+  Handle blas = nullptr;  // the cuBLAS handle, made on the first library call
+
+  // CUDA graphs: per region (the compiler's name for it), the graphs
+  // instantiated so far, most recently used first, by key (the pointers,
+  // shapes and symbolic values the region's kernels see), and the staging
+  // buffers that give a caller's host tensors a fixed device address.
+  struct Graph {
+    std::string key;
+    Handle exec = nullptr;
+  };
+  struct Region {
+    std::list<Graph> graphs;
+    bool broken = false;  // the driver refused a capture: run directly from then on
+    std::vector<std::pair<void*, size_t>> staging;
+  };
+  static constexpr size_t kGraphsPerRegion = 32;
+  int uses_blas = -1;     // the package calls cuBLAS (-1: not known yet)
+  bool graphs_on = true;  // RELAX_CUDA_GRAPH=0 turns them off
+  std::map<std::string, Region, std::less<>> regions;
+  CudaGraphStats stats;
 
   ~Impl() {
+    for (auto& [name, r] : regions) {
+      for (Graph& g : r.graphs) d->graph_exec_destroy(g.exec);
+      for (auto& [p, bytes] : r.staging) free_managed(p);
+    }
+    if (blas) cublas().destroy(blas);
+    if (stream) d->stream_destroy(stream);
     if (module) d->module_unload(module);
     if (ctx) d->primary_release(device);
   }
@@ -173,6 +303,35 @@ struct CudaKernels::Impl {
     return uintptr_t(p) + bytes <= it->first + it->second;
   }
 
+  // A buffer from elsewhere (a caller's tensor on the host heap) goes
+  // through managed memory for one call: copied in (an input), and back
+  // after it (an output) by finish().
+  struct Mirrors {
+    struct Mirror {
+      void* host;
+      void* managed;
+      size_t bytes;
+      bool output;
+    };
+    std::vector<Mirror> list;
+  };
+  CUdeviceptr device_ptr(void* p, size_t bytes, bool output, Mirrors& m) {
+    if (!p || bytes == 0 || owns(p, bytes)) return CUdeviceptr(reinterpret_cast<uintptr_t>(p));
+    void* managed = alloc_managed(bytes);
+    if (!output) std::memcpy(managed, p, bytes);
+    m.list.push_back({p, managed, bytes, output});
+    return CUdeviceptr(reinterpret_cast<uintptr_t>(managed));
+  }
+  void finish(Mirrors& m, const std::string& what) {
+    if (m.list.empty()) return;
+    check(d->ctx_synchronize(), what);
+    for (const Mirrors::Mirror& x : m.list) {
+      if (x.output) std::memcpy(x.host, x.managed, x.bytes);
+      free_managed(x.managed);
+    }
+    m.list.clear();
+  }
+
   // Shared-memory tiles when the blocks are at least half used and a chunk
   // of reduction steps is full (as on Vulkan GPUs: runtime/vulkan_exec.cc).
   bool use_shared(const Stage& st, int64_t rows, int64_t cols, int64_t depth) const {
@@ -181,31 +340,23 @@ struct CudaKernels::Impl {
     return depth >= st.block_depth && 2 * rows * cols >= blocks * st.block_rows * st.block_cols;
   }
 
+  // A block per row when the rows are too few to fill the GPU and have work
+  // to split, or are long (Vulkan's rule for GPUs: runtime/vulkan_exec.cc).
+  bool use_rows(int64_t rows, int64_t work) const {
+    if (force_rows >= 0) return force_rows;
+    return work > 16384 || (rows < 65536 && work >= 256);
+  }
+
   int32_t call(const Entry& e, void* const* buffers, const int64_t* shape_args) {
     check(d->ctx_set_current(ctx), "cuCtxSetCurrent");
-    struct Mirror {
-      void* host;
-      void* managed;
-      size_t bytes;
-      bool output;
-    };
-    std::vector<Mirror> mirrors;
+    Mirrors mirrors;
     std::vector<CUdeviceptr> ptrs(e.params.size(), 0);
     int64_t slot = 0;
     for (size_t k = 0; k < e.params.size(); ++k) {
       int64_t numel = 1;
       for (size_t i = 0; i < e.params[k].second; ++i) numel *= shape_args[slot++];
       size_t bytes = size_t(e.params[k].first.storage_bytes(numel));
-      bool output = k >= e.num_inputs;
-      if (!buffers[k] || bytes == 0 || owns(buffers[k], bytes)) {
-        ptrs[k] = CUdeviceptr(reinterpret_cast<uintptr_t>(buffers[k]));
-        continue;
-      }
-      // Not ours (a caller's tensor on the host heap): through managed memory.
-      void* m = alloc_managed(bytes);
-      if (!output) std::memcpy(m, buffers[k], bytes);
-      mirrors.push_back({buffers[k], m, bytes, output});
-      ptrs[k] = CUdeviceptr(reinterpret_cast<uintptr_t>(m));
+      ptrs[k] = device_ptr(buffers[k], bytes, k >= e.num_inputs, mirrors);
     }
     std::vector<void*> args;
     for (CUdeviceptr& p : ptrs) args.push_back(&p);
@@ -218,10 +369,21 @@ struct CudaKernels::Impl {
         int64_t blocks = eval(st.blocks);
         if (blocks <= 0) continue;
         if (blocks > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", blocks, " blocks are beyond one launch");
-        check(d->launch(st.shared_fn, unsigned(blocks), 1, 1, unsigned(st.block_threads), 1, 1, 0, nullptr, args.data(),
+        check(d->launch(st.shared_fn, unsigned(blocks), 1, 1, unsigned(st.block_threads), 1, 1, 0, stream, args.data(),
                         nullptr),
               "launching " + e.name + " (shared-memory tiles)");
         continue;
+      }
+      if (st.rows_fn) {
+        int64_t rows = eval(st.row_count);
+        if (use_rows(rows, eval(st.row_work))) {
+          if (rows <= 0) continue;
+          if (rows > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", rows, " rows are beyond one launch");
+          check(d->launch(st.rows_fn, unsigned(rows), 1, 1, unsigned(st.row_threads), 1, 1, 0, stream, args.data(),
+                          nullptr),
+                "launching " + e.name + " (a block per row)");
+          continue;
+        }
       }
       int64_t threads = eval(st.threads);
       Handle fn = st.fn;
@@ -234,17 +396,222 @@ struct CudaKernels::Impl {
       if (threads <= 0) continue;
       int64_t blocks = (threads + block - 1) / block;
       if (blocks > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", threads, " threads are beyond one launch");
-      check(d->launch(fn, unsigned(blocks), 1, 1, unsigned(block), 1, 1, 0, nullptr, args.data(), nullptr),
+      check(d->launch(fn, unsigned(blocks), 1, 1, unsigned(block), 1, 1, 0, stream, args.data(), nullptr),
             "launching " + e.name);
     }
-    if (!mirrors.empty()) {
-      check(d->ctx_synchronize(), "running " + e.name);
-      for (const Mirror& m : mirrors) {
-        if (m.output) std::memcpy(m.host, m.managed, m.bytes);
-        free_managed(m.managed);
+    finish(mirrors, "running " + e.name);
+    return 0;
+  }
+
+  // ---- cuBLAS -----------------------------------------------------------------------
+
+  Handle blas_handle() {
+    if (blas) return blas;
+    const Cublas& b = cublas();
+    if (!b.why_not.empty()) rt_fail(label, ": cublas.matmul: ", b.why_not);
+    check(d->ctx_set_current(ctx), "cuCtxSetCurrent");
+    if (BlasStatus r = b.create(&blas); r != 0) rt_fail(label, ": cublasCreate: ", b.error(r));
+    if (BlasStatus r = b.set_stream(blas, stream); r != 0) rt_fail(label, ": cublasSetStream: ", b.error(r));
+    return blas;
+  }
+
+  // cublas.matmul(a, b, out, workspace): numpy matmul (1-D operands
+  // promoted, batch dims broadcast) as one strided batched GEMM, or one
+  // GEMM per output matrix where a broadcast is partial. Row-major
+  // C = A B is column-major C^T = B^T A^T: cuBLAS gets B first.
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& ws) {
+    const char* what = "cublas.matmul";
+    DType t = a.dtype();
+    int type = 0, compute = kBlasCompute32F;
+    if (t == DType::f32()) {
+      type = kCudaR32F;
+    } else if (t == DType::f(64)) {
+      type = kCudaR64F, compute = kBlasCompute64F;
+    } else if (t == DType::f16()) {
+      type = kCudaR16F;
+    } else if (t == DType::bf16()) {
+      type = kCudaR16BF;
+    } else {
+      rt_fail(what, ": needs f32, f64, f16 or bf16 operands, got ", a.type_str());
+    }
+    if (!(b.dtype() == t) || !(out.dtype() == t))
+      rt_fail(what, ": operands of one dtype expected, got ", a.type_str(), ", ", b.type_str(), " -> ", out.type_str());
+    std::vector<int64_t> as = a.shape(), bs = b.shape();
+    if (as.empty() || bs.empty()) rt_fail(what, ": operands must have rank >= 1");
+    if (as.size() == 1) as.insert(as.begin(), 1);
+    if (bs.size() == 1) bs.push_back(1);
+    int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+    if (bs[bs.size() - 2] != K) rt_fail(what, ": inner dims ", K, " and ", bs[bs.size() - 2], " differ");
+    std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+    size_t rank = std::max(ab.size(), bb.size());
+    ab.insert(ab.begin(), rank - ab.size(), 1);
+    bb.insert(bb.begin(), rank - bb.size(), 1);
+    std::vector<int64_t> ob(rank);
+    int64_t batch = 1, a_batch = 1, b_batch = 1;
+    for (size_t i = 0; i < rank; ++i) {
+      if (ab[i] != bb[i] && ab[i] != 1 && bb[i] != 1)
+        rt_fail(what, ": batch dims ", ab[i], " and ", bb[i], " do not broadcast");
+      ob[i] = ab[i] == 1 ? bb[i] : ab[i];
+      batch *= ob[i], a_batch *= ab[i], b_batch *= bb[i];
+    }
+    if (out.numel() != batch * M * N) rt_fail(what, ": the output ", out.type_str(), " has the wrong size");
+    for (int64_t v : {M, N, K, batch})
+      if (v > INT32_MAX) rt_fail(what, ": ", v, " is beyond cuBLAS's int dims");
+    check(d->ctx_set_current(ctx), "cuCtxSetCurrent");
+    Mirrors mirrors;
+    CUdeviceptr pa = device_ptr(a.data(), a.nbytes(), false, mirrors);
+    CUdeviceptr pb = device_ptr(b.data(), b.nbytes(), false, mirrors);
+    CUdeviceptr pc = device_ptr(out.data(), out.nbytes(), true, mirrors);
+    CUdeviceptr pw = device_ptr(ws.data(), ws.nbytes(), true, mirrors);
+    if (out.numel() == 0) return finish(mirrors, what);
+    if (K == 0) {
+      check(d->memset_async(pc, 0, out.nbytes(), stream), "cublas.matmul: zeroing the output");
+      return finish(mirrors, what);
+    }
+    const Cublas& cb = cublas();
+    Handle h = blas_handle();
+    if (BlasStatus r = cb.set_workspace(h, reinterpret_cast<void*>(uintptr_t(pw)), ws.nbytes()); r != 0)
+      rt_fail(label, ": cublasSetWorkspace: ", cb.error(r));
+    float alpha32 = 1, beta32 = 0;
+    double alpha64 = 1, beta64 = 0;
+    const void* alpha = compute == kBlasCompute64F ? static_cast<const void*>(&alpha64) : &alpha32;
+    const void* beta = compute == kBlasCompute64F ? static_cast<const void*>(&beta64) : &beta32;
+    size_t esize = size_t(t.bits / 8);
+    auto gemm = [&](CUdeviceptr A, long long sa, CUdeviceptr B, long long sb, CUdeviceptr C, int count) {
+      BlasStatus r = cb.gemm(h, kBlasOpN, kBlasOpN, int(N), int(M), int(K), alpha, reinterpret_cast<void*>(B), type,
+                             int(N), sb, reinterpret_cast<void*>(A), type, int(K), sa, beta, reinterpret_cast<void*>(C),
+                             type, int(N), (long long)(M * N), count, compute, kBlasGemmDefault);
+      if (r != 0) rt_fail(label, ": cublasGemmStridedBatchedEx (", M, "x", K, " by ", K, "x", N, "): ", cb.error(r));
+    };
+    // One call when each operand is either one matrix for every batch or
+    // has the whole output batch.
+    bool a_simple = a_batch == 1 || ab == ob, b_simple = b_batch == 1 || bb == ob;
+    if (a_simple && b_simple) {
+      gemm(pa, a_batch == 1 ? 0 : M * K, pb, b_batch == 1 ? 0 : K * N, pc, int(batch));
+    } else {
+      std::vector<int64_t> idx(rank, 0);
+      for (int64_t i = 0; i < batch; ++i) {
+        int64_t ia = 0, ib = 0;
+        for (size_t k = 0; k < rank; ++k) {
+          ia = ia * ab[k] + (ab[k] == 1 ? 0 : idx[k]);
+          ib = ib * bb[k] + (bb[k] == 1 ? 0 : idx[k]);
+        }
+        gemm(pa + CUdeviceptr(ia * M * K * int64_t(esize)), 0, pb + CUdeviceptr(ib * K * N * int64_t(esize)), 0,
+             pc + CUdeviceptr(i * M * N * int64_t(esize)), 1);
+        for (size_t k = rank; k-- > 0;)
+          if (++idx[k] < ob[k])
+            break;
+          else
+            idx[k] = 0;
       }
     }
-    return 0;
+    finish(mirrors, what);
+  }
+
+  // ---- CUDA graphs ------------------------------------------------------------------
+
+  // Runs a region (a closure over the tensors and symbolic values its
+  // kernels use): replays the graph captured for the same key, or captures
+  // one by running the closure while the stream records, then launches it.
+  void run_region(VirtualMachine& vm, const std::string& name, const Value& fn) {
+    Region& region = regions[name];
+    if (!graphs_on || region.broken) {
+      ++stats.direct;
+      vm.call(fn, {}, /*wait=*/false);
+      return;
+    }
+    check(d->ctx_set_current(ctx), "cuCtxSetCurrent");
+    const auto& closure = std::get<Closure>(fn.v);
+    // A caller's host tensor gets a staging buffer of the region's, so the
+    // graph sees the same address every time; the region only reads them
+    // (what it writes, the VM allocated).
+    std::vector<Value> captured = closure->captured;
+    size_t staged = 0;
+    for (Value& v : captured) {
+      const auto* t = std::get_if<Tensor>(&v.v);
+      if (!t || t->nbytes() == 0 || owns(t->data(), t->nbytes())) continue;
+      if (region.staging.size() <= staged) region.staging.emplace_back(nullptr, 0);
+      auto& [buf, cap] = region.staging[staged++];
+      if (cap < t->nbytes()) {
+        check(d->ctx_synchronize(), "waiting before growing a staging buffer");
+        if (buf) free_managed(buf);
+        buf = alloc_managed(t->nbytes());
+        cap = t->nbytes();
+      }
+      // The graph's last replay may still read the buffer.
+      check(d->stream_synchronize(stream), "waiting for the region's last run");
+      std::memcpy(buf, t->data(), t->nbytes());
+      v = Tensor(Storage::wrap(buf, cap, nullptr), t->dtype(), t->shape());
+    }
+    std::string key;
+    auto add = [&key](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+    for (const Value& v : captured) {
+      if (const auto* t = std::get_if<Tensor>(&v.v)) {
+        void* p = t->data();
+        add(&p, sizeof p);
+        DType dt = t->dtype();
+        add(&dt, sizeof dt);
+        for (int64_t x : t->shape()) add(&x, sizeof x);
+      } else if (v.is_shape()) {
+        for (int64_t x : v.shape()) add(&x, sizeof x);
+      } else if (v.is_int()) {
+        int64_t x = v.int_value();
+        add(&x, sizeof x);
+      }
+      key.push_back(';');
+    }
+    for (auto it = region.graphs.begin(); it != region.graphs.end(); ++it) {
+      if (it->key != key) continue;
+      region.graphs.splice(region.graphs.begin(), region.graphs, it);
+      ++stats.replays;
+      check(d->graph_launch(it->exec, stream), "replaying the CUDA graph of " + name);
+      return;
+    }
+    auto local = std::make_shared<ClosureObj>(ClosureObj{closure->function, std::move(captured)});
+    Value staged_fn{Closure(local)};
+    // cuBLAS makes its handle outside the capture (cublasCreate allocates).
+    if (uses_blas < 0) {
+      const auto& names = vm.exe().builtins;
+      uses_blas = std::find(names.begin(), names.end(), "cublas.matmul") != names.end();
+    }
+    if (uses_blas) blas_handle();
+    Handle graph = nullptr;
+    std::string why;
+    if (CUresult rb = d->begin_capture(stream, kCaptureThreadLocal); rb != 0) {
+      why = "starting the capture: " + d->error(rb);
+    } else {
+      try {
+        vm.call(staged_fn, {}, /*wait=*/false);
+      } catch (const Error& e) {
+        why = e.what();
+      }
+      CUresult r = d->end_capture(stream, &graph);
+      if (why.empty() && r != 0) why = d->error(r);
+    }
+    Handle exec = nullptr;
+    if (why.empty()) {
+      if (CUresult ri = d->graph_instantiate(&exec, graph, 0); ri != 0) why = "instantiating: " + d->error(ri);
+    }
+    if (graph) d->graph_destroy(graph);
+    if (!why.empty()) {
+      // Nothing ran while capturing: run the region directly, now and
+      // from now on.
+      ++stats.failed;
+      region.broken = true;
+      if (std::getenv("RELAX_CUDA_GRAPH_VERBOSE"))
+        std::fprintf(stderr, "%s: region %s runs without a CUDA graph: %s\n", label.c_str(), name.c_str(), why.c_str());
+      ++stats.direct;
+      vm.call(staged_fn, {}, /*wait=*/false);
+      return;
+    }
+    ++stats.captures;
+    region.graphs.push_front({std::move(key), exec});
+    if (region.graphs.size() > kGraphsPerRegion) {
+      d->graph_exec_destroy(region.graphs.back().exec);
+      region.graphs.pop_back();
+    }
+    ++stats.replays;
+    check(d->graph_launch(exec, stream), "launching the CUDA graph of " + name);
   }
 };
 
@@ -273,6 +640,9 @@ std::unique_ptr<CudaKernels> CudaKernels::load(std::string_view metadata, std::s
   impl->check(d.device_get(&impl->device, device), "cuDeviceGet");
   impl->check(d.primary_retain(&impl->ctx, impl->device), "cuDevicePrimaryCtxRetain");
   impl->check(d.ctx_set_current(impl->ctx), "cuCtxSetCurrent");
+  impl->check(d.stream_create(&impl->stream, kStreamNonBlocking), "cuStreamCreate");
+  if (const char* g = std::getenv("RELAX_CUDA_GRAPH"); g && *g == '0') impl->graphs_on = false;
+  if (const char* r = std::getenv("RELAX_CUDA_ROWS"); r && (*r == '0' || *r == '1')) impl->force_rows = *r - '0';
   std::string text(ptx);  // NUL-terminated for the driver
   char log[8192] = {};
   int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferBytes};
@@ -319,6 +689,15 @@ std::unique_ptr<CudaKernels> CudaKernels::load(std::string_view metadata, std::s
           st.block_cols = std::max<int64_t>(block[1], 1);
           st.block_depth = std::max<int64_t>(block[2], 1);
         }
+        if (s.contains("rows")) {
+          const auto& r = s.at("rows");
+          std::string rsym = r.at("symbol");
+          impl->check(d.module_function(&st.rows_fn, impl->module, rsym.c_str()), "kernel " + rsym);
+          st.row_count = r.at("blocks").get<std::vector<int64_t>>();
+          st.row_work = r.at("work").get<std::vector<int64_t>>();
+          st.row_threads = r.at("threads");
+          if (st.row_threads <= 0 || st.row_threads > 1024) rt_fail(label, ": kernel ", rsym, ": malformed rows");
+        }
         e.stages.push_back(std::move(st));
       }
       impl->entries[e.name] = std::move(e);
@@ -352,9 +731,48 @@ Tensor CudaKernels::place_constant(const Tensor& t) const {
   return Tensor(Storage::wrap(m, std::max<size_t>(n, 1), owner), t.dtype(), t.shape());
 }
 
+CudaGraphStats CudaKernels::graph_stats() const { return impl_->stats; }
+
+namespace {
+
+CudaKernels::Impl& cuda_of(BuiltinCall& c, const char* what) {
+  const auto* k = dynamic_cast<const CudaKernels*>(c.vm.kernels());
+  if (!k) rt_fail(what, ": runs only under the CUDA runtime (a package built with --target cuda)");
+  return k->impl();
+}
+
+// cublas.matmul(a, b, out, workspace)
+void cublas_matmul(BuiltinCall& c) {
+  cuda_of(c, "cublas.matmul")
+      .matmul(c.arg(0).tensor("cublas.matmul a"), c.arg(1).tensor("cublas.matmul b"),
+              c.arg(2).tensor("cublas.matmul out"), c.arg(3).tensor("cublas.matmul workspace"));
+}
+
+// cuda.graph_run(region, name): passes/rewrite_cuda_graph.cc. Under
+// another runtime (a module rewritten for a test on the cpu target) the
+// region runs directly.
+void cuda_graph_run(BuiltinCall& c) {
+  const std::string& name = c.arg(1).str("cuda.graph_run region name");
+  const auto* k = dynamic_cast<const CudaKernels*>(c.vm.kernels());
+  if (!k) {
+    c.vm.call(c.arg(0), {}, /*wait=*/false);
+    return;
+  }
+  k->impl().run_region(c.vm, name, c.arg(0));
+}
+
+}  // namespace
+
+// Neither touches tensor data on the host: kernel calls made before them
+// need not have finished.
+void register_cuda_builtins() {
+  register_builtin("cublas.matmul", cublas_matmul, /*touches_data=*/false);
+  register_builtin("cuda.graph_run", cuda_graph_run, /*touches_data=*/false);
+}
+
 void CudaKernels::synchronize() const {
   impl_->check(impl_->d->ctx_set_current(impl_->ctx), "cuCtxSetCurrent");
-  impl_->check(impl_->d->ctx_synchronize(), "running the kernels");
+  impl_->check(impl_->d->stream_synchronize(impl_->stream), "running the kernels");
 }
 
 }  // namespace relax::rt

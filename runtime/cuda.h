@@ -35,6 +35,22 @@ struct CudaDriverStatus {
 
 CudaDriverStatus cuda_driver_status();
 
+// Whether cuBLAS loads and has every function the runtime calls (it needs
+// no driver for that); `detail` is the library's path, or why not.
+struct CublasStatus {
+  bool present = false;
+  std::string detail;
+};
+CublasStatus cublas_status();
+
+// What the CUDA graphs of a CudaKernels did so far (relax-run --profile).
+struct CudaGraphStats {
+  int64_t captures = 0;  // regions captured and instantiated
+  int64_t replays = 0;   // launches of an instantiated graph, the first included
+  int64_t direct = 0;    // region runs launched kernel by kernel (graphs off, or a region that failed to capture)
+  int64_t failed = 0;    // captures the driver refused (the region then runs directly)
+};
+
 class CudaKernels : public Kernels {
  public:
   // Throws rt::Error naming `label` when there is no driver or device
@@ -46,8 +62,10 @@ class CudaKernels : public Kernels {
   std::shared_ptr<PoolAllocator> make_pool() const override;
   Tensor place_constant(const Tensor& t) const override;
   void synchronize() const override;
+  CudaGraphStats graph_stats() const;
 
   struct Impl;
+  Impl& impl() const { return *impl_; }
 
  private:
   explicit CudaKernels(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -142,23 +142,23 @@ Value VirtualMachine::invoke(const std::string& name, std::vector<Value> args) {
   return invoke(f, std::move(args));
 }
 
-Value VirtualMachine::invoke(int function, std::vector<Value> args) {
+Value VirtualMachine::invoke(int function, std::vector<Value> args, bool wait) {
   if (function < 0 || size_t(function) >= exe_.functions.size()) rt_fail("no function #", function);
   const Function& f = exe_.functions[size_t(function)];
   if (args.size() != f.params.size()) rt_fail(f.name, " takes ", f.params.size(), " inputs, got ", args.size());
   std::vector<Value> regs(size_t(f.num_registers));
   for (size_t i = 0; i < args.size(); ++i) regs[i] = std::move(args[i]);
   Value r = run(function, regs);
-  if (kernel_source_) kernel_source_->synchronize();
+  if (kernel_source_ && wait) kernel_source_->synchronize();
   return r;
 }
 
-Value VirtualMachine::call(const Value& closure, std::vector<Value> args) {
+Value VirtualMachine::call(const Value& closure, std::vector<Value> args, bool wait) {
   const auto* c = std::get_if<Closure>(&closure.v);
   if (!c) rt_fail("expected a function value, got ", closure.kind_name());
   std::vector<Value> all = (*c)->captured;
   for (Value& a : args) all.push_back(std::move(a));
-  return invoke((*c)->function, std::move(all));
+  return invoke((*c)->function, std::move(all), wait);
 }
 
 namespace {

@@ -97,13 +97,19 @@ class VirtualMachine {
                  std::shared_ptr<PoolAllocator> pool = nullptr);
 
   // Runs function `name` (default: the first, @main). Kernel calls have
-  // finished when it returns.
+  // finished when it returns, unless `wait` is false (a CUDA graph's
+  // region, run while its kernels are captured).
   Value invoke(const std::string& name, std::vector<Value> args);
-  Value invoke(int function, std::vector<Value> args);
+  Value invoke(int function, std::vector<Value> args, bool wait = true);
   // Calls a closure value with `args` after its captured values.
-  Value call(const Value& closure, std::vector<Value> args);
+  Value call(const Value& closure, std::vector<Value> args, bool wait = true);
 
   const Executable& exe() const { return exe_; }
+  // The package's kernels (null when it has none).
+  const Kernels* kernels() const { return kernel_source_; }
+  // The storage an alloc_storage(persistent=site) got last (undefined at
+  // first): kept between calls so that its address stays the same.
+  Tensor& persistent_storage(const std::string& site) { return persistent_[site]; }
   PoolAllocator* pool() const { return pool_.get(); }
 
  private:
@@ -116,6 +122,7 @@ class VirtualMachine {
   std::vector<Builtin> builtins_;
   std::vector<bool> builtin_syncs_;  // reads or writes tensor data on the host: wait for the kernels first
   std::shared_ptr<PoolAllocator> pool_;
+  std::map<std::string, Tensor> persistent_;
 };
 
 }  // namespace relax::rt

@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
   app.add_option("--target", target, "the target: cpu, vulkan or cuda (PTX; docs/cuda.md)")->capture_default_str();
   app.add_option("--arch", opts.cuda_arch, "cuda: the GPU to compile for: sm_80 (A100), sm_86, sm_89, sm_90 (H100)")
       ->capture_default_str();
+  bool no_cublas = false, no_cuda_graph = false;
+  app.add_flag("--no-cublas", no_cublas, "cuda: generate every matmul instead of calling cuBLAS for the large ones");
+  app.add_flag("--no-cuda-graph", no_cuda_graph,
+               "cuda: launch every kernel from the host instead of capturing runs of them as CUDA graphs to replay");
   app.add_option("-o,--output", output,
                  "the package (default: MODEL.<target>.rpkg beside the model); in a batch, the folder for the packages "
                  "(a folder given as input keeps its sub-folders there)");
@@ -171,6 +175,8 @@ int main(int argc, char** argv) {
       fail("--tile: expected ROWSxCOLS, each 1 to 8, got '", tile, "'");
     opts.gpu_tile = {tile[0] - '0', tile[2] - '0'};
     opts.fold_constants = !no_fold;
+    opts.cublas = !no_cublas;
+    opts.cuda_graph = !no_cuda_graph;
     if (is_batch) {
       if (!emit.empty()) fail("--emit takes one model");
       if (!shard.empty()) std::tie(bo.shard_k, bo.shard_n) = batch::parse_shard(shard);
@@ -183,6 +189,8 @@ int main(int argc, char** argv) {
                        "--tile",   tile,   "--arch", opts.cuda_arch};
       for (const std::string& b : bounds) bo.child_args.insert(bo.child_args.end(), {"--bound", b});
       if (no_fold) bo.child_args.push_back("--no-fold");
+      if (no_cublas) bo.child_args.push_back("--no-cublas");
+      if (no_cuda_graph) bo.child_args.push_back("--no-cuda-graph");
       return batch::run_batch(bo);
     }
     if (!emit.empty()) {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/compare.h"
+#include "runtime/cuda.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
 #include "runtime/npy.h"
@@ -162,7 +163,8 @@ int main(int argc, char** argv) {
                "(in --json: \"profile\")");
   app.add_flag("--stats", stats,
                "print what a vulkan package did on the device per run: kernel calls, dispatches, barriers, "
-               "submits, bytes copied in and out (in --json: always)");
+               "submits, bytes copied in and out; for a cuda package, its CUDA graphs: captures, replays, regions "
+               "run directly (in --json: always)");
   app.footer(
       "Examples:\n"
       "  relax-run model.cpu.rpkg --input x=x.npy --output-dir out/\n"
@@ -236,6 +238,17 @@ int main(int argc, char** argv) {
                   << " shared-memory tiles), " << j["barriers"] << " barriers, " << j["submits"] << " submits, "
                   << j["bytes_uploaded"] << " bytes uploaded, " << j["bytes_downloaded"]
                   << " bytes downloaded; " << s.resident_bytes << " bytes resident on the device\n";
+    }
+    if (const auto* cu = dynamic_cast<const CudaKernels*>(model->kernels())) {
+      CudaGraphStats g = cu->graph_stats();
+      rep["cuda_graphs"] = {{"runs", 1 + std::max(bench, 0)},
+                            {"captures", g.captures},
+                            {"replays", g.replays},
+                            {"direct", g.direct},
+                            {"failed", g.failed}};
+      if (stats && !json)
+        std::cout << "cuda graphs, all runs: " << g.captures << " captured, " << g.replays << " replays, " << g.direct
+                  << " regions run directly, " << g.failed << " captures refused by the driver\n";
     }
     const auto& descs = model->outputs();
     rep["outputs"] = nlohmann::json::array();

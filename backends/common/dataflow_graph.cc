@@ -47,6 +47,7 @@ class GraphBuilder {
   int node(const std::string& kind, const std::string& name) {
     int id = int(nodes_.size());
     nodes_.push_back({{"id", id}, {"kind", kind}, {"name", name}});
+    if (!region_.empty()) nodes_.back()["cuda_graph"] = region_;
     return id;
   }
 
@@ -69,7 +70,18 @@ class GraphBuilder {
 
   void walk(const SeqExpr& seq) {
     for (const BindingBlock& b : seq->blocks)
-      for (const Binding& bd : b.bindings) bind(bd.var, bd.value);
+      for (const Binding& bd : b.bindings) {
+        // A CUDA graph region (passes/rewrite_cuda_graph.cc): its launches
+        // in place, marked with the region; its run is no node of its own.
+        const auto* f = as<FunctionNode>(bd.value);
+        if (f && f->attrs.has("cuda_graph")) {
+          region_ = f->attrs.get_string("cuda_graph");
+          walk(f->body);
+          region_.clear();
+          continue;
+        }
+        bind(bd.var, bd.value);
+      }
   }
 
   void bind(const Var& var, const Expr& value) {
@@ -123,6 +135,10 @@ class GraphBuilder {
     const OpInfo* op = c.op();
     std::string name = op ? op->name : "call";
     if (name == "alloc_storage" || name == "alloc_tensor") return;
+    if (name == "call_builtin" && !c.args.empty()) {
+      const auto* s = as<StringImmNode>(c.args[0]);
+      if (s && s->value == "cuda.graph_run") return;
+    }
     auto string_arg = [&](size_t k) {
       const auto* s = k < c.args.size() ? as<StringImmNode>(c.args[k]) : nullptr;
       return s ? s->value : std::string("?");
@@ -147,12 +163,18 @@ class GraphBuilder {
     }
     for (size_t k = first_input; k < last_input; ++k) add_edges(c.args[k].get(), id);
     from_[var.get()] = {id};
+    // A destination-passing call produces its destinations too (what later
+    // bindings read after a CUDA graph region).
+    if ((name == "call_tir_dps" || name == "call_library_dps") && c.args.size() > 2)
+      if (const auto* dests = as<TupleNode>(c.args[2]))
+        for (const Expr& d : dests->fields) from_[d.get()] = {id};
   }
 
   const IRModule& mod_;
   json nodes_ = json::array(), edges_ = json::array();
   std::map<const ExprNode*, std::vector<int>> from_;               // value -> the nodes that produce it
   std::map<const ExprNode*, std::vector<const ExprNode*>> parts_;  // tuple variable -> its fields
+  std::string region_;                                             // the CUDA graph region being walked
 };
 
 // Escapes a string for a dot label in double quotes.
@@ -183,6 +205,7 @@ std::string dataflow_dot(const json& graph, const std::string& title) {
      << "  rankdir=TB;\n"
      << "  node [shape=box, style=\"rounded,filled\", fillcolor=\"#e8eefc\", fontname=\"Helvetica\", fontsize=11];\n"
      << "  edge [fontname=\"Helvetica\", fontsize=9, color=\"#555555\"];\n";
+  std::map<std::string, std::string> regions;  // name -> its nodes' lines
   for (const json& n : graph.at("nodes")) {
     std::string kind = n.value("kind", "op"), label = n.value("name", "?");
     std::string attrs;
@@ -202,8 +225,19 @@ std::string dataflow_dot(const json& graph, const std::string& title) {
       label += "\n" + ops;
     }
     if (int w = n.value("weights", 0); w > 0) label += "\n(" + std::to_string(w) + (w == 1 ? " weight)" : " weights)");
-    os << "  n" << n.value("id", 0) << " [label=\"" << dot_escape(label) << "\"" << attrs << "];\n";
+    std::string line =
+        "  n" + std::to_string(n.value("id", 0)) + " [label=\"" + dot_escape(label) + "\"" + attrs + "];\n";
+    if (n.contains("cuda_graph"))
+      regions[n["cuda_graph"].get<std::string>()] += "  " + line;
+    else
+      os << line;
   }
+  // The launches of each CUDA graph region in a box of their own.
+  int k = 0;
+  for (const auto& [name, lines] : regions)
+    os << "  subgraph cluster_" << k++ << " {\n    label=\"CUDA graph " << dot_escape(name)
+       << "\";\n    style=dashed;\n    color=\"#76b900\";\n    fontname=\"Helvetica\";\n"
+       << lines << "  }\n";
   for (const json& e : graph.at("edges"))
     os << "  n" << e.value("from", 0) << " -> n" << e.value("to", 0) << " [label=\" " << dot_escape(e.value("type", ""))
        << "\"];\n";

@@ -4,12 +4,13 @@
 // input and output; an edge per tensor passed, labelled with its type and
 // symbolic shape ("f32[batch, 8, height // 2, width // 2]"). Allocation,
 // tuple plumbing and aliases are looked through; weights are counted on the
-// node that reads them, not drawn.
+// node that reads them, not drawn. The launches of a CUDA graph region
+// (passes/rewrite_cuda_graph.cc) are drawn in place, boxed together.
 //
 // JSON, as packages store it (section "graph"):
 //   {"nodes": [{"id", "kind": input|kernel|library|builtin|op|if|output,
 //               "name", "ops": [graph ops a fused kernel computes],
-//               "weights": count}],
+//               "weights": count, "cuda_graph": region name}],
 //    "edges": [{"from", "to", "type"}]}
 #pragma once
 

@@ -66,6 +66,10 @@ LegalizeContext::LegalizeContext(IRModule& mod, Analyzer& ana) : mod_(mod), ana_
 
 bool LegalizeContext::libraries() const { return mod_.attrs.get_string("target", "cpu") == "cpu"; }
 
+bool LegalizeContext::cublas() const {
+  return mod_.attrs.get_string("target", "cpu") == "cuda" && mod_.attrs.get_string("cublas", "1") != "0";
+}
+
 Expr LegalizeContext::add_program(const tir::Program& p) {
   std::string key = program_key(p);
   auto it = by_text_.find(key);

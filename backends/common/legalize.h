@@ -89,6 +89,10 @@ class LegalizeContext {
   // the cpu target, not on GPU targets, whose kernels are all generated.
   // The module's attribute `target` says which ("cpu" when absent).
   bool libraries() const;
+  // Whether matmuls may go to cuBLAS (call_library("cublas.matmul")): the
+  // cuda target, unless the module's attribute `cublas` is "0"
+  // (relax-build --no-cublas).
+  bool cublas() const;
   // Whether the target is a GPU (not cpu): legalisers then prefer forms
   // with one output element per iteration over in-place row nests, which
   // the GPU schedules spread over threads and tile (gpu_schedule.h).

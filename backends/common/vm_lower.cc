@@ -689,7 +689,11 @@ class FunctionLowering {
     }
     if (opname == "alloc_storage") {
       int r = new_reg();
-      emit_builtin("relax.alloc_storage", {lower_value(call.args[0], name)}, r);
+      std::string site = call.attrs.get_string("persistent", "");
+      if (site.empty())
+        emit_builtin("relax.alloc_storage", {lower_value(call.args[0], name)}, r);
+      else
+        emit_builtin("relax.alloc_storage_persistent", {lower_value(call.args[0], name), m_.string_const(site)}, r);
       return Arg::reg(r);
     }
     if (opname == "alloc_tensor") {
@@ -793,10 +797,10 @@ void sym_to_code(const SymExpr& e, const std::function<int64_t(const SymExpr&)>&
 }
 
 bool handled_by_vm(const std::string& op) {
-  static const std::set<std::string> ops = {
-      "call_tir",        "call_library",    "call_builtin", "call_pure_builtin", "shape_of",
-      "tensor_to_shape", "shape_to_tensor", "loop",         "scan",              "call_tir_dps",
-      "call_library_dps", "alloc_storage",  "alloc_tensor"};
+  static const std::set<std::string> ops = {"call_tir",    "call_library",    "call_builtin",     "call_pure_builtin",
+                                            "shape_of",    "tensor_to_shape", "shape_to_tensor",  "loop",
+                                            "scan",        "call_tir_dps",    "call_library_dps", "alloc_storage",
+                                            "alloc_tensor"};
   return ops.count(op) != 0;
 }
 

@@ -93,6 +93,11 @@ void check_target(IRModule& mod, const BuildOptions& opts) {
   if (opts.target == "vulkan") fail("this relax-build was built without the Vulkan backend (RELAX_ENABLE_VULKAN)");
 #endif
   mod.attrs.set("target", opts.target);
+  if (opts.target == "cuda") {
+    mod.attrs.set("arch", opts.cuda_arch);
+    if (!opts.cublas) mod.attrs.set("cublas", "0");
+    if (!opts.cuda_graph) mod.attrs.set("cuda_graph", "0");
+  }
 }
 
 nlohmann::json dims_json(const StructInfo& si) {
@@ -314,7 +319,8 @@ std::string options_key(const BuildOptions& opts) {
   std::string key = cat("target=", opts.target, " O=", opts.opt_level);
   if (opts.target == "cpu") key += " cpu=" + cpu::cpu_key(opts.cpu);
   if (opts.target == "vulkan") key += cat(" tile=", opts.gpu_tile.first, "x", opts.gpu_tile.second);
-  if (opts.target == "cuda") key += " arch=" + opts.cuda_arch;
+  if (opts.target == "cuda")
+    key += cat(" arch=", opts.cuda_arch, " cublas=", int(opts.cublas), " cuda_graph=", int(opts.cuda_graph));
   key += opts.fold_constants ? " fold=1" : " fold=0";
   for (const auto& [name, b] : opts.bounds) key += cat(" bound:", name, "=", b.lo, "..", b.hi);
   return key;

@@ -27,6 +27,8 @@ struct BuildOptions {
   bool print_after_all = false;
   std::pair<int64_t, int64_t> gpu_tile = {4, 4};  // a GPU thread's register tile (--tile RxC); 1x1: none
   std::string cuda_arch = "sm_80";                 // the cuda target's GPU (--arch)
+  bool cublas = true;      // cuda: matmuls big enough go to cuBLAS (--no-cublas: all generated)
+  bool cuda_graph = true;  // cuda: kernel runs captured as CUDA graphs and replayed (--no-cuda-graph)
   // Identifies the compiler build beyond its version (relax-build: a
   // checksum of its own executable); recorded in the package, so a batch
   // rebuilds what an older compiler built.

@@ -81,8 +81,7 @@ StructInfo infer_call_dps(const CallNode& call, const InferContext& ctx) {
       if (prog->inputs.size() != num_inputs)
         fail(op, ": @", callee->name, " takes ", prog->inputs.size(), " inputs, got ", num_inputs);
       if (prog->outputs.size() != outs.size())
-        fail(op, ": @", callee->name, " writes ", prog->outputs.size(), " outputs, got ", outs.size(),
-             " destinations");
+        fail(op, ": @", callee->name, " writes ", prog->outputs.size(), " outputs, got ", outs.size(), " destinations");
       if (num_syms >= 0 && size_t(num_syms) != prog->sym_params.size())
         fail(op, ": @", callee->name, " takes ", prog->sym_params.size(), " symbolic arguments, got ", num_syms);
     }
@@ -141,9 +140,12 @@ void register_cross_level_ops(OpRegistry& reg) {
   // Memory planning's explicit form (passes/static_plan_memory.cc).
   reg.add("alloc_storage")
       .doc(
-          "alloc_storage(shape(nbytes)): a block of nbytes bytes (64-byte aligned) that alloc_tensor carves "
-          "tensors out of; the memory planner emits it. Impure: each call is a new block.")
+          "alloc_storage(shape(nbytes)[, persistent=\"site\"]): a block of nbytes bytes (64-byte aligned) that "
+          "alloc_tensor carves tensors out of; the memory planner emits it. Impure: each call is a new block, "
+          "except with `persistent`, where the block of the last call is kept and given again while it is big "
+          "enough (CUDA graph regions need the same addresses every call: passes/rewrite_cuda_graph.cc).")
       .args(1)
+      .attr("persistent", AttrType::String, std::string(""))
       .impure()
       .infer(infer_alloc_storage);
   reg.add("alloc_tensor")

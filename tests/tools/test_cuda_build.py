@@ -96,12 +96,22 @@ def main():
         check(r.returncode == 0 and os.path.exists(pkg), f"--target cuda: exit {r.returncode}: {r.stderr[-1500:]}")
         check("warning" not in r.stderr, f"--target cuda printed warnings: {r.stderr[-800:]}")
 
+        # The generated matmuls (--no-cublas), for the checks of tiles below.
+        gen = os.path.join(tmp, "model.nocublas.cuda.rpkg")
+        r = run(build, model, "--target", "cuda", "--no-cublas", "-o", gen)
+        check(r.returncode == 0 and os.path.exists(gen), f"--no-cublas: exit {r.returncode}: {r.stderr[-1500:]}")
+
         # The PTX: the arch asked for, one entry per stage, nothing left unresolved.
         for arch in ("sm_80", "sm_90"):
-            r = run(build, model, "--target", "cuda", "--arch", arch, "--emit", "kernels")
+            r = run(build, model, "--target", "cuda", "--no-cublas", "--arch", arch, "--emit", "kernels")
             check(r.returncode == 0 and f".target {arch}" in r.stdout and ".entry relax_k_" in r.stdout,
                   f"--emit kernels --arch {arch}: {r.stdout[:400]}{r.stderr[-500:]}")
             check(".extern .func" not in r.stdout, f"{arch}: the PTX calls functions it does not define")
+        # Reductions (softmax, layer norm, the generated matmuls) also as a
+        # block per row, combined by warp shuffles.
+        if libdevice:
+            check(re.search(r"\.entry relax_k_\w+_rows", r.stdout) and "shfl.sync.bfly.b32" in r.stdout,
+                  "no block-per-row kernel with warp shuffles in the PTX")
         # Matmul stages also as shared-memory tiles: block memory and barriers.
         check(re.search(r"\.shared \.align 16 \.b8 relax_k_\w+_shared_", r.stdout) and "bar.sync" in r.stdout
               and re.search(r"\.entry relax_k_\w*matmul", r.stdout), "no shared-memory tiles in the PTX")
@@ -116,7 +126,9 @@ def main():
         cuda = info.get("cuda", {})
         check(cuda.get("arch") == "sm_80", f"relax-inspect --json cuda: {cuda}")
         if ptxas:
-            kernels = (cuda.get("ptxas") or {}).get("kernels", {})
+            r = run(inspect, gen, "--json")
+            kernels = ((json.loads(r.stdout) if r.returncode == 0 else {}).get("cuda", {}).get("ptxas") or {}).get(
+                "kernels", {})
             check(any(k.endswith("_shared") for k in kernels) and any(k.endswith("_plain") for k in kernels),
                   f"no shared-tile or untiled variant checked by ptxas: {list(kernels)}")
             check(len(kernels) >= info.get("kernels", 1) and all(k["registers"] > 0 for k in kernels.values()),
@@ -152,6 +164,59 @@ def main():
         check(r.returncode == 1 and "ptxas rejected" in r.stderr and "mystery" in r.stderr and not os.path.exists(p3),
               f"rejected by ptxas: exit {r.returncode}: {r.stderr}")
 
+        # cuBLAS and CUDA graphs in the IR: matmuls big enough call cuBLAS with
+        # one workspace (the size cuBLAS wants on the arch) that every call
+        # shares; runs of launches become regions the runtime captures.
+        def emitted(*extra):
+            r = run(build, model, "--target", "cuda", "--emit", "relax", *extra)
+            check(r.returncode == 0, f"--emit relax {extra}: {r.stderr[-500:]}")
+            return r.stdout
+        ir = emitted()
+        check('call_library_dps("cublas.matmul"' in ir, "no cuBLAS call in the cuda IR")
+        check(re.findall(r"alloc_storage\(shape\((\d+)\)", ir).count(str(4 << 20)) == 1,
+              "the cuBLAS workspace (4 MiB on sm_80) is not one shared storage")
+        check(str(32 << 20) in emitted("--arch", "sm_90"), "sm_90: no 32 MiB cuBLAS workspace")
+        regions = re.findall(r'call_builtin\("cuda.graph_run", \(cuda_graph_\d+, "@main/\d+"\)', ir)
+        check(len(regions) >= 1, "no CUDA graph region in the cuda IR")
+        gen_ir = emitted("--no-cublas")
+        check("cublas.matmul" not in gen_ir and re.search(r"call_tir_dps\(@\w*matmul", gen_ir),
+              "--no-cublas still calls cuBLAS")
+        check("cuda.graph_run" not in emitted("--no-cuda-graph"), "--no-cuda-graph still has regions")
+        print(f"cuda IR: {ir.count('cublas.matmul')} cuBLAS calls, {len(regions)} CUDA graph regions")
+        # relax-inspect --dot boxes each region, and draws the same edges as without regions.
+        p_nog = os.path.join(tmp, "model.nograph.cuda.rpkg")
+        r = run(build, model, "--target", "cuda", "--no-cuda-graph", "-o", p_nog)
+        dot, dot_nog = run(inspect, pkg, "--dot").stdout, run(inspect, p_nog, "--dot").stdout
+        check(dot.count("subgraph cluster_") == len(regions) and 'label="CUDA graph @main/0"' in dot
+              and dot.count(" -> ") == dot_nog.count(" -> ") > 0,
+              f"--dot with regions: {dot.count('subgraph cluster_')} boxes, {dot.count(' -> ')} edges "
+              f"(without regions: {dot_nog.count(' -> ')})")
+
+        # The rewrite into regions keeps the program's meaning: with
+        # cuda_graph="1" the cpu target rewrites too (the regions then run
+        # directly), and the exported models still match PyTorch.
+        rewritten = 0
+        for m in ("gpt2_tiny", "bert_tiny", "cnn_tiny"):
+            rel = os.path.join(tmp, m + ".relax")
+            r = run(os.path.join(args.bin, "relax-import"), os.path.join(MODELS, m + ".onnx"), "-o", rel)
+            check(r.returncode == 0, f"relax-import {m}: {r.stderr[-300:]}")
+            with open(rel) as f:
+                text = f.read()
+            with open(rel, "w") as f:
+                f.write(text.replace("module_attrs {", 'module_attrs {cuda_graph="1", ', 1))
+            r = run(build, rel, "--target", "cpu", "--emit", "relax")
+            n = r.stdout.count('call_builtin("cuda.graph_run"')
+            check(n >= 1, f"{m} on cpu with cuda_graph=1: no region")
+            rewritten += n
+            cpkg = os.path.join(tmp, m + ".graphs.cpu.rpkg")
+            r = run(build, rel, "--target", "cpu", "-o", cpkg)
+            check(r.returncode == 0, f"{m}: {r.stderr[-500:]}")
+            data = os.path.join(MODELS, "data", m)
+            for case in sorted(os.listdir(data)):
+                r = run(rrun, cpkg, "--test-data", os.path.join(data, case), "--atol", "1e-5")
+                check(r.returncode == 0, f"{m} {case}, regions run directly on cpu: {r.stdout[-400:]}{r.stderr[-400:]}")
+        print(f"regions on cpu: {rewritten} in the 3 exported models, every case matches")
+
         # relax-run: without a driver, a clear refusal naming why; with a GPU,
         # the exported models run at every shape against PyTorch's outputs.
         r = run(rrun, pkg, "--test-data", os.path.join(MODELS, "data", "gpt2_tiny", "b1_s7_p0"))
@@ -168,13 +233,30 @@ def main():
                 r = run(build, os.path.join(MODELS, model + ".onnx"), "--target", "cuda", "-o", p)
                 check(r.returncode == 0, f"{model}: {r.stderr[-500:]}")
                 data = os.path.join(MODELS, "data", model)
+                p_gen = os.path.join(tmp, model + ".nocublas.cuda.rpkg")
+                r = run(build, os.path.join(MODELS, model + ".onnx"), "--target", "cuda", "--no-cublas", "-o", p_gen)
+                check(r.returncode == 0, f"{model} --no-cublas: {r.stderr[-500:]}")
                 for case in sorted(os.listdir(data)):
-                    for shared in ("", "0", "1"):  # the runtime's choice, never, always shared-memory tiles
-                        r = subprocess.run([rrun, p, "--test-data", os.path.join(data, case), "--atol", "1e-4"],
-                                           capture_output=True, text=True, env=dict(os.environ, RELAX_CUDA_SHARED=shared))
-                        check(r.returncode == 0,
-                              f"{model} {case} on the GPU (RELAX_CUDA_SHARED={shared}): {r.stdout[-500:]}{r.stderr[-500:]}")
+                    # The runtime's choice, never and always shared-memory
+                    # tiles; CUDA graphs off; every matmul generated.
+                    for pk, env in ((p, {}), (p, {"RELAX_CUDA_SHARED": "0"}), (p, {"RELAX_CUDA_SHARED": "1"}),
+                                    (p, {"RELAX_CUDA_GRAPH": "0"}), (p_gen, {})):
+                        r = subprocess.run([rrun, pk, "--test-data", os.path.join(data, case), "--atol", "1e-4",
+                                            "--bench", "2", "--json"], capture_output=True, text=True,
+                                           env=dict(os.environ, RELAX_CUDA_GRAPH_VERBOSE="1", **env))
+                        what = f"{model} {case} on the GPU ({os.path.basename(pk)}, {env})"
+                        check(r.returncode == 0, f"{what}: {r.stdout[-500:]}{r.stderr[-500:]}")
                         ran += 1
+                        if r.returncode != 0 or pk != p:
+                            continue
+                        # Three runs of one binding: captured once per region, then replayed.
+                        g = json.loads(r.stdout).get("cuda_graphs", {})
+                        if env.get("RELAX_CUDA_GRAPH") == "0":
+                            check(g.get("captures") == 0 and g.get("direct", 0) > 0, f"{what}: graphs off: {g}")
+                        else:
+                            check(g.get("failed") == 0 and g.get("captures", 0) > 0
+                                  and g.get("replays", 0) >= 3 * g.get("captures", 0) / 1.5,
+                                  f"{what}: graphs: {g}; {r.stderr[-800:]}")
             print(f"GPU runs: {ran} cases of the exported models")
 
     return finish("cuda build")
