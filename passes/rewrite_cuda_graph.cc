@@ -20,7 +20,8 @@
 // (runtime/cuda.cc); later uses of a launch's result use its destinations,
 // which are the same tensors. The planned storages of a function with
 // regions become persistent (alloc_storage(..., persistent="@main/storage3")):
-// the same blocks every call, so the keys match and the graphs replay.
+// the same blocks every call, so the keys match and the graphs replay; a
+// storage that holds an output the caller keeps stays fresh every call.
 //
 // The module attribute cuda_graph="0" (relax-build --no-cuda-graph), or a
 // target other than cuda, leaves the module as it is; cuda_graph="1" set
@@ -32,6 +33,7 @@
 #include "ir/mutator.h"
 #include "ir/op.h"
 #include "passes/analysis.h"
+#include "passes/memory_plan.h"
 #include "passes/passes.h"
 
 namespace relax {
@@ -192,14 +194,21 @@ class GraphRewriter : public ExprMutator {
 // Every planned storage of a function with regions becomes persistent (the
 // same block every call while big enough): a region's graph is keyed by
 // the addresses it sees, which would otherwise change with the pool's
-// order of reuse.
+// order of reuse. Not a storage that holds an escaping tensor (an output
+// the caller keeps: the next call must not write over it).
 class PersistStorage : public ExprMutator {
  public:
-  PersistStorage(const IRModule& mod, std::string fname) : ExprMutator(&mod), fname_(std::move(fname)) {}
+  PersistStorage(const IRModule& mod, std::string fname, const Function& f)
+      : ExprMutator(&mod), fname_(std::move(fname)) {
+    MemoryAnalysis m = analyze_memory(f);
+    for (const ActivationTensor& t : m.tensors)
+      if (t.escapes && t.storage >= 0) held_.insert(m.bindings[m.storages[size_t(t.storage)].binding].var.get());
+  }
 
   void visit_binding(const Binding& b, std::vector<Binding>& out) override {
     const CallNode* c = b.is_match_cast() ? nullptr : as_op_call(b.value, "alloc_storage");
-    if (!c || c->attrs.has("persistent")) return ExprMutator::visit_binding(b, out);
+    if (!c || held_.count(b.var.get()) || !c->attrs.get_string("persistent", "").empty())
+      return ExprMutator::visit_binding(b, out);
     Attrs attrs = c->attrs;
     attrs.set("persistent", "@" + fname_ + "/" + b.var->name);
     Expr call = make_op_call("alloc_storage", c->args, attrs);
@@ -209,6 +218,7 @@ class PersistStorage : public ExprMutator {
 
  private:
   std::string fname_;
+  std::set<const VarNode*> held_;  // storages of escaping tensors
 };
 
 }  // namespace
@@ -221,7 +231,7 @@ IRModule rewrite_cuda_graph(const IRModule& mod) {
     GraphRewriter r(mod, name);
     Function out = r.visit_function(f);
     if (r.regions() == 0) return f;
-    return PersistStorage(mod, name).visit_function(out);
+    return PersistStorage(mod, name, out).visit_function(out);
   });
 }
 

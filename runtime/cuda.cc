@@ -30,6 +30,8 @@ using Handle = void*;                       // CUcontext, CUmodule, CUfunction, 
 constexpr unsigned kAttachGlobal = 1;       // CU_MEM_ATTACH_GLOBAL
 constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
 constexpr int kCaptureThreadLocal = 1;      // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+constexpr int kAttrMemoryClockKHz = 36;     // CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
+constexpr int kAttrMemoryBusBits = 37;      // CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH
 constexpr int kJitErrorLogBuffer = 5;       // CU_JIT_ERROR_LOG_BUFFER
 constexpr int kJitErrorLogBufferBytes = 6;  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
 
@@ -50,6 +52,13 @@ constexpr int kJitErrorLogBufferBytes = 6;  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTE
   X(mem_free, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                                                       \
   X(stream_create, "cuStreamCreate", CUresult (*)(Handle*, unsigned))                                          \
   X(stream_destroy, "cuStreamDestroy_v2", CUresult (*)(Handle))                                                \
+  X(device_name, "cuDeviceGetName", CUresult (*)(char*, int, CUdevice))                                        \
+  X(device_attribute, "cuDeviceGetAttribute", CUresult (*)(int*, int, CUdevice))                               \
+  X(event_create, "cuEventCreate", CUresult (*)(Handle*, unsigned))                                            \
+  X(event_destroy, "cuEventDestroy_v2", CUresult (*)(Handle))                                                  \
+  X(event_record, "cuEventRecord", CUresult (*)(Handle, Handle))                                               \
+  X(event_synchronize, "cuEventSynchronize", CUresult (*)(Handle))                                             \
+  X(event_elapsed, "cuEventElapsedTime", CUresult (*)(float*, Handle, Handle))                                 \
   X(stream_synchronize, "cuStreamSynchronize", CUresult (*)(Handle))                                           \
   X(memset_async, "cuMemsetD8Async", CUresult (*)(CUdeviceptr, unsigned char, size_t, Handle))                 \
   X(begin_capture, "cuStreamBeginCapture_v2", CUresult (*)(Handle, int))                                       \
@@ -194,6 +203,17 @@ CudaDriverStatus cuda_driver_status() {
                  ? d.why_not
                  : "CUDA driver " + std::to_string(d.version / 1000) + "." + std::to_string(d.version % 1000 / 10) +
                        ", " + std::to_string(d.devices) + (d.devices == 1 ? " device" : " devices");
+  if (s.present) {
+    CUdevice dev = 0;
+    char name[256] = {};
+    int clock = 0, bus = 0;
+    if (d.device_get(&dev, 0) == 0) {
+      if (d.device_name(name, sizeof name - 1, dev) == 0) s.name = name;
+      if (d.device_attribute(&clock, kAttrMemoryClockKHz, dev) == 0 &&
+          d.device_attribute(&bus, kAttrMemoryBusBits, dev) == 0)
+        s.peak_bytes_per_s = 2.0 * clock * 1e3 * bus / 8;  // double data rate
+    }
+  }
   return s;
 }
 
@@ -253,11 +273,40 @@ struct CudaKernels::Impl {
   };
   struct Region {
     std::list<Graph> graphs;
-    bool broken = false;  // the driver refused a capture: run directly from then on
+    bool broken = false;  // the driver refused a capture, or graphs never repeat: run directly from then on
+    int64_t captures = 0, hits = 0;
     std::vector<std::pair<void*, size_t>> staging;
   };
   static constexpr size_t kGraphsPerRegion = 32;
+  static constexpr int64_t kNoRepeat = 4;
   int uses_blas = -1;     // the package calls cuBLAS (-1: not known yet)
+
+  // Profiling: each launch timed on its own between two events (graphs
+  // off), with the bytes of its buffers.
+  bool profiling = false;
+  Handle ev_start = nullptr, ev_end = nullptr;
+  std::map<std::string, CudaKernelTime> times;
+
+  // Runs `go` (which enqueues on the stream), timed when profiling.
+  template <typename F>
+  void timed(const std::string& name, double bytes, F go) {
+    if (!profiling) return go();
+    if (!ev_start) {
+      check(d->event_create(&ev_start, 0), "cuEventCreate");
+      check(d->event_create(&ev_end, 0), "cuEventCreate");
+    }
+    check(d->event_record(ev_start, stream), "cuEventRecord");
+    go();
+    check(d->event_record(ev_end, stream), "cuEventRecord");
+    check(d->event_synchronize(ev_end), "running " + name);
+    float ms = 0;
+    check(d->event_elapsed(&ms, ev_start, ev_end), "cuEventElapsedTime");
+    CudaKernelTime& t = times[name];
+    t.name = name;
+    ++t.calls;
+    t.ms += ms;
+    t.bytes += bytes;
+  }
   bool graphs_on = true;  // RELAX_CUDA_GRAPH=0 turns them off
   std::map<std::string, Region, std::less<>> regions;
   CudaGraphStats stats;
@@ -268,6 +317,8 @@ struct CudaKernels::Impl {
       for (auto& [p, bytes] : r.staging) free_managed(p);
     }
     if (blas) cublas().destroy(blas);
+    if (ev_start) d->event_destroy(ev_start);
+    if (ev_end) d->event_destroy(ev_end);
     if (stream) d->stream_destroy(stream);
     if (module) d->module_unload(module);
     if (ctx) d->primary_release(device);
@@ -352,10 +403,12 @@ struct CudaKernels::Impl {
     Mirrors mirrors;
     std::vector<CUdeviceptr> ptrs(e.params.size(), 0);
     int64_t slot = 0;
+    double all_bytes = 0;  // read and written at least once: what a memory-bound kernel moves
     for (size_t k = 0; k < e.params.size(); ++k) {
       int64_t numel = 1;
       for (size_t i = 0; i < e.params[k].second; ++i) numel *= shape_args[slot++];
       size_t bytes = size_t(e.params[k].first.storage_bytes(numel));
+      all_bytes += double(bytes);
       ptrs[k] = device_ptr(buffers[k], bytes, k >= e.num_inputs, mirrors);
     }
     std::vector<void*> args;
@@ -379,9 +432,11 @@ struct CudaKernels::Impl {
         if (use_rows(rows, eval(st.row_work))) {
           if (rows <= 0) continue;
           if (rows > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", rows, " rows are beyond one launch");
-          check(d->launch(st.rows_fn, unsigned(rows), 1, 1, unsigned(st.row_threads), 1, 1, 0, stream, args.data(),
-                          nullptr),
-                "launching " + e.name + " (a block per row)");
+          timed(e.name + " (rows)", all_bytes, [&] {
+            check(d->launch(st.rows_fn, unsigned(rows), 1, 1, unsigned(st.row_threads), 1, 1, 0, stream, args.data(),
+                            nullptr),
+                  "launching " + e.name + " (a block per row)");
+          });
           continue;
         }
       }
@@ -396,8 +451,10 @@ struct CudaKernels::Impl {
       if (threads <= 0) continue;
       int64_t blocks = (threads + block - 1) / block;
       if (blocks > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", threads, " threads are beyond one launch");
-      check(d->launch(fn, unsigned(blocks), 1, 1, unsigned(block), 1, 1, 0, stream, args.data(), nullptr),
-            "launching " + e.name);
+      timed(fn == st.fn ? e.name : e.name + " (plain)", all_bytes, [&] {
+        check(d->launch(fn, unsigned(blocks), 1, 1, unsigned(block), 1, 1, 0, stream, args.data(), nullptr),
+              "launching " + e.name);
+      });
     }
     finish(mirrors, "running " + e.name);
     return 0;
@@ -486,9 +543,12 @@ struct CudaKernels::Impl {
     // One call when each operand is either one matrix for every batch or
     // has the whole output batch.
     bool a_simple = a_batch == 1 || ab == ob, b_simple = b_batch == 1 || bb == ob;
-    if (a_simple && b_simple) {
-      gemm(pa, a_batch == 1 ? 0 : M * K, pb, b_batch == 1 ? 0 : K * N, pc, int(batch));
-    } else {
+    double bytes = double(a.nbytes() + b.nbytes() + out.nbytes());
+    timed("cublas.matmul", bytes, [&] {
+      if (a_simple && b_simple) {
+        gemm(pa, a_batch == 1 ? 0 : M * K, pb, b_batch == 1 ? 0 : K * N, pc, int(batch));
+        return;
+      }
       std::vector<int64_t> idx(rank, 0);
       for (int64_t i = 0; i < batch; ++i) {
         int64_t ia = 0, ib = 0;
@@ -498,13 +558,12 @@ struct CudaKernels::Impl {
         }
         gemm(pa + CUdeviceptr(ia * M * K * int64_t(esize)), 0, pb + CUdeviceptr(ib * K * N * int64_t(esize)), 0,
              pc + CUdeviceptr(i * M * N * int64_t(esize)), 1);
-        for (size_t k = rank; k-- > 0;)
-          if (++idx[k] < ob[k])
-            break;
-          else
-            idx[k] = 0;
+        for (size_t k = rank; k-- > 0;) {
+          if (++idx[k] < ob[k]) break;
+          idx[k] = 0;
+        }
       }
-    }
+    });
     finish(mirrors, what);
   }
 
@@ -515,7 +574,7 @@ struct CudaKernels::Impl {
   // one by running the closure while the stream records, then launches it.
   void run_region(VirtualMachine& vm, const std::string& name, const Value& fn) {
     Region& region = regions[name];
-    if (!graphs_on || region.broken) {
+    if (!graphs_on || profiling || region.broken) {
       ++stats.direct;
       vm.call(fn, {}, /*wait=*/false);
       return;
@@ -564,11 +623,21 @@ struct CudaKernels::Impl {
       if (it->key != key) continue;
       region.graphs.splice(region.graphs.begin(), region.graphs, it);
       ++stats.replays;
+      ++region.hits;
       check(d->graph_launch(it->exec, stream), "replaying the CUDA graph of " + name);
       return;
     }
     auto local = std::make_shared<ClosureObj>(ClosureObj{closure->function, std::move(captured)});
     Value staged_fn{Closure(local)};
+    // A region whose key changes every call (it writes an output the
+    // caller keeps, in fresh memory each time) would be captured for
+    // nothing: after kNoRepeat captures without a replay it runs directly.
+    if (region.captures >= kNoRepeat && region.hits == 0) {
+      region.broken = true;
+      ++stats.direct;
+      vm.call(staged_fn, {}, /*wait=*/false);
+      return;
+    }
     // cuBLAS makes its handle outside the capture (cublasCreate allocates).
     if (uses_blas < 0) {
       const auto& names = vm.exe().builtins;
@@ -605,6 +674,7 @@ struct CudaKernels::Impl {
       return;
     }
     ++stats.captures;
+    ++region.captures;
     region.graphs.push_front({std::move(key), exec});
     if (region.graphs.size() > kGraphsPerRegion) {
       d->graph_exec_destroy(region.graphs.back().exec);
@@ -732,6 +802,15 @@ Tensor CudaKernels::place_constant(const Tensor& t) const {
 }
 
 CudaGraphStats CudaKernels::graph_stats() const { return impl_->stats; }
+
+void CudaKernels::set_profiling(bool on) const { impl_->profiling = on; }
+
+std::vector<CudaKernelTime> CudaKernels::profile() const {
+  std::vector<CudaKernelTime> out;
+  for (const auto& [name, t] : impl_->times) out.push_back(t);
+  std::sort(out.begin(), out.end(), [](const CudaKernelTime& x, const CudaKernelTime& y) { return x.ms > y.ms; });
+  return out;
+}
 
 namespace {
 

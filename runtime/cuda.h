@@ -9,19 +9,21 @@
 // the host and the kernels use the same pointers and a kernel call passes
 // them as they are; a buffer from elsewhere (a caller's input on the host
 // heap) is copied into managed memory for the call and, for an output,
-// back after it. Kernel calls are launched on the default stream without
+// back after it. Kernel calls are launched on the runtime's stream without
 // waiting; synchronize() waits (the VM calls it before the host touches
 // tensor data).
 //
-// Not yet: CUDA Graph capture and replay, cuBLAS offload, the GPU
-// schedules beyond one thread per element. This file has been compiled and
-// its no-driver path tested; no GPU was available to run the rest.
+// Matmuls may call cuBLAS (cublas.matmul), and runs of launches are
+// captured as CUDA graphs and replayed (cuda.graph_run; docs/cuda.md).
+// This file has been compiled and its no-driver path tested; no GPU was
+// available to run the rest.
 #pragma once
 
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/kernel_library.h"
 
@@ -31,6 +33,8 @@ struct CudaDriverStatus {
   bool present = false;  // libcuda.so.1 loaded and cuInit succeeded
   int devices = 0;
   std::string detail;  // "no CUDA driver (libcuda.so.1: cannot open ...)", "CUDA driver 13.0, 1 device"
+  std::string name;    // device 0's, when present
+  double peak_bytes_per_s = 0;  // device 0's memory bandwidth by its clock and bus width (0: unknown)
 };
 
 CudaDriverStatus cuda_driver_status();
@@ -42,6 +46,16 @@ struct CublasStatus {
   std::string detail;
 };
 CublasStatus cublas_status();
+
+// A kernel's launches when profiling: their count, total time (between
+// two events around each launch), and the bytes of the buffers they were
+// given (what a memory-bound kernel moves at least once).
+struct CudaKernelTime {
+  std::string name;  // the program, with its variant: "(rows)", "(shared)", "(plain)"; or "cublas.matmul"
+  uint64_t calls = 0;
+  double ms = 0;
+  double bytes = 0;
+};
 
 // What the CUDA graphs of a CudaKernels did so far (relax-run --profile).
 struct CudaGraphStats {
@@ -63,6 +77,10 @@ class CudaKernels : public Kernels {
   Tensor place_constant(const Tensor& t) const override;
   void synchronize() const override;
   CudaGraphStats graph_stats() const;
+  // Profiling: each launch waited for and timed on its own (graphs off);
+  // profile() lists the kernels by total time, most first.
+  void set_profiling(bool on) const;
+  std::vector<CudaKernelTime> profile() const;
 
   struct Impl;
   Impl& impl() const { return *impl_; }

@@ -159,8 +159,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print the result as JSON on standard output");
   bool stats = false, profile = false;
   app.add_flag("--profile", profile,
-               "vulkan packages: run each kernel call on its own, time it, and print the kernels by total time "
-               "(in --json: \"profile\")");
+               "vulkan and cuda packages: run each kernel call on its own, time it, and print the kernels by total "
+               "time (cuda: with the bandwidth of their buffers' bytes and its share of the device's peak; CUDA "
+               "graphs off) (in --json: \"profile\")");
   app.add_flag("--stats", stats,
                "print what a vulkan package did on the device per run: kernel calls, dispatches, barriers, "
                "submits, bytes copied in and out; for a cuda package, its CUDA graphs: captures, replays, regions "
@@ -185,8 +186,10 @@ int main(int argc, char** argv) {
     if (threads > 0) ThreadPool::set_global_num_threads(threads);
     auto model = Model::load(pkg, device);
     const auto* vk = dynamic_cast<const VulkanKernels*>(model->kernels());
-    if (profile && !vk) rt_fail("--profile times the kernels of vulkan packages only");
-    if (profile) vk->set_profiling(true);
+    const auto* cu = dynamic_cast<const CudaKernels*>(model->kernels());
+    if (profile && !vk && !cu) rt_fail("--profile times the kernels of vulkan and cuda packages only");
+    if (profile && vk) vk->set_profiling(true);
+    if (profile && cu) cu->set_profiling(true);
     std::vector<Tensor> in = test_data.empty() ? named_inputs(*model, inputs) : files_in(test_data, "input_");
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> out = model->run(in);
@@ -239,7 +242,34 @@ int main(int argc, char** argv) {
                   << j["bytes_uploaded"] << " bytes uploaded, " << j["bytes_downloaded"]
                   << " bytes downloaded; " << s.resident_bytes << " bytes resident on the device\n";
     }
-    if (const auto* cu = dynamic_cast<const CudaKernels*>(model->kernels())) {
+    if (cu && profile) {
+      // Per kernel: time, and the bandwidth its buffers' bytes took, as a
+      // share of the device's peak (its memory clock and bus width).
+      rep["profile"] = nlohmann::json::array();
+      double total = 0, peak = cuda_driver_status().peak_bytes_per_s;
+      std::vector<CudaKernelTime> times = cu->profile();
+      for (const auto& t : times) total += t.ms;
+      if (!json)
+        std::cout << "kernel time by kernel (all runs, " << total << " ms; peak memory bandwidth "
+                  << (peak > 0 ? std::to_string(int64_t(peak / 1e9)) + " GB/s" : std::string("unknown")) << "):\n";
+      int shown = 0;
+      for (const auto& t : times) {
+        double gbps = t.ms > 0 ? t.bytes / (t.ms * 1e-3) / 1e9 : 0;
+        nlohmann::json j{{"kernel", t.name}, {"calls", t.calls}, {"ms", t.ms}, {"bytes", t.bytes}, {"gbps", gbps}};
+        if (peak > 0) j["peak_share"] = gbps * 1e9 / peak;
+        rep["profile"].push_back(j);
+        if (!json && shown++ < 20) {
+          std::ostringstream line;
+          line << "  " << std::fixed << std::setprecision(3) << std::setw(10) << t.ms << " ms  " << std::setw(5)
+               << std::setprecision(1) << 100 * t.ms / std::max(total, 1e-9) << "%  " << std::setw(5) << t.calls
+               << "  " << std::setw(8) << gbps << " GB/s";
+          if (peak > 0) line << " (" << std::setw(4) << 100 * gbps * 1e9 / peak << "%)";
+          line << "  " << t.name << "\n";
+          std::cout << line.str();
+        }
+      }
+    }
+    if (cu) {
       CudaGraphStats g = cu->graph_stats();
       rep["cuda_graphs"] = {{"runs", 1 + std::max(bench, 0)},
                             {"captures", g.captures},
