@@ -1,5 +1,6 @@
 #include "backends/vulkan/codegen_glsl.h"
 
+#include <cstdlib>
 #include <sstream>
 
 #include "backends/common/gpu_schedule.h"
@@ -321,7 +322,11 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
     if (rows) {
       StagePrinter rp(*p, features, out);
       rp.use_subgroups_ = features.subgroup_arithmetic;
-      st.rows_source = rp.print_rows(stages[k], *rows);
+      const char* rb = std::getenv("RELAX_VULKAN_ROW_BLOCKS");
+      if (schedule.row_blocks || (rb && std::string(rb) == "1"))
+        st.rows_source = rp.print_block(gpu_row_block(stages[k], *rows, block, /*warp=*/0));
+      else
+        st.rows_source = rp.print_rows(stages[k], *rows);
       if (rp.subgroup_) st.rows_needs.insert("subgroup_arithmetic");
       st.rows_work = rows->work;
       st.rows_extents = stages[k].extents;

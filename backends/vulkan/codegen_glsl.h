@@ -90,6 +90,11 @@ struct GlslSchedule {
   // Matmul-like stages also tiled through shared memory, each thread
   // computing a tile_rows x tile_cols register tile of its workgroup's block.
   bool shared_tiles = true;
+  // Rows printed from the CUDA backend's block-per-row TIR (gpu_row_block,
+  // with a shared tree instead of warp shuffles) instead of print_rows: a
+  // check of that TIR on a Vulkan device, lavapipe included. Set by
+  // RELAX_VULKAN_ROW_BLOCKS=1 at build time (tests only).
+  bool row_blocks = false;
 };
 
 GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features = {}, uint32_t block = 256,
