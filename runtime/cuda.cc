@@ -217,6 +217,62 @@ CudaDriverStatus cuda_driver_status() {
   return s;
 }
 
+CublasMatmulPlan plan_cublas_matmul(std::vector<int64_t> as, std::vector<int64_t> bs) {
+  const char* what = "cublas.matmul";
+  if (as.empty() || bs.empty()) rt_fail(what, ": operands must have rank >= 1");
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  CublasMatmulPlan p;
+  p.M = as[as.size() - 2], p.K = as.back(), p.N = bs.back();
+  const int64_t M = p.M, K = p.K, N = p.N;
+  if (bs[bs.size() - 2] != K) rt_fail(what, ": inner dims ", K, " and ", bs[bs.size() - 2], " differ");
+  std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  size_t rank = std::max(ab.size(), bb.size());
+  ab.insert(ab.begin(), rank - ab.size(), 1);
+  bb.insert(bb.begin(), rank - bb.size(), 1);
+  std::vector<int64_t> ob(rank);
+  int64_t a_batch = 1, b_batch = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    if (ab[i] != bb[i] && ab[i] != 1 && bb[i] != 1)
+      rt_fail(what, ": batch dims ", ab[i], " and ", bb[i], " do not broadcast");
+    ob[i] = ab[i] == 1 ? bb[i] : ab[i];
+    p.batch *= ob[i], a_batch *= ab[i], b_batch *= bb[i];
+  }
+  for (int64_t v : {M, N, K, p.batch})
+    if (v > INT32_MAX) rt_fail(what, ": ", v, " is beyond cuBLAS's int dims");
+  if (p.batch == 0 || M == 0 || N == 0 || K == 0) return p;  // nothing to multiply (K = 0: the caller zeroes)
+  CublasGemm g;
+  g.m = N, g.n = M, g.k = K;
+  g.ld_a = std::max<int64_t>(K, 1), g.ld_b = std::max<int64_t>(N, 1), g.ld_c = std::max<int64_t>(N, 1);
+  g.c_stride = M * N;
+  // One call when each operand is either one matrix for every batch or
+  // has the whole output batch; else one per output matrix.
+  if ((a_batch == 1 || ab == ob) && (b_batch == 1 || bb == ob)) {
+    g.a_stride = a_batch == 1 ? 0 : M * K;
+    g.b_stride = b_batch == 1 ? 0 : K * N;
+    g.batch = p.batch;
+    p.calls.push_back(g);
+    return p;
+  }
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t i = 0; i < p.batch; ++i) {
+    int64_t ia = 0, ib = 0;
+    for (size_t k = 0; k < rank; ++k) {
+      ia = ia * ab[k] + (ab[k] == 1 ? 0 : idx[k]);
+      ib = ib * bb[k] + (bb[k] == 1 ? 0 : idx[k]);
+    }
+    CublasGemm one = g;
+    one.a_offset = ia * M * K, one.b_offset = ib * K * N, one.c_offset = i * M * N;
+    one.batch = 1;
+    p.calls.push_back(one);
+    for (size_t k = rank; k-- > 0;) {
+      if (++idx[k] < ob[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return p;
+}
+
 CublasStatus cublas_status() {
   const Cublas& b = cublas();
   return {b.why_not.empty(), b.why_not.empty() ? b.path : b.why_not};
@@ -279,7 +335,7 @@ struct CudaKernels::Impl {
   };
   static constexpr size_t kGraphsPerRegion = 32;
   static constexpr int64_t kNoRepeat = 4;
-  int uses_blas = -1;     // the package calls cuBLAS (-1: not known yet)
+  int uses_blas = -1;  // the package calls cuBLAS (-1: not known yet)
 
   // Profiling: each launch timed on its own between two events (graphs
   // off), with the bytes of its buffers.
@@ -493,27 +549,9 @@ struct CudaKernels::Impl {
     }
     if (!(b.dtype() == t) || !(out.dtype() == t))
       rt_fail(what, ": operands of one dtype expected, got ", a.type_str(), ", ", b.type_str(), " -> ", out.type_str());
-    std::vector<int64_t> as = a.shape(), bs = b.shape();
-    if (as.empty() || bs.empty()) rt_fail(what, ": operands must have rank >= 1");
-    if (as.size() == 1) as.insert(as.begin(), 1);
-    if (bs.size() == 1) bs.push_back(1);
-    int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
-    if (bs[bs.size() - 2] != K) rt_fail(what, ": inner dims ", K, " and ", bs[bs.size() - 2], " differ");
-    std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
-    size_t rank = std::max(ab.size(), bb.size());
-    ab.insert(ab.begin(), rank - ab.size(), 1);
-    bb.insert(bb.begin(), rank - bb.size(), 1);
-    std::vector<int64_t> ob(rank);
-    int64_t batch = 1, a_batch = 1, b_batch = 1;
-    for (size_t i = 0; i < rank; ++i) {
-      if (ab[i] != bb[i] && ab[i] != 1 && bb[i] != 1)
-        rt_fail(what, ": batch dims ", ab[i], " and ", bb[i], " do not broadcast");
-      ob[i] = ab[i] == 1 ? bb[i] : ab[i];
-      batch *= ob[i], a_batch *= ab[i], b_batch *= bb[i];
-    }
-    if (out.numel() != batch * M * N) rt_fail(what, ": the output ", out.type_str(), " has the wrong size");
-    for (int64_t v : {M, N, K, batch})
-      if (v > INT32_MAX) rt_fail(what, ": ", v, " is beyond cuBLAS's int dims");
+    CublasMatmulPlan plan = plan_cublas_matmul(a.shape(), b.shape());
+    const int64_t M = plan.M, N = plan.N, K = plan.K;
+    if (out.numel() != plan.batch * M * N) rt_fail(what, ": the output ", out.type_str(), " has the wrong size");
     check(d->ctx_set_current(ctx), "cuCtxSetCurrent");
     Mirrors mirrors;
     CUdeviceptr pa = device_ptr(a.data(), a.nbytes(), false, mirrors);
@@ -533,35 +571,16 @@ struct CudaKernels::Impl {
     double alpha64 = 1, beta64 = 0;
     const void* alpha = compute == kBlasCompute64F ? static_cast<const void*>(&alpha64) : &alpha32;
     const void* beta = compute == kBlasCompute64F ? static_cast<const void*>(&beta64) : &beta32;
-    size_t esize = size_t(t.bits / 8);
-    auto gemm = [&](CUdeviceptr A, long long sa, CUdeviceptr B, long long sb, CUdeviceptr C, int count) {
-      BlasStatus r = cb.gemm(h, kBlasOpN, kBlasOpN, int(N), int(M), int(K), alpha, reinterpret_cast<void*>(B), type,
-                             int(N), sb, reinterpret_cast<void*>(A), type, int(K), sa, beta, reinterpret_cast<void*>(C),
-                             type, int(N), (long long)(M * N), count, compute, kBlasGemmDefault);
-      if (r != 0) rt_fail(label, ": cublasGemmStridedBatchedEx (", M, "x", K, " by ", K, "x", N, "): ", cb.error(r));
-    };
-    // One call when each operand is either one matrix for every batch or
-    // has the whole output batch.
-    bool a_simple = a_batch == 1 || ab == ob, b_simple = b_batch == 1 || bb == ob;
+    const CUdeviceptr esize = CUdeviceptr(t.bits / 8);
     double bytes = double(a.nbytes() + b.nbytes() + out.nbytes());
     timed("cublas.matmul", bytes, [&] {
-      if (a_simple && b_simple) {
-        gemm(pa, a_batch == 1 ? 0 : M * K, pb, b_batch == 1 ? 0 : K * N, pc, int(batch));
-        return;
-      }
-      std::vector<int64_t> idx(rank, 0);
-      for (int64_t i = 0; i < batch; ++i) {
-        int64_t ia = 0, ib = 0;
-        for (size_t k = 0; k < rank; ++k) {
-          ia = ia * ab[k] + (ab[k] == 1 ? 0 : idx[k]);
-          ib = ib * bb[k] + (bb[k] == 1 ? 0 : idx[k]);
-        }
-        gemm(pa + CUdeviceptr(ia * M * K * int64_t(esize)), 0, pb + CUdeviceptr(ib * K * N * int64_t(esize)), 0,
-             pc + CUdeviceptr(i * M * N * int64_t(esize)), 1);
-        for (size_t k = rank; k-- > 0;) {
-          if (++idx[k] < ob[k]) break;
-          idx[k] = 0;
-        }
+      for (const CublasGemm& g : plan.calls) {
+        auto at = [&](CUdeviceptr base, int64_t elements) { return reinterpret_cast<void*>(base + elements * esize); };
+        BlasStatus r =
+            cb.gemm(h, kBlasOpN, kBlasOpN, int(g.m), int(g.n), int(g.k), alpha, at(pb, g.b_offset), type, int(g.ld_b),
+                    g.b_stride, at(pa, g.a_offset), type, int(g.ld_a), g.a_stride, beta, at(pc, g.c_offset), type,
+                    int(g.ld_c), g.c_stride, int(g.batch), compute, kBlasGemmDefault);
+        if (r != 0) rt_fail(label, ": cublasGemmStridedBatchedEx (", M, "x", K, " by ", K, "x", N, "): ", cb.error(r));
       }
     });
     finish(mirrors, what);

@@ -32,8 +32,8 @@ namespace relax::rt {
 struct CudaDriverStatus {
   bool present = false;  // libcuda.so.1 loaded and cuInit succeeded
   int devices = 0;
-  std::string detail;  // "no CUDA driver (libcuda.so.1: cannot open ...)", "CUDA driver 13.0, 1 device"
-  std::string name;    // device 0's, when present
+  std::string detail;           // "no CUDA driver (libcuda.so.1: cannot open ...)", "CUDA driver 13.0, 1 device"
+  std::string name;             // device 0's, when present
   double peak_bytes_per_s = 0;  // device 0's memory bandwidth by its clock and bus width (0: unknown)
 };
 
@@ -56,6 +56,24 @@ struct CudaKernelTime {
   double ms = 0;
   double bytes = 0;
 };
+
+// cublas.matmul's calls for numpy matmul of row-major a (shape `a`) and b:
+// row-major C = A B is column-major C^T = B^T A^T, so each call is
+// cublasGemmStridedBatchedEx(m = N, n = M, k = K, A = b + b_offset with
+// ld_b and b_stride, B = a + a_offset with ld_a and a_stride, C + c_offset
+// with ld_c and c_stride, batch); offsets and strides in elements. One
+// call when each operand is one matrix for every batch or has the whole
+// output batch, else one per output matrix. Throws rt::Error on shapes
+// that do not multiply, or dims beyond cuBLAS's int.
+struct CublasGemm {
+  int64_t m = 0, n = 0, k = 0, ld_a = 1, ld_b = 1, ld_c = 1;
+  int64_t a_offset = 0, b_offset = 0, c_offset = 0, a_stride = 0, b_stride = 0, c_stride = 0, batch = 1;
+};
+struct CublasMatmulPlan {
+  int64_t M = 0, N = 0, K = 0, batch = 1;  // the output: batch x M x N
+  std::vector<CublasGemm> calls;           // none when the output or K is empty
+};
+CublasMatmulPlan plan_cublas_matmul(std::vector<int64_t> a, std::vector<int64_t> b);
 
 // What the CUDA graphs of a CudaKernels did so far (relax-run --profile).
 struct CudaGraphStats {

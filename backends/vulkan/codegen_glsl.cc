@@ -15,8 +15,7 @@ std::string StagePrinter::print(const GpuStage& st) {
   for (const SymExpr& v : push_vars_) name_of(v);
   std::ostringstream body;
   ind_ = 1;
-  for (size_t k = 0; k < push_vars_.size(); ++k)
-    body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
+  for (size_t k = 0; k < push_vars_.size(); ++k) body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
   if (st.vars.empty()) {
     body << "  if (gl_GlobalInvocationID.x == 0u) {\n";
     ind_ = 2;
@@ -40,8 +39,7 @@ std::string StagePrinter::print_rows(const GpuStage& st, const GpuRows& rows) {
   for (const SymExpr& v : push_vars_) name_of(v);
   std::ostringstream body;
   ind_ = 1;
-  for (size_t k = 0; k < push_vars_.size(); ++k)
-    body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
+  for (size_t k = 0; k < push_vars_.size(); ++k) body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
   std::string total;
   for (const SymExpr& e : st.extents) total += (total.empty() ? "" : " * ") + paren(sym(e));
   body << "  int lid_ = int(gl_LocalInvocationID.x);\n";
@@ -82,8 +80,7 @@ std::string StagePrinter::print_block(const GpuBlockStage& st) {
   for (const SymExpr& v : push_vars_) name_of(v);
   std::ostringstream body;
   ind_ = 1;
-  for (size_t k = 0; k < push_vars_.size(); ++k)
-    body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
+  for (size_t k = 0; k < push_vars_.size(); ++k) body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
   std::string total;
   for (const SymExpr& e : st.extents) total += (total.empty() ? "" : " * ") + paren(sym(e));
   body << "  int " << name_of(st.thread) << " = int(gl_LocalInvocationID.x);\n";
@@ -99,7 +96,7 @@ std::string StagePrinter::print_block(const GpuBlockStage& st) {
 }
 
 std::string StagePrinter::unflatten(const std::string& flat, const std::vector<SymExpr>& vars,
-                      const std::vector<SymExpr>& extents) {
+                                    const std::vector<SymExpr>& extents) {
   std::ostringstream o;
   o << pad() << "int rest_ = " << flat << ";\n";
   for (size_t k = vars.size(); k-- > 0;) {
@@ -164,11 +161,16 @@ std::string StagePrinter::reduce(const GpuRowStep& step) {
   buffers_[b.get()] = "rb_";
   keep_.push_back(a);
   keep_.push_back(b);
-  std::string combine = expr(tir::binary(step.op, tir::load(a, {tir::sym(SymExpr(int64_t(0)))}), tir::load(b, {tir::sym(SymExpr(int64_t(0)))})));
+  std::string combine = expr(tir::binary(step.op, tir::load(a, {tir::sym(SymExpr(int64_t(0)))}),
+                                         tir::load(b, {tir::sym(SymExpr(int64_t(0)))})));
   std::string identity;
   switch (step.op) {
-    case BinOp::Add: identity = ty + "(0)"; break;
-    case BinOp::Mul: identity = ty + "(1)"; break;
+    case BinOp::Add:
+      identity = ty + "(0)";
+      break;
+    case BinOp::Mul:
+      identity = ty + "(1)";
+      break;
     case BinOp::Max:
     case BinOp::Min: {
       bool mx = step.op == BinOp::Max;
@@ -196,8 +198,10 @@ std::string StagePrinter::reduce(const GpuRowStep& step) {
     // subgroups' partials meet in shared memory, and every thread
     // combines those: two barriers instead of a tree's log2(block).
     subgroup_ = true;
-    const char* fn = step.op == BinOp::Add ? "subgroupAdd" : step.op == BinOp::Mul ? "subgroupMul"
-                     : step.op == BinOp::Max ? "subgroupMax" : "subgroupMin";
+    const char* fn = step.op == BinOp::Add   ? "subgroupAdd"
+                     : step.op == BinOp::Mul ? "subgroupMul"
+                     : step.op == BinOp::Max ? "subgroupMax"
+                                             : "subgroupMin";
     std::string part = std::string(fn) + "(" + accv + ")";
     if (t.is_float() && (step.op == BinOp::Max || step.op == BinOp::Min))  // NaN wins, as in the tree
       part = "(subgroupAny(isnan(" + accv + ")) ? uintBitsToFloat(0x7fc00000u) : " + part + ")";
@@ -266,7 +270,8 @@ std::string StagePrinter::finish(const std::string& body) {
   if (arith_ext_) out << "#extension GL_EXT_shader_explicit_arithmetic_types : require\n";
   if (storage8_) out << "#extension GL_EXT_shader_8bit_storage : require\n";
   if (storage16_) out << "#extension GL_EXT_shader_16bit_storage : require\n";
-  if (subgroup_) out << "#extension GL_KHR_shader_subgroup_arithmetic : require\n#extension GL_KHR_shader_subgroup_vote : require\n";
+  if (subgroup_)
+    out << "#extension GL_KHR_shader_subgroup_arithmetic : require\n#extension GL_KHR_shader_subgroup_vote : require\n";
   out << "layout(local_size_x = " << block_ << ") in;\n";
   out << decls.str();
   out << loaders.str();
@@ -334,7 +339,8 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
     }
     // Shared-memory tiles, for matmul-like stages.
     std::optional<GpuBlockStage> block_tile =
-        schedule.shared_tiles ? gpu_shared_tile(stages[k], schedule.tile_rows, schedule.tile_cols, block) : std::nullopt;
+        schedule.shared_tiles ? gpu_shared_tile(stages[k], schedule.tile_rows, schedule.tile_cols, block)
+                              : std::nullopt;
     if (block_tile) {
       StagePrinter bp(*p, features, out);
       st.shared_source = bp.print_block(*block_tile);
