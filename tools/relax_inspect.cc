@@ -36,6 +36,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <span>
 
 #include "backends/common/dataflow_graph.h"
@@ -395,10 +396,27 @@ int main(int argc, char** argv) {
       }
     }
 
-    size_t calls = 0;
-    if (!exe.functions.empty())
-      for (const Instr& in : exe.functions[0].code)
-        if (in.op == Opcode::Call && in.callee_kind == CalleeKind::Kernel) ++calls;
+    // Kernel and library calls in @main and the functions lifted from it
+    // (CUDA graph regions, loop bodies: "main.<name>").
+    size_t calls = 0, library_calls = 0, regions = 0;
+    std::set<std::string> libraries;
+    if (!exe.functions.empty()) {
+      const std::string& main_name = exe.functions[0].name;
+      for (const auto& f : exe.functions) {
+        if (f.name != main_name && f.name.rfind(main_name + ".", 0) != 0) continue;
+        for (const Instr& in : f.code) {
+          if (in.op != Opcode::Call) continue;
+          if (in.callee_kind == CalleeKind::Kernel) ++calls;
+          if (in.callee_kind != CalleeKind::Builtin) continue;
+          const std::string& b = exe.builtins[size_t(in.callee)];
+          if (b == "cuda.graph_run") ++regions;
+          if (b.rfind("cublas.", 0) == 0 || b.rfind("blas.", 0) == 0 || b.rfind("gemm.", 0) == 0) {
+            ++library_calls;
+            libraries.insert(b);
+          }
+        }
+      }
+    }
     uint64_t weight_bytes = 0;
     for (const json& w : man.value("weights", json::array())) weight_bytes += w.value("nbytes", uint64_t(0));
 
@@ -415,6 +433,9 @@ int main(int argc, char** argv) {
     out["lifted"] = man.value("lifted", json::array());  // computed at load by @transform_params
     out["kernels"] = man.value("kernels", 0);
     out["kernel_calls"] = calls;
+    out["library_calls"] = library_calls;
+    out["libraries"] = libraries;
+    out["cuda_graph_regions"] = regions;
     out["kernel_list"] = man.value("kernel_list", json::array());
     if (pkg.has("kernels.cuda")) {
       json cuda = json::parse(pkg.section_text("kernels.cuda"));
@@ -458,6 +479,13 @@ int main(int argc, char** argv) {
     if (!out["lifted"].empty())
       std::cout << "computed at load: " << out["lifted"].size() << " weight transforms (@transform_params)\n";
     std::cout << "kernels: " << out["kernels"] << " (" << calls << " calls in @main)\n";
+    if (library_calls) {
+      std::cout << "library calls: " << library_calls << " (";
+      const char* sep = "";
+      for (const std::string& l : libraries) std::cout << sep << l, sep = ", ";
+      std::cout << ")\n";
+    }
+    if (regions) std::cout << "CUDA graph regions: " << regions << " (captured once per binding of the symbolic dims)\n";
     if (out.contains("cuda")) {
       const json& c = out["cuda"];
       std::cout << "cuda: PTX for " << c["arch"].get<std::string>();

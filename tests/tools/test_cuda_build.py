@@ -183,6 +183,10 @@ def main():
               "--no-cublas still calls cuBLAS")
         check("cuda.graph_run" not in emitted("--no-cuda-graph"), "--no-cuda-graph still has regions")
         print(f"cuda IR: {ir.count('cublas.matmul')} cuBLAS calls, {len(regions)} CUDA graph regions")
+        r = run(inspect, pkg, "--json")
+        rep = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(rep.get("cuda_graph_regions") == len(regions) and rep.get("libraries") == ["cublas.matmul"]
+              and rep.get("library_calls", 0) >= 1, f"relax-inspect: regions and library calls: {r.stdout[-400:]}")
         # relax-inspect --dot boxes each region, and draws the same edges as without regions.
         p_nog = os.path.join(tmp, "model.nograph.cuda.rpkg")
         r = run(build, model, "--target", "cuda", "--no-cuda-graph", "-o", p_nog)
