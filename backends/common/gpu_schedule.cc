@@ -477,6 +477,8 @@ tir::Stmt strided_loop(const std::vector<SymExpr>& vars, const std::vector<SymEx
 }  // namespace
 
 GpuBlockStage gpu_row_block(const GpuStage& st, const GpuRows& rows, int64_t threads, int64_t warp) {
+  if (threads < 1 || (threads & (threads - 1)) != 0 || (warp > 1 && (warp & (warp - 1)) != 0))
+    fail("gpu_row_block: threads (", threads, ") and warp (", warp, ") must be powers of two");
   GpuBlockStage out;
   out.vars = st.vars;
   out.extents = st.extents;
