@@ -10,10 +10,12 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "runtime/allocator.h"
 #include "runtime/bytecode.h"
+#include "runtime/cuda_testing.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
@@ -89,8 +91,118 @@ struct Driver {
   }
 };
 
+// ---- The fake driver (runtime/cuda_testing.h) ------------------------------------------
+
+FakeCuda* g_fake = nullptr;
+struct FakeGraph {
+  std::vector<FakeCuda::Launch> launches;
+};
+FakeGraph* g_capturing = nullptr;                  // the graph being captured
+constexpr CUresult kFakeCaptureUnsupported = 900;  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+constexpr CUresult kFakeCaptureInvalidated = 901;  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+
+CUresult fake_sync() {
+  if (g_capturing) {
+    ++g_fake->synchronizations_while_capturing;
+    return kFakeCaptureUnsupported;
+  }
+  ++g_fake->synchronizations;
+  return 0;
+}
+
+CUresult fake_launch(Handle fn, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned, Handle,
+                     void** params, void**) {
+  FakeCuda::Launch l{static_cast<const char*>(fn), gx, bx, *static_cast<CUdeviceptr*>(params[0]), false};
+  (g_capturing ? g_capturing->launches : g_fake->launches).push_back(l);
+  return 0;
+}
+
+const Driver& fake_driver() {
+  static Driver f = [] {
+    Driver d;
+    d.init = [](unsigned) -> CUresult { return 0; };
+    d.driver_version = [](int* v) -> CUresult { return *v = 13000, 0; };
+    d.device_count = [](int* n) -> CUresult { return *n = 1, 0; };
+    d.device_get = [](CUdevice* dev, int i) -> CUresult { return *dev = i, 0; };
+    d.primary_retain = [](Handle* c, CUdevice) -> CUresult { return *c = reinterpret_cast<Handle>(1), 0; };
+    d.primary_release = [](CUdevice) -> CUresult { return 0; };
+    d.ctx_set_current = [](Handle) -> CUresult { return 0; };
+    d.ctx_synchronize = [] { return fake_sync(); };
+    d.module_load = [](Handle* m, const void*, unsigned, int*, void**) -> CUresult {
+      return *m = reinterpret_cast<Handle>(2), 0;
+    };
+    d.module_unload = [](Handle) -> CUresult { return 0; };
+    d.module_function = [](Handle* fn, Handle, const char* name) -> CUresult {
+      static std::set<std::string> names;  // the handle is the symbol's interned text
+      *fn = const_cast<char*>(names.insert(name).first->c_str());
+      return 0;
+    };
+    d.mem_alloc_managed = [](CUdeviceptr* p, size_t n, unsigned) -> CUresult {
+      *p = CUdeviceptr(reinterpret_cast<uintptr_t>(std::aligned_alloc(64, (n + 63) / 64 * 64)));
+      return 0;
+    };
+    d.mem_free = [](CUdeviceptr p) -> CUresult { return std::free(reinterpret_cast<void*>(uintptr_t(p))), 0; };
+    d.stream_create = [](Handle* s, unsigned) -> CUresult { return *s = reinterpret_cast<Handle>(3), 0; };
+    d.stream_destroy = [](Handle) -> CUresult { return 0; };
+    d.device_name = [](char* n, int len, CUdevice) -> CUresult { return std::strncpy(n, "fake GPU", size_t(len)), 0; };
+    d.device_attribute = [](int* v, int a, CUdevice) -> CUresult {
+      return *v = a == kAttrMemoryClockKHz ? 1000000 : 1024, 0;
+    };
+    d.event_create = [](Handle* e, unsigned) -> CUresult { return *e = reinterpret_cast<Handle>(4), 0; };
+    d.event_destroy = [](Handle) -> CUresult { return 0; };
+    d.event_record = [](Handle, Handle) -> CUresult { return 0; };
+    d.event_synchronize = [](Handle) { return fake_sync(); };
+    d.event_elapsed = [](float* ms, Handle, Handle) -> CUresult { return *ms = 0.001f, 0; };
+    d.stream_synchronize = [](Handle) { return fake_sync(); };
+    d.memset_async = [](CUdeviceptr, unsigned char, size_t, Handle) -> CUresult { return 0; };
+    d.begin_capture = [](Handle, int) -> CUresult {
+      g_capturing = new FakeGraph;
+      ++g_fake->captures;
+      return 0;
+    };
+    d.end_capture = [](Handle, Handle* g) -> CUresult {
+      FakeGraph* c = g_capturing;
+      g_capturing = nullptr;
+      if (g_fake->refuse_capture) {
+        delete c;
+        *g = nullptr;
+        return kFakeCaptureInvalidated;
+      }
+      *g = c;
+      return 0;
+    };
+    d.graph_instantiate = [](Handle* e, Handle g, unsigned long long) -> CUresult {
+      *e = new FakeGraph(*static_cast<FakeGraph*>(g));
+      ++g_fake->instantiated;
+      return 0;
+    };
+    d.graph_launch = [](Handle e, Handle) -> CUresult {
+      ++g_fake->graph_launches;
+      for (FakeCuda::Launch l : static_cast<FakeGraph*>(e)->launches) {
+        l.replayed = true;
+        g_fake->launches.push_back(l);
+      }
+      return 0;
+    };
+    d.graph_exec_destroy = [](Handle e) -> CUresult { return delete static_cast<FakeGraph*>(e), 0; };
+    d.graph_destroy = [](Handle g) -> CUresult { return delete static_cast<FakeGraph*>(g), 0; };
+    d.launch = fake_launch;
+    d.error_string = [](CUresult r, const char** s) -> CUresult {
+      *s = r == kFakeCaptureUnsupported ? "operation not permitted when stream is capturing (fake driver)"
+                                        : "fake driver error";
+      return 0;
+    };
+    d.lib = reinterpret_cast<void*>(1);
+    d.version = 13000;
+    d.devices = 1;
+    return d;
+  }();
+  return f;
+}
+
 // The process's driver, opened once.
 const Driver& driver() {
+  if (g_fake) return fake_driver();
   static Driver d;
   static std::once_flag once;
   std::call_once(once, [] {
@@ -272,6 +384,8 @@ CublasMatmulPlan plan_cublas_matmul(std::vector<int64_t> as, std::vector<int64_t
   }
   return p;
 }
+
+void use_fake_cuda_driver(FakeCuda* fake) { g_fake = fake; }
 
 CublasStatus cublas_status() {
   const Cublas& b = cublas();

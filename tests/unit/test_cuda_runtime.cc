@@ -5,10 +5,14 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "backends/common/vm_lower.h"
 #include "ir/parser.h"
 #include "runtime/cuda.h"
+#include "runtime/cuda_testing.h"
 #include "runtime/error.h"
 #include "runtime/vm.h"
 
@@ -173,4 +177,100 @@ TEST_CASE("cuda runtime: cublas.matmul's calls compute numpy's matmul (1-D opera
     e = x.what();
   }
   CHECK(e.find("inner dims 4 and 5 differ") != std::string::npos);
+}
+
+TEST_CASE("cuda runtime: CUDA graph regions are captured once per key and replayed (fake driver)") {
+  // The golden output of rewrite-cuda-graph: a region of three launches
+  // (exp, relu, sigmoid) over persistent storage, then a host builtin and
+  // two launches outside it.
+  std::ifstream f(std::string(RELAX_SOURCE_DIR) + "/tests/golden/rewrite-cuda-graph/breaks.out");
+  std::stringstream text;
+  text << f.rdbuf();
+  rt::Executable exe = rt::Executable::deserialize(lower_to_vm(parse_module(text.str())).exe.serialize());
+  nlohmann::json meta{{"block", 256}, {"kernels", nlohmann::json::array()}};
+  for (const std::string& k : exe.kernels)  // (x: f32[n, 8]) -> f32[n, 8]; n threads
+    meta["kernels"].push_back({{"name", k},
+                               {"num_inputs", 1},
+                               {"slots", 4},
+                               {"params", {{{"dtype", "f32"}, {"ndim", 2}}, {{"dtype", "f32"}, {"ndim", 2}}}},
+                               {"stages", {{{"symbol", "k_" + k}, {"threads", {1, 0}}}}}});
+  rt::FakeCuda fake;
+  rt::use_fake_cuda_driver(&fake);
+  struct Restore {
+    ~Restore() { rt::use_fake_cuda_driver(nullptr); }
+  } restore;
+  std::unique_ptr<rt::CudaKernels> kernels = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake.rpkg");
+  rt::VirtualMachine vm(
+      exe, [](const std::string&) { return rt::Tensor(); }, kernels.get(), kernels->make_pool());
+  uint64_t host_x = 0;
+  auto run = [&](int64_t n) {
+    fake.launches.clear();
+    rt::Tensor x = rt::Tensor::zeros(rt::DType::f32(), {n, 8});  // the caller's, on the host heap
+    host_x = uint64_t(reinterpret_cast<uintptr_t>(x.data()));
+    vm.invoke("main", {x});
+    std::vector<std::string> names;
+    for (const auto& l : fake.launches) names.push_back(l.kernel + (l.replayed ? " (graph)" : ""));
+    return names;
+  };
+  const std::vector<std::string> each_run = {"k_exp (graph)", "k_relu (graph)", "k_sigmoid (graph)", "k_tanh", "k_exp"};
+  // First run: the region is captured (its launches do not run while
+  // capturing), instantiated and launched; then the rest runs directly.
+  CHECK(run(4) == each_run);
+  CHECK(fake.captures == 1);
+  CHECK(fake.instantiated == 1);
+  CHECK(fake.synchronizations_while_capturing == 0);
+  // Same shapes: the persistent storage and the staging buffer for the
+  // caller's x keep their addresses, so the graph replays.
+  uint64_t staged = 0;
+  for (int i = 0; i < 3; ++i) {
+    CHECK(run(4) == each_run);
+    CHECK(fake.launches[0].first_arg != 0);
+    CHECK(fake.launches[0].first_arg != host_x);
+    if (staged) CHECK(fake.launches[0].first_arg == staged);  // x through the region's staging buffer
+    staged = fake.launches[0].first_arg;
+  }
+  CHECK(fake.captures == 1);
+  CHECK(fake.graph_launches == 4);
+  CHECK(kernels->graph_stats().replays == 4);
+  // Another binding of n: captured anew (launches sized for it), then replayed.
+  CHECK(run(100) == each_run);
+  CHECK(fake.launches[0].grid == 1);  // ceil(100 / 256) blocks
+  CHECK(run(100) == each_run);
+  CHECK(fake.captures == 2);
+  // The first binding's graph is still cached... but its storage grew for n = 100 (the same
+  // persistent blocks, other shapes): one more capture, then replays.
+  run(4);
+  run(4);
+  CHECK(fake.captures == 3);
+  rt::CudaGraphStats s = kernels->graph_stats();
+  CHECK(s.captures == 3);
+  CHECK(s.replays == 8);
+  CHECK(s.failed == 0);
+  CHECK(fake.synchronizations_while_capturing == 0);
+
+  // A capture the driver refuses: the region runs directly from then on.
+  std::unique_ptr<rt::CudaKernels> k2 = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake2.rpkg");
+  rt::VirtualMachine vm2(
+      exe, [](const std::string&) { return rt::Tensor(); }, k2.get(), k2->make_pool());
+  fake.refuse_capture = true;
+  fake.launches.clear();
+  vm2.invoke("main", {rt::Tensor::zeros(rt::DType::f32(), {4, 8})});
+  std::vector<std::string> direct;
+  for (const auto& l : fake.launches) direct.push_back(l.kernel + (l.replayed ? " (graph)" : ""));
+  CHECK(direct == std::vector<std::string>{"k_exp", "k_relu", "k_sigmoid", "k_tanh", "k_exp"});
+  fake.refuse_capture = false;
+  int before = fake.captures;
+  vm2.invoke("main", {rt::Tensor::zeros(rt::DType::f32(), {4, 8})});
+  CHECK(fake.captures == before);  // not tried again
+  CHECK(k2->graph_stats().failed == 1);
+  CHECK(k2->graph_stats().direct == 2);
+
+  // A region whose key changes every call (here: a new n each time) stops
+  // being captured after 4 captures without a replay.
+  std::unique_ptr<rt::CudaKernels> k3 = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake3.rpkg");
+  rt::VirtualMachine vm3(
+      exe, [](const std::string&) { return rt::Tensor(); }, k3.get(), k3->make_pool());
+  for (int64_t n = 1; n <= 6; ++n) vm3.invoke("main", {rt::Tensor::zeros(rt::DType::f32(), {n, 8})});
+  CHECK(k3->graph_stats().captures == 4);
+  CHECK(k3->graph_stats().direct == 2);
 }
