@@ -269,7 +269,58 @@ struct Cublas {
 // The process's cuBLAS, opened on first use (a package without library
 // calls never needs it): RELAX_CUBLAS (a path), else the sonames of CUDA 13
 // and 12, else the toolkit's lib64.
+// cuBLAS against the fake driver (runtime/cuda_testing.h).
+BlasStatus fake_gemm(Handle, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda,
+                     long long sa, const void* B, int bt, int ldb, long long sb, const void* beta, void* C, int ct,
+                     int ldc, long long sc, int batch, int, int) {
+  FakeCuda::Launch l{"cublasGemmStridedBatchedEx", unsigned(batch), 0, uint64_t(reinterpret_cast<uintptr_t>(C)), false};
+  if (g_capturing) {
+    g_capturing->launches.push_back(l);
+    return 0;
+  }
+  g_fake->launches.push_back(l);
+  if (ta != kBlasOpN || tb != kBlasOpN || at != kCudaR32F || bt != kCudaR32F || ct != kCudaR32F) return 0;
+  float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  for (int q = 0; q < batch; ++q) {
+    const float* a = static_cast<const float*>(A) + q * sa;
+    const float* b = static_cast<const float*>(B) + q * sb;
+    float* c = static_cast<float*>(C) + q * sc;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        double sum = 0;
+        for (int p = 0; p < k; ++p) sum += double(a[i + p * lda]) * double(b[p + j * ldb]);
+        c[i + j * ldc] = float(al * sum + (be == 0 ? 0 : be * c[i + j * ldc]));
+      }
+  }
+  return 0;
+}
+
+const Cublas& fake_cublas() {
+  static Cublas f = [] {
+    Cublas b;
+    b.create = [](Handle* h) -> BlasStatus {
+      ++g_fake->blas_handles;
+      if (g_capturing) ++g_fake->blas_handles_while_capturing;
+      return *h = reinterpret_cast<Handle>(5), 0;
+    };
+    b.destroy = [](Handle) -> BlasStatus { return 0; };
+    b.set_stream = [](Handle, Handle) -> BlasStatus { return 0; };
+    b.set_workspace = [](Handle, void* w, size_t n) -> BlasStatus {
+      g_fake->workspace = uint64_t(reinterpret_cast<uintptr_t>(w));
+      g_fake->workspace_bytes = n;
+      return 0;
+    };
+    b.gemm = fake_gemm;
+    b.status_string = [](BlasStatus) -> const char* { return "fake cuBLAS status"; };
+    b.lib = reinterpret_cast<void*>(1);
+    b.path = "fake cuBLAS";
+    return b;
+  }();
+  return f;
+}
+
 const Cublas& cublas() {
+  if (g_fake) return fake_cublas();
   static Cublas b;
   static std::once_flag once;
   std::call_once(once, [] {

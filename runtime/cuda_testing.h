@@ -25,6 +25,14 @@ struct FakeCuda {
   int captures = 0, instantiated = 0, graph_launches = 0, synchronizations = 0;
   int synchronizations_while_capturing = 0;  // each also fails, as the driver's do
   bool refuse_capture = false;               // cuStreamEndCapture reports the capture invalidated
+  // cuBLAS, faked too: handles made (and whether while capturing), the
+  // workspace last set, and each GEMM, recorded as a launch named
+  // "cublasGemmStridedBatchedEx". An f32 GEMM outside a capture is also
+  // computed on the (host) memory, as cuBLAS documents it, so a test sees
+  // whether the runtime passed the right operands, strides and offsets.
+  int blas_handles = 0, blas_handles_while_capturing = 0;
+  uint64_t workspace = 0;
+  size_t workspace_bytes = 0;
 };
 
 // From now on the CUDA runtime talks to `fake` instead of libcuda (nullptr:

@@ -274,3 +274,83 @@ TEST_CASE("cuda runtime: CUDA graph regions are captured once per key and replay
   CHECK(k3->graph_stats().captures == 4);
   CHECK(k3->graph_stats().direct == 2);
 }
+
+TEST_CASE("cuda runtime: cublas.matmul passes cuBLAS the right operands, and its handle is made outside captures") {
+  rt::FakeCuda fake;
+  rt::use_fake_cuda_driver(&fake);
+  struct Restore {
+    ~Restore() { rt::use_fake_cuda_driver(nullptr); }
+  } restore;
+  // A batched product with b broadcast, through the VM and the builtin;
+  // then the same in a CUDA graph region with a planned workspace.
+  IRModule mod = parse_module(R"(
+module_attrs {target="cuda"}
+
+fn @main(a: Tensor[(2, 3, 4), f32], b: Tensor[(4, 5), f32]) -> Tensor[(2, 3, 5), f32] {
+  r: Tuple[Tensor[(2, 3, 5), f32], Tensor[(256,), u8]] = call_library("cublas.matmul", (a, b), out=Tuple[Tensor[(2, 3, 5), f32], Tensor[(256,), u8]])
+  y: Tensor[(2, 3, 5), f32] = r[0]
+  return y
+}
+
+extern @cublas.matmul
+)");
+  rt::Executable exe = rt::Executable::deserialize(lower_to_vm(mod).exe.serialize());
+  nlohmann::json meta{{"block", 256}, {"kernels", nlohmann::json::array()}};
+  std::unique_ptr<rt::CudaKernels> kernels = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake.rpkg");
+  rt::VirtualMachine vm(
+      exe, [](const std::string&) { return rt::Tensor(); }, kernels.get(), kernels->make_pool());
+  rt::Tensor a = rt::Tensor::zeros(rt::DType::f32(), {2, 3, 4}), b = rt::Tensor::zeros(rt::DType::f32(), {4, 5});
+  for (int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = float(i % 7) - 3;
+  for (int64_t i = 0; i < b.numel(); ++i) b.data_as<float>()[i] = float(i % 5) / 2;
+  rt::Tensor y = vm.invoke("main", {a, b}).tensor();
+  REQUIRE(y.shape() == std::vector<int64_t>{2, 3, 5});
+  for (int64_t q = 0; q < 2; ++q)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 5; ++j) {
+        float want = 0;
+        for (int64_t p = 0; p < 4; ++p) want += a.data_as<float>()[(q * 3 + i) * 4 + p] * b.data_as<float>()[p * 5 + j];
+        CHECK(y.data_as<float>()[(q * 3 + i) * 5 + j] == want);
+      }
+  CHECK(fake.launches.size() == 1);  // one strided batched GEMM (b broadcast with stride 0)
+  CHECK(fake.workspace_bytes == 256);
+  CHECK(fake.blas_handles == 1);
+
+  // In a region: the handle exists before the capture begins.
+  rt::FakeCuda fake2;
+  rt::use_fake_cuda_driver(&fake2);
+  IRModule mod2 = parse_module(R"(
+module_attrs {target="cuda"}
+
+fn @main(a: Tensor[(3, 4), f32], b: Tensor[(4, 5), f32]) -> Tensor[(3, 5), f32] {
+  storage0: Object = alloc_storage(shape(60), persistent="@main/storage0")
+  storage1: Object = alloc_storage(shape(256), persistent="@main/storage1")
+  y_buf: Tensor[(3, 5), f32] = alloc_tensor(storage0, shape(3, 5), dtype=f32)
+  w_buf: Tensor[(256,), u8] = alloc_tensor(storage1, shape(256), dtype=u8)
+  z_buf: Tensor[(3, 5), f32] = alloc_tensor(storage0, shape(3, 5), dtype=f32)
+  cuda_graph_0: Func[() -> Tuple[], impure] = fn () -> Tuple[] attrs {pure=false, cuda_graph="@main/0"} {
+    r: Tuple[Tensor[(3, 5), f32], Tensor[(256,), u8]] = call_library_dps("cublas.matmul", (a, b), (y_buf, w_buf))
+    r2: Tuple[Tensor[(3, 5), f32], Tensor[(256,), u8]] = call_library_dps("cublas.matmul", (a, b), (z_buf, w_buf))
+    return ()
+  }
+  cuda_graph_0_run: Tuple[] = call_builtin("cuda.graph_run", (cuda_graph_0, "@main/0"), out=Tuple[])
+  out: Tensor[(3, 5), f32] = call_builtin("relax.move", (z_buf,), out=Tensor[(3, 5), f32])
+  return out
+}
+
+extern @cublas.matmul
+)");
+  rt::Executable exe2 = rt::Executable::deserialize(lower_to_vm(mod2).exe.serialize());
+  std::unique_ptr<rt::CudaKernels> k2 = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake2.rpkg");
+  rt::VirtualMachine vm2(
+      exe2, [](const std::string&) { return rt::Tensor(); }, k2.get(), k2->make_pool());
+  rt::Tensor a2 = rt::Tensor::zeros(rt::DType::f32(), {3, 4}), b2 = rt::Tensor::zeros(rt::DType::f32(), {4, 5});
+  vm2.invoke("main", {a2, b2});
+  vm2.invoke("main", {a2, b2});
+  CHECK(fake2.blas_handles == 1);
+  CHECK(fake2.blas_handles_while_capturing == 0);
+  CHECK(fake2.captures == 1);
+  CHECK(fake2.graph_launches == 2);
+  CHECK(fake2.launches.size() == 4);  // two GEMMs per run, replayed from the graph
+  for (const auto& l : fake2.launches) CHECK(l.replayed);
+  CHECK(k2->graph_stats().failed == 0);
+}
