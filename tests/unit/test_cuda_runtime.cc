@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "backends/common/vm_lower.h"
@@ -353,4 +354,55 @@ extern @cublas.matmul
   CHECK(fake2.launches.size() == 4);  // two GEMMs per run, replayed from the graph
   for (const auto& l : fake2.launches) CHECK(l.replayed);
   CHECK(k2->graph_stats().failed == 0);
+}
+
+TEST_CASE("cuda runtime: a stage's variant is chosen per call, and --profile names it (fake driver)") {
+  rt::FakeCuda fake;
+  rt::use_fake_cuda_driver(&fake);
+  struct Restore {
+    ~Restore() { rt::use_fake_cuda_driver(nullptr); }
+  } restore;
+  // A row reduction y[r] = sum_k x[r, k]: shape args (r, k, r); a thread
+  // per row, or a block of 256 threads per row ("rows", k iterations each).
+  nlohmann::json meta{
+      {"block", 256},
+      {"kernels",
+       {{{"name", "rowsum"},
+         {"num_inputs", 1},
+         {"slots", 3},
+         {"params", {{{"dtype", "f32"}, {"ndim", 2}}, {{"dtype", "f32"}, {"ndim", 1}}}},
+         {"stages",
+          {{{"symbol", "k_thread"},
+            {"threads", {1, 0}},
+            {"rows", {{"symbol", "k_rows"}, {"blocks", {1, 0}}, {"threads", 256}, {"work", {1, 1}}}}}}}}}}};
+  std::unique_ptr<rt::CudaKernels> k = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake.rpkg");
+  rt::KernelCall call = k->kernel_call("rowsum");
+  auto launched = [&](int64_t r, int64_t kk) {
+    fake.launches.clear();
+    void* buffers[2] = {nullptr, nullptr};
+    int64_t args[3] = {r, kk, r};
+    call(buffers, args);
+    REQUIRE(fake.launches.size() == 1);
+    return fake.launches[0];
+  };
+  // Many short rows: a thread each, in blocks of 256.
+  rt::FakeCuda::Launch l = launched(100000, 16);
+  CHECK(l.kernel == "k_thread");
+  CHECK(l.grid == (100000 + 255) / 256);
+  CHECK(l.block == 256);
+  // Few rows with work to split, or long rows: a block of 256 per row.
+  l = launched(64, 4096);
+  CHECK(l.kernel == "k_rows");
+  CHECK(l.grid == 64);
+  CHECK(launched(100000, 20000).kernel == "k_rows");
+  CHECK(launched(64, 100).kernel == "k_thread");
+  // Profiling times each launch and names the variant.
+  k->set_profiling(true);
+  launched(64, 4096);
+  launched(100000, 16);
+  std::vector<rt::CudaKernelTime> p = k->profile();
+  REQUIRE(p.size() == 2);
+  std::set<std::string> names{p[0].name, p[1].name};
+  CHECK(names == std::set<std::string>{"rowsum", "rowsum (rows)"});
+  for (const auto& t : p) CHECK((t.calls == 1 && t.ms > 0 && t.bytes > 0));
 }
