@@ -9,9 +9,11 @@
 //     library (cublas.*), whose outputs are planned storage;
 //   - an item of such a launch's tuple (out_all[1]);
 // interleaved with allocations (alloc_storage, alloc_tensor), which move to
-// before the region: they only carve planned storage, and a capture must
-// not allocate. Anything else (a builtin that reads tensor data on the
-// host, a call_tir whose output the VM allocates, control flow, a shape
+// before the region: they only carve storage, and a capture must not
+// allocate. A launch whose outputs the VM would allocate (call_tir, a
+// cuBLAS call_library: outputs the caller gets) becomes one into fresh
+// storage allocated before the region, so it joins it too. Anything else
+// (a builtin that reads tensor data on the host, control flow, a shape
 // computation) ends the region. A region of at least two launches becomes
 //   cuda_graph_K = fn() { <the launches> ; () }
 //   cuda_graph_K_run = call_builtin("cuda.graph_run", (cuda_graph_K, "@main/K"))
@@ -92,10 +94,68 @@ class GraphRewriter : public ExprMutator {
     size_t launches = 0;
   };
 
+  // A launch whose outputs the VM allocates (call_tir, a cuBLAS
+  // call_library: outputs the caller gets) as allocations of fresh
+  // storage, which move before a region, and the launch into them, which
+  // joins it. nullopt when `b` is no such launch or an output's size is
+  // unknown.
+  static std::optional<std::vector<Binding>> fresh_outputs(const Binding& b) {
+    if (b.is_match_cast()) return std::nullopt;
+    const CallNode* c = as_op_call(b.value, "call_tir");
+    bool library = false;
+    if (!c) {
+      c = as_op_call(b.value, "call_library");
+      const auto* name = c ? as<StringImmNode>(c->args[0]) : nullptr;
+      if (!name || name->value.rfind("cublas.", 0) != 0) return std::nullopt;
+      library = true;
+    }
+    if (c->sinfo_args.empty()) return std::nullopt;
+    std::vector<StructInfo> outs = fields_or_self(c->sinfo_args[0]);
+    std::vector<Binding> bindings;
+    std::vector<Expr> dests;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const auto* t = as<TensorSI>(outs[i]);
+      if (!t || !t->shape) return std::nullopt;
+      SymExpr nbytes = tensor_nbytes(t->dtype, *t->shape);
+      if (!nbytes.defined()) return std::nullopt;
+      std::string base = b.var->name + (outs.size() > 1 ? "_out" + std::to_string(i) : "_out");
+      Expr storage = make_op_call("alloc_storage", {make_shape({nbytes})});
+      storage->sinfo = object_si();
+      Var sv = make_var(base + "_storage", object_si());
+      Attrs attrs;
+      attrs.set("dtype", t->dtype);
+      Expr tensor = make_op_call("alloc_tensor", {sv, make_shape(*t->shape)}, attrs);
+      tensor->sinfo = outs[i];
+      Var tv = make_var(base, outs[i]);
+      bindings.push_back(Binding{sv, storage, nullptr});
+      bindings.push_back(Binding{tv, tensor, nullptr});
+      dests.push_back(tv);
+    }
+    Expr dest_tuple = make_tuple(dests);
+    dest_tuple->sinfo = tuple_si(outs);
+    std::vector<Expr> args{c->args[0], c->args[1], dest_tuple};
+    if (!library && c->args.size() == 3) args.push_back(c->args[2]);  // call_tir's symbolic arguments
+    Expr call = make_op_call(library ? "call_library_dps" : "call_tir_dps", args);
+    call->sinfo = b.value->sinfo;
+    bindings.push_back(Binding{b.var, call, nullptr});
+    return bindings;
+  }
+
   std::vector<Binding> rewrite_block(const BindingBlock& block) {
     std::vector<Binding> out;
     Run run;
+    std::vector<Binding> expanded;
     for (const Binding& b : block.bindings) {
+      std::optional<std::vector<Binding>> f = fresh_outputs(b);
+      if (!f) {
+        expanded.push_back(b);
+        continue;
+      }
+      for (size_t i = 0; i + 1 < f->size(); ++i) made_.insert((*f)[i].var.get());
+      original_[b.var.get()] = b;
+      expanded.insert(expanded.end(), f->begin(), f->end());
+    }
+    for (const Binding& b : expanded) {
       // Classified as written (the variables of the run are the original
       // ones); rewritten after a flush, which remaps the run's results.
       const auto* item = as<TupleGetItemNode>(b.value);
@@ -135,7 +195,14 @@ class GraphRewriter : public ExprMutator {
 
   void flush(Run& run, std::vector<Binding>& out) {
     if (run.launches < kMinLaunches) {
-      out.insert(out.end(), run.bindings.begin(), run.bindings.end());
+      // No region: a launch into fresh storage goes back to what it was.
+      for (const Binding& b : run.bindings) {
+        if (made_.count(b.var.get())) continue;
+        if (auto it = original_.find(b.var.get()); it != original_.end())
+          visit_binding(it->second, out);
+        else
+          out.push_back(b);
+      }
       run = Run{};
       return;
     }
@@ -189,6 +256,10 @@ class GraphRewriter : public ExprMutator {
 
   std::string fname_;
   int next_ = 0;
+  // Launches rewritten into fresh storage (fresh_outputs): the original
+  // binding by variable, and the allocations made for them.
+  std::map<const VarNode*, Binding> original_;
+  std::set<const VarNode*> made_;
 };
 
 // Every planned storage of a function with regions becomes persistent (the
