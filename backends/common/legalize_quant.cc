@@ -55,8 +55,6 @@ std::optional<QParam> qparam(ProgramBuilder& pb, const Expr& arg, const std::str
   return q;
 }
 
-bool is_float8(DataType t) { return t.is_float() && t.bits == 8; }
-
 int quant_axis(const Attrs& attrs, int ndim) {
   int64_t a = attrs.get_int("axis");
   if (a < 0) a += ndim;
