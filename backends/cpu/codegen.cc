@@ -146,6 +146,7 @@ std::string emit_llvm_ir(const std::vector<tir::Program>& programs, const CpuOpt
 }
 
 CpuArtifact compile_programs(const std::vector<tir::Program>& programs, const CpuOptions& opts) {
+  LlvmTask task("compiling " + std::to_string(programs.size()) + " kernels for the cpu (" + opts.cpu + ")");
   auto tm = make_target_machine(opts);
   llvm::LLVMContext ctx;
   Diagnostics diags(ctx);

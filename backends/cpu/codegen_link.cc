@@ -7,6 +7,7 @@
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -31,6 +32,7 @@ constexpr const char* kTriple = "x86_64-unknown-linux-gnu";
 void init_llvm() {
   static std::once_flag once;
   std::call_once(once, [] {
+    install_llvm_fatal_error_handler();
     LLVMInitializeX86TargetInfo();
     LLVMInitializeX86Target();
     LLVMInitializeX86TargetMC();
@@ -99,6 +101,34 @@ std::string cpu_key(const std::string& cpu) {
   if (cpu != "host") return cpu;
   std::string f = host_features();
   return "host:" + llvm::sys::getHostCPUName().str() + ":" + rt::checksum64_hex(f.data(), f.size());
+}
+
+namespace {
+
+// What LLVM is doing (LlvmTask), for the fatal error handler.
+thread_local std::string llvm_task = "generating code";
+
+void llvm_fatal_error(void*, const char* reason, bool) {
+  std::string line = std::string(program_invocation_short_name) + ": error: LLVM failed while " + llvm_task + ": " +
+                     (reason ? reason : "?") + " (an internal error: please report it)\n";
+  ssize_t ignored = ::write(2, line.data(), line.size());
+  (void)ignored;
+  _exit(1);  // no unwinding through LLVM, no destructors of half-built LLVM state
+}
+
+}  // namespace
+
+void install_llvm_fatal_error_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] { llvm::install_fatal_error_handler(llvm_fatal_error, nullptr); });
+}
+
+LlvmTask::LlvmTask(std::string what) : previous_(std::exchange(llvm_task, std::move(what))) {}
+LlvmTask::~LlvmTask() { llvm_task = std::move(previous_); }
+
+void llvm_fatal_error_for_test(const std::string& reason) {
+  install_llvm_fatal_error_handler();
+  llvm::report_fatal_error(llvm::Twine(reason), false);
 }
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuOptions& opts) {

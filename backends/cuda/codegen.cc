@@ -42,6 +42,7 @@ constexpr int64_t kTileRows = 4, kTileCols = 4;  // a thread's register tile (as
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CudaOptions& opts) {
   static std::once_flag once;
   std::call_once(once, [] {
+    cpu::install_llvm_fatal_error_handler();
     LLVMInitializeNVPTXTargetInfo();
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();
@@ -248,6 +249,7 @@ std::string emit_ptx(llvm::Module& m, llvm::TargetMachine& tm) {
 }
 
 std::string compile(const std::vector<tir::Program>& programs, const CudaOptions& opts, nlohmann::json* kernels) {
+  cpu::LlvmTask task("compiling " + std::to_string(programs.size()) + " kernels to PTX for " + opts.arch);
   auto tm = make_target_machine(opts);
   llvm::LLVMContext ctx;
   Built b = build(ctx, programs, *tm, opts.block);

@@ -2,6 +2,8 @@
 // construct; and the shape of the object it writes.
 #include <doctest/doctest.h>
 #include <elf.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cpu_test_util.h"
 
@@ -81,3 +83,29 @@ TEST_CASE("cpu: compiling from several threads at once") {
 
 }  // namespace
 }  // namespace relax::cpu::test
+
+TEST_CASE("an LLVM fatal error ends the process with status 1 and a line naming the task, not an abort") {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // the child: stderr into the pipe, then LLVM's fatal error
+    dup2(fds[1], 2);
+    close(fds[0]);
+    relax::cpu::LlvmTask task("compiling 3 kernels to PTX for sm_80");
+    relax::cpu::llvm_fatal_error_for_test("Cannot select: i1 = mul");
+  }
+  close(fds[1]);
+  std::string err;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) err.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  INFO(err);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(err.find("error: LLVM failed while compiling 3 kernels to PTX for sm_80: Cannot select: i1 = mul") !=
+        std::string::npos);
+  CHECK(err.find("please report it") != std::string::npos);
+}
