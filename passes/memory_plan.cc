@@ -66,6 +66,13 @@ class AliasSets {
 
 }  // namespace
 
+Expr to_dps(const CallNode& c, std::vector<Expr> dests) {
+  const std::string& op = c.op()->name;
+  std::vector<Expr> args{c.args[0], c.args[1], make_tuple(std::move(dests))};
+  if (op == "call_tir" && c.args.size() == 3) args.push_back(c.args[2]);
+  return make_op_call(op == "call_tir" ? "call_tir_dps" : "call_library_dps", std::move(args));
+}
+
 SymExpr tensor_nbytes(DataType dtype, const std::vector<SymExpr>& shape) {
   int bits = dtype.storage_bits();
   if (bits <= 0 || bits % 8 != 0) return {};

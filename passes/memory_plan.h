@@ -15,7 +15,7 @@
 namespace relax {
 
 struct ActivationTensor {
-  std::string name;  // the binding's variable ("qkv" or "qkv.1" for a tuple's field)
+  std::string name;    // the binding's variable ("qkv" or "qkv.1" for a tuple's field)
   size_t binding = 0;  // index of the defining binding in MemoryAnalysis::bindings
   size_t field = 0;    // which output of the call
   DataType dtype;
@@ -45,6 +45,10 @@ struct MemoryAnalysis {
 // so its result joins their alias set and keeps them alive; whatever the
 // function returns escapes.
 MemoryAnalysis analyze_memory(const Function& f);
+
+// A call_tir / call_library `c` in destination-passing style, writing
+// `dests` (call_tir_dps / call_library_dps, the symbolic arguments kept).
+Expr to_dps(const CallNode& c, std::vector<Expr> dests);
 
 // Bytes of a tensor (numel * element bytes); null for sub-byte dtypes.
 SymExpr tensor_nbytes(DataType dtype, const std::vector<SymExpr>& shape);

@@ -43,17 +43,21 @@ namespace {
 
 constexpr size_t kMinLaunches = 2;
 
+// A library kernel that runs on the device, on the runtime's stream (one a
+// graph can capture): cuBLAS's.
+bool device_library(const CallNode& c) {
+  const auto* name = !c.args.empty() ? as<StringImmNode>(c.args[0]) : nullptr;
+  return name && name->value.rfind("cublas.", 0) == 0;
+}
+
 // The destinations of a launch (call_tir_dps or a device call_library_dps),
 // or null when `b` is not one.
 const TupleNode* launch_dests(const Binding& b) {
   if (b.is_match_cast()) return nullptr;
-  if (const CallNode* c = as_op_call(b.value, "call_tir_dps"))
-    return c->args.size() >= 3 ? as<TupleNode>(c->args[2]) : nullptr;
-  if (const CallNode* c = as_op_call(b.value, "call_library_dps")) {
-    const auto* name = as<StringImmNode>(c->args[0]);
-    if (name && name->value.rfind("cublas.", 0) == 0 && c->args.size() >= 3) return as<TupleNode>(c->args[2]);
-  }
-  return nullptr;
+  const CallNode* c = as_op_call(b.value, "call_tir_dps");
+  if (!c) c = as_op_call(b.value, "call_library_dps");
+  if (!c || c->args.size() < 3 || (c->op()->name == "call_library_dps" && !device_library(*c))) return nullptr;
+  return as<TupleNode>(c->args[2]);
 }
 
 bool is_allocation(const Binding& b) {
@@ -102,14 +106,8 @@ class GraphRewriter : public ExprMutator {
   static std::optional<std::vector<Binding>> fresh_outputs(const Binding& b) {
     if (b.is_match_cast()) return std::nullopt;
     const CallNode* c = as_op_call(b.value, "call_tir");
-    bool library = false;
-    if (!c) {
-      c = as_op_call(b.value, "call_library");
-      const auto* name = c ? as<StringImmNode>(c->args[0]) : nullptr;
-      if (!name || name->value.rfind("cublas.", 0) != 0) return std::nullopt;
-      library = true;
-    }
-    if (c->sinfo_args.empty()) return std::nullopt;
+    if (!c) c = as_op_call(b.value, "call_library");
+    if (!c || c->sinfo_args.empty() || (c->op()->name == "call_library" && !device_library(*c))) return std::nullopt;
     std::vector<StructInfo> outs = fields_or_self(c->sinfo_args[0]);
     std::vector<Binding> bindings;
     std::vector<Expr> dests;
@@ -131,11 +129,7 @@ class GraphRewriter : public ExprMutator {
       bindings.push_back(Binding{tv, tensor, nullptr});
       dests.push_back(tv);
     }
-    Expr dest_tuple = make_tuple(dests);
-    dest_tuple->sinfo = tuple_si(outs);
-    std::vector<Expr> args{c->args[0], c->args[1], dest_tuple};
-    if (!library && c->args.size() == 3) args.push_back(c->args[2]);  // call_tir's symbolic arguments
-    Expr call = make_op_call(library ? "call_library_dps" : "call_tir_dps", args);
+    Expr call = to_dps(*c, std::move(dests));
     call->sinfo = b.value->sinfo;
     bindings.push_back(Binding{b.var, call, nullptr});
     return bindings;

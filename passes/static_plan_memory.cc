@@ -93,7 +93,8 @@ class Planner : public ExprMutator {
       Var var = is_dataflow_var(b.var) ? make_var(b.var->name, b.var->sinfo) : b.var;
       for (size_t s : storages_at[i]) {
         storage_vars[s] = make_var("storage" + std::to_string(s), object_si());
-        out.push_back(Binding{storage_vars[s], make_op_call("alloc_storage", {make_shape({storages[s].size})}), nullptr});
+        out.push_back(
+            Binding{storage_vars[s], make_op_call("alloc_storage", {make_shape({storages[s].size})}), nullptr});
       }
       Expr value = visit(b.value);
       auto it = defined_at.find(i);
@@ -169,13 +170,6 @@ class Planner : public ExprMutator {
     }
     storages.push_back(Storage{size, binding});
     return int(storages.size() - 1);
-  }
-
-  static Expr to_dps(const CallNode& c, std::vector<Expr> dests) {
-    const std::string& op = c.op()->name;
-    std::vector<Expr> args{c.args[0], c.args[1], make_tuple(std::move(dests))};
-    if (op == "call_tir" && c.args.size() == 3) args.push_back(c.args[2]);
-    return make_op_call(op == "call_tir" ? "call_tir_dps" : "call_library_dps", std::move(args));
   }
 };
 

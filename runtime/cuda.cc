@@ -15,194 +15,21 @@
 
 #include "runtime/allocator.h"
 #include "runtime/bytecode.h"
-#include "runtime/cuda_testing.h"
+#include "runtime/cuda_internal.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
 #include "runtime/vm.h"
 
 namespace relax::rt {
+
+using namespace cuda_api;
+
 namespace {
-
-// The driver API's types, as cuda.h declares them.
-using CUresult = int;
-using CUdevice = int;
-using CUdeviceptr = unsigned long long;
-using Handle = void*;                       // CUcontext, CUmodule, CUfunction, CUstream, CUgraph, CUgraphExec
-constexpr unsigned kAttachGlobal = 1;       // CU_MEM_ATTACH_GLOBAL
-constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
-constexpr int kCaptureThreadLocal = 1;      // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-constexpr int kAttrMemoryClockKHz = 36;     // CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
-constexpr int kAttrMemoryBusBits = 37;      // CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH
-constexpr int kJitErrorLogBuffer = 5;       // CU_JIT_ERROR_LOG_BUFFER
-constexpr int kJitErrorLogBufferBytes = 6;  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
-
-// Every driver function the runtime calls, listed once: member, symbol, signature.
-#define RELAX_CUDA_FUNCTIONS(X)                                                                                \
-  X(init, "cuInit", CUresult (*)(unsigned))                                                                    \
-  X(driver_version, "cuDriverGetVersion", CUresult (*)(int*))                                                  \
-  X(device_count, "cuDeviceGetCount", CUresult (*)(int*))                                                      \
-  X(device_get, "cuDeviceGet", CUresult (*)(CUdevice*, int))                                                   \
-  X(primary_retain, "cuDevicePrimaryCtxRetain", CUresult (*)(Handle*, CUdevice))                               \
-  X(primary_release, "cuDevicePrimaryCtxRelease_v2", CUresult (*)(CUdevice))                                   \
-  X(ctx_set_current, "cuCtxSetCurrent", CUresult (*)(Handle))                                                  \
-  X(ctx_synchronize, "cuCtxSynchronize", CUresult (*)())                                                       \
-  X(module_load, "cuModuleLoadDataEx", CUresult (*)(Handle*, const void*, unsigned, int*, void**))             \
-  X(module_unload, "cuModuleUnload", CUresult (*)(Handle))                                                     \
-  X(module_function, "cuModuleGetFunction", CUresult (*)(Handle*, Handle, const char*))                        \
-  X(mem_alloc_managed, "cuMemAllocManaged", CUresult (*)(CUdeviceptr*, size_t, unsigned))                      \
-  X(mem_free, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                                                       \
-  X(stream_create, "cuStreamCreate", CUresult (*)(Handle*, unsigned))                                          \
-  X(stream_destroy, "cuStreamDestroy_v2", CUresult (*)(Handle))                                                \
-  X(device_name, "cuDeviceGetName", CUresult (*)(char*, int, CUdevice))                                        \
-  X(device_attribute, "cuDeviceGetAttribute", CUresult (*)(int*, int, CUdevice))                               \
-  X(event_create, "cuEventCreate", CUresult (*)(Handle*, unsigned))                                            \
-  X(event_destroy, "cuEventDestroy_v2", CUresult (*)(Handle))                                                  \
-  X(event_record, "cuEventRecord", CUresult (*)(Handle, Handle))                                               \
-  X(event_synchronize, "cuEventSynchronize", CUresult (*)(Handle))                                             \
-  X(event_elapsed, "cuEventElapsedTime", CUresult (*)(float*, Handle, Handle))                                 \
-  X(stream_synchronize, "cuStreamSynchronize", CUresult (*)(Handle))                                           \
-  X(memset_async, "cuMemsetD8Async", CUresult (*)(CUdeviceptr, unsigned char, size_t, Handle))                 \
-  X(begin_capture, "cuStreamBeginCapture_v2", CUresult (*)(Handle, int))                                       \
-  X(end_capture, "cuStreamEndCapture", CUresult (*)(Handle, Handle*))                                          \
-  X(graph_instantiate, "cuGraphInstantiateWithFlags", CUresult (*)(Handle*, Handle, unsigned long long))       \
-  X(graph_launch, "cuGraphLaunch", CUresult (*)(Handle, Handle))                                               \
-  X(graph_exec_destroy, "cuGraphExecDestroy", CUresult (*)(Handle))                                            \
-  X(graph_destroy, "cuGraphDestroy", CUresult (*)(Handle))                                                     \
-  X(launch, "cuLaunchKernel",                                                                                  \
-    CUresult (*)(Handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Handle, void**, \
-                 void**))                                                                                      \
-  X(error_string, "cuGetErrorString", CUresult (*)(CUresult, const char**))
-
-struct Driver {
-#define X(member, symbol, type) \
-  using member##_fn = type;     \
-  member##_fn member = nullptr;
-  RELAX_CUDA_FUNCTIONS(X)
-#undef X
-  void* lib = nullptr;
-  std::string why_not;  // empty when usable
-  int version = 0, devices = 0;
-
-  std::string error(CUresult r) const {
-    const char* s = nullptr;
-    if (error_string) error_string(r, &s);
-    return s ? std::string(s) + " (" + std::to_string(r) + ")" : "CUDA error " + std::to_string(r);
-  }
-};
-
-// ---- The fake driver (runtime/cuda_testing.h) ------------------------------------------
-
-FakeCuda* g_fake = nullptr;
-struct FakeGraph {
-  std::vector<FakeCuda::Launch> launches;
-};
-FakeGraph* g_capturing = nullptr;                  // the graph being captured
-constexpr CUresult kFakeCaptureUnsupported = 900;  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-constexpr CUresult kFakeCaptureInvalidated = 901;  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
-
-CUresult fake_sync() {
-  if (g_capturing) {
-    ++g_fake->synchronizations_while_capturing;
-    return kFakeCaptureUnsupported;
-  }
-  ++g_fake->synchronizations;
-  return 0;
-}
-
-CUresult fake_launch(Handle fn, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned, Handle,
-                     void** params, void**) {
-  FakeCuda::Launch l{static_cast<const char*>(fn), gx, bx, *static_cast<CUdeviceptr*>(params[0]), false};
-  (g_capturing ? g_capturing->launches : g_fake->launches).push_back(l);
-  return 0;
-}
-
-const Driver& fake_driver() {
-  static Driver f = [] {
-    Driver d;
-    d.init = [](unsigned) -> CUresult { return 0; };
-    d.driver_version = [](int* v) -> CUresult { return *v = 13000, 0; };
-    d.device_count = [](int* n) -> CUresult { return *n = 1, 0; };
-    d.device_get = [](CUdevice* dev, int i) -> CUresult { return *dev = i, 0; };
-    d.primary_retain = [](Handle* c, CUdevice) -> CUresult { return *c = reinterpret_cast<Handle>(1), 0; };
-    d.primary_release = [](CUdevice) -> CUresult { return 0; };
-    d.ctx_set_current = [](Handle) -> CUresult { return 0; };
-    d.ctx_synchronize = [] { return fake_sync(); };
-    d.module_load = [](Handle* m, const void*, unsigned, int*, void**) -> CUresult {
-      return *m = reinterpret_cast<Handle>(2), 0;
-    };
-    d.module_unload = [](Handle) -> CUresult { return 0; };
-    d.module_function = [](Handle* fn, Handle, const char* name) -> CUresult {
-      static std::set<std::string> names;  // the handle is the symbol's interned text
-      *fn = const_cast<char*>(names.insert(name).first->c_str());
-      return 0;
-    };
-    d.mem_alloc_managed = [](CUdeviceptr* p, size_t n, unsigned) -> CUresult {
-      *p = CUdeviceptr(reinterpret_cast<uintptr_t>(std::aligned_alloc(64, (n + 63) / 64 * 64)));
-      return 0;
-    };
-    d.mem_free = [](CUdeviceptr p) -> CUresult { return std::free(reinterpret_cast<void*>(uintptr_t(p))), 0; };
-    d.stream_create = [](Handle* s, unsigned) -> CUresult { return *s = reinterpret_cast<Handle>(3), 0; };
-    d.stream_destroy = [](Handle) -> CUresult { return 0; };
-    d.device_name = [](char* n, int len, CUdevice) -> CUresult { return std::strncpy(n, "fake GPU", size_t(len)), 0; };
-    d.device_attribute = [](int* v, int a, CUdevice) -> CUresult {
-      return *v = a == kAttrMemoryClockKHz ? 1000000 : 1024, 0;
-    };
-    d.event_create = [](Handle* e, unsigned) -> CUresult { return *e = reinterpret_cast<Handle>(4), 0; };
-    d.event_destroy = [](Handle) -> CUresult { return 0; };
-    d.event_record = [](Handle, Handle) -> CUresult { return 0; };
-    d.event_synchronize = [](Handle) { return fake_sync(); };
-    d.event_elapsed = [](float* ms, Handle, Handle) -> CUresult { return *ms = 0.001f, 0; };
-    d.stream_synchronize = [](Handle) { return fake_sync(); };
-    d.memset_async = [](CUdeviceptr, unsigned char, size_t, Handle) -> CUresult { return 0; };
-    d.begin_capture = [](Handle, int) -> CUresult {
-      g_capturing = new FakeGraph;
-      ++g_fake->captures;
-      return 0;
-    };
-    d.end_capture = [](Handle, Handle* g) -> CUresult {
-      FakeGraph* c = g_capturing;
-      g_capturing = nullptr;
-      if (g_fake->refuse_capture) {
-        delete c;
-        *g = nullptr;
-        return kFakeCaptureInvalidated;
-      }
-      *g = c;
-      return 0;
-    };
-    d.graph_instantiate = [](Handle* e, Handle g, unsigned long long) -> CUresult {
-      *e = new FakeGraph(*static_cast<FakeGraph*>(g));
-      ++g_fake->instantiated;
-      return 0;
-    };
-    d.graph_launch = [](Handle e, Handle) -> CUresult {
-      ++g_fake->graph_launches;
-      for (FakeCuda::Launch l : static_cast<FakeGraph*>(e)->launches) {
-        l.replayed = true;
-        g_fake->launches.push_back(l);
-      }
-      return 0;
-    };
-    d.graph_exec_destroy = [](Handle e) -> CUresult { return delete static_cast<FakeGraph*>(e), 0; };
-    d.graph_destroy = [](Handle g) -> CUresult { return delete static_cast<FakeGraph*>(g), 0; };
-    d.launch = fake_launch;
-    d.error_string = [](CUresult r, const char** s) -> CUresult {
-      *s = r == kFakeCaptureUnsupported ? "operation not permitted when stream is capturing (fake driver)"
-                                        : "fake driver error";
-      return 0;
-    };
-    d.lib = reinterpret_cast<void*>(1);
-    d.version = 13000;
-    d.devices = 1;
-    return d;
-  }();
-  return f;
-}
 
 // The process's driver, opened once.
 const Driver& driver() {
-  if (g_fake) return fake_driver();
+  if (const Driver* fake = installed_fake_driver()) return *fake;
   static Driver d;
   static std::once_flag once;
   std::call_once(once, [] {
@@ -229,98 +56,10 @@ const Driver& driver() {
   return d;
 }
 
-// ---- cuBLAS ---------------------------------------------------------------------------
-
-// cublas_api.h's values.
-using BlasStatus = int;
-constexpr int kBlasOpN = 0;           // CUBLAS_OP_N
-constexpr int kBlasGemmDefault = -1;  // CUBLAS_GEMM_DEFAULT
-constexpr int kBlasCompute32F = 68;   // CUBLAS_COMPUTE_32F
-constexpr int kBlasCompute64F = 70;   // CUBLAS_COMPUTE_64F
-// library_types.h's cudaDataType.
-constexpr int kCudaR32F = 0, kCudaR64F = 1, kCudaR16F = 2, kCudaR16BF = 14;
-
-// Every cuBLAS function the runtime calls, listed once.
-#define RELAX_CUBLAS_FUNCTIONS(X)                                                                                    \
-  X(create, "cublasCreate_v2", BlasStatus (*)(Handle*))                                                              \
-  X(destroy, "cublasDestroy_v2", BlasStatus (*)(Handle))                                                             \
-  X(set_stream, "cublasSetStream_v2", BlasStatus (*)(Handle, Handle))                                                \
-  X(set_workspace, "cublasSetWorkspace_v2", BlasStatus (*)(Handle, void*, size_t))                                   \
-  X(gemm, "cublasGemmStridedBatchedEx",                                                                              \
-    BlasStatus (*)(Handle, int, int, int, int, int, const void*, const void*, int, int, long long, const void*, int, \
-                   int, long long, const void*, void*, int, int, long long, int, int, int))                          \
-  X(status_string, "cublasGetStatusString", const char* (*)(BlasStatus))
-
-struct Cublas {
-#define X(member, symbol, type) \
-  using member##_fn = type;     \
-  member##_fn member = nullptr;
-  RELAX_CUBLAS_FUNCTIONS(X)
-#undef X
-  void* lib = nullptr;
-  std::string path, why_not;
-
-  std::string error(BlasStatus r) const {
-    const char* s = status_string ? status_string(r) : nullptr;
-    return s ? std::string(s) + " (" + std::to_string(r) + ")" : "cuBLAS status " + std::to_string(r);
-  }
-};
-
 // The process's cuBLAS, opened on first use (a package without library
 // calls never needs it): RELAX_CUBLAS (a path), else the sonames of CUDA 13
 // and 12, else the toolkit's lib64.
-// cuBLAS against the fake driver (runtime/cuda_testing.h).
-BlasStatus fake_gemm(Handle, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda,
-                     long long sa, const void* B, int bt, int ldb, long long sb, const void* beta, void* C, int ct,
-                     int ldc, long long sc, int batch, int, int) {
-  FakeCuda::Launch l{"cublasGemmStridedBatchedEx", unsigned(batch), 0, uint64_t(reinterpret_cast<uintptr_t>(C)), false};
-  if (g_capturing) {
-    g_capturing->launches.push_back(l);
-    return 0;
-  }
-  g_fake->launches.push_back(l);
-  if (ta != kBlasOpN || tb != kBlasOpN || at != kCudaR32F || bt != kCudaR32F || ct != kCudaR32F) return 0;
-  float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
-  for (int q = 0; q < batch; ++q) {
-    const float* a = static_cast<const float*>(A) + q * sa;
-    const float* b = static_cast<const float*>(B) + q * sb;
-    float* c = static_cast<float*>(C) + q * sc;
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < m; ++i) {
-        double sum = 0;
-        for (int p = 0; p < k; ++p) sum += double(a[i + p * lda]) * double(b[p + j * ldb]);
-        c[i + j * ldc] = float(al * sum + (be == 0 ? 0 : be * c[i + j * ldc]));
-      }
-  }
-  return 0;
-}
-
-const Cublas& fake_cublas() {
-  static Cublas f = [] {
-    Cublas b;
-    b.create = [](Handle* h) -> BlasStatus {
-      ++g_fake->blas_handles;
-      if (g_capturing) ++g_fake->blas_handles_while_capturing;
-      return *h = reinterpret_cast<Handle>(5), 0;
-    };
-    b.destroy = [](Handle) -> BlasStatus { return 0; };
-    b.set_stream = [](Handle, Handle) -> BlasStatus { return 0; };
-    b.set_workspace = [](Handle, void* w, size_t n) -> BlasStatus {
-      g_fake->workspace = uint64_t(reinterpret_cast<uintptr_t>(w));
-      g_fake->workspace_bytes = n;
-      return 0;
-    };
-    b.gemm = fake_gemm;
-    b.status_string = [](BlasStatus) -> const char* { return "fake cuBLAS status"; };
-    b.lib = reinterpret_cast<void*>(1);
-    b.path = "fake cuBLAS";
-    return b;
-  }();
-  return f;
-}
-
 const Cublas& cublas() {
-  if (g_fake) return fake_cublas();
   static Cublas b;
   static std::once_flag once;
   std::call_once(once, [] {
@@ -436,8 +175,6 @@ CublasMatmulPlan plan_cublas_matmul(std::vector<int64_t> as, std::vector<int64_t
   return p;
 }
 
-void use_fake_cuda_driver(FakeCuda* fake) { g_fake = fake; }
-
 CublasStatus cublas_status() {
   const Cublas& b = cublas();
   return {b.why_not.empty(), b.why_not.empty() ? b.path : b.why_not};
@@ -500,6 +237,9 @@ struct CudaKernels::Impl {
   };
   static constexpr size_t kGraphsPerRegion = 32;
   static constexpr int64_t kNoRepeat = 4;
+  bool graphs_on = true;  // RELAX_CUDA_GRAPH=0 turns them off
+  std::map<std::string, Region, std::less<>> regions;
+  CudaGraphStats stats;
   int uses_blas = -1;  // the package calls cuBLAS (-1: not known yet)
 
   // Profiling: each launch timed on its own between two events (graphs
@@ -528,16 +268,13 @@ struct CudaKernels::Impl {
     t.ms += ms;
     t.bytes += bytes;
   }
-  bool graphs_on = true;  // RELAX_CUDA_GRAPH=0 turns them off
-  std::map<std::string, Region, std::less<>> regions;
-  CudaGraphStats stats;
 
   ~Impl() {
     for (auto& [name, r] : regions) {
       for (Graph& g : r.graphs) d->graph_exec_destroy(g.exec);
       for (auto& [p, bytes] : r.staging) free_managed(p);
     }
-    if (blas) cublas().destroy(blas);
+    if (blas) blas_api().destroy(blas);
     if (ev_start) d->event_destroy(ev_start);
     if (ev_end) d->event_destroy(ev_end);
     if (stream) d->stream_destroy(stream);
@@ -578,30 +315,28 @@ struct CudaKernels::Impl {
   // A buffer from elsewhere (a caller's tensor on the host heap) goes
   // through managed memory for one call: copied in (an input), and back
   // after it (an output) by finish().
-  struct Mirrors {
-    struct Mirror {
-      void* host;
-      void* managed;
-      size_t bytes;
-      bool output;
-    };
-    std::vector<Mirror> list;
+  struct Mirror {
+    void* host;
+    void* managed;
+    size_t bytes;
+    bool output;
   };
+  using Mirrors = std::vector<Mirror>;
   CUdeviceptr device_ptr(void* p, size_t bytes, bool output, Mirrors& m) {
     if (!p || bytes == 0 || owns(p, bytes)) return CUdeviceptr(reinterpret_cast<uintptr_t>(p));
     void* managed = alloc_managed(bytes);
     if (!output) std::memcpy(managed, p, bytes);
-    m.list.push_back({p, managed, bytes, output});
+    m.push_back({p, managed, bytes, output});
     return CUdeviceptr(reinterpret_cast<uintptr_t>(managed));
   }
   void finish(Mirrors& m, const std::string& what) {
-    if (m.list.empty()) return;
+    if (m.empty()) return;
     check(d->ctx_synchronize(), what);
-    for (const Mirrors::Mirror& x : m.list) {
+    for (const Mirror& x : m) {
       if (x.output) std::memcpy(x.host, x.managed, x.bytes);
       free_managed(x.managed);
     }
-    m.list.clear();
+    m.clear();
   }
 
   // Shared-memory tiles when the blocks are at least half used and a chunk
@@ -617,6 +352,22 @@ struct CudaKernels::Impl {
   bool use_rows(int64_t rows, int64_t work) const {
     if (force_rows >= 0) return force_rows;
     return work > 16384 || (rows < 65536 && work >= 256);
+  }
+
+  // One launch of `fn` on `grid` blocks of `threads` (none when `grid` is
+  // not positive), timed when profiling as the kernel and its variant.
+  void launch(Handle fn, int64_t grid, int64_t threads, const std::string& kernel, const char* variant, void** args,
+              double bytes) {
+    if (grid <= 0) return;
+    if (grid > INT32_MAX) rt_fail(label, ": kernel ", kernel, variant, ": ", grid, " blocks are beyond one launch");
+    auto go = [&] {
+      if (CUresult r = d->launch(fn, unsigned(grid), 1, 1, unsigned(threads), 1, 1, 0, stream, args, nullptr); r != 0)
+        rt_fail(label, ": launching ", kernel, variant, ": ", d->error(r));
+    };
+    if (profiling)
+      timed(kernel + variant, bytes, go);
+    else
+      go();
   }
 
   int32_t call(const Entry& e, void* const* buffers, const int64_t* shape_args) {
@@ -640,42 +391,27 @@ struct CudaKernels::Impl {
     };
     for (const Stage& st : e.stages) {
       if (st.shared_fn && use_shared(st, eval(st.rows), eval(st.cols), eval(st.depth))) {
-        int64_t blocks = eval(st.blocks);
-        if (blocks <= 0) continue;
-        if (blocks > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", blocks, " blocks are beyond one launch");
-        check(d->launch(st.shared_fn, unsigned(blocks), 1, 1, unsigned(st.block_threads), 1, 1, 0, stream, args.data(),
-                        nullptr),
-              "launching " + e.name + " (shared-memory tiles)");
+        launch(st.shared_fn, eval(st.blocks), st.block_threads, e.name, " (shared)", args.data(), all_bytes);
         continue;
       }
       if (st.rows_fn) {
         int64_t rows = eval(st.row_count);
         if (use_rows(rows, eval(st.row_work))) {
-          if (rows <= 0) continue;
-          if (rows > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", rows, " rows are beyond one launch");
-          timed(e.name + " (rows)", all_bytes, [&] {
-            check(d->launch(st.rows_fn, unsigned(rows), 1, 1, unsigned(st.row_threads), 1, 1, 0, stream, args.data(),
-                            nullptr),
-                  "launching " + e.name + " (a block per row)");
-          });
+          launch(st.rows_fn, rows, st.row_threads, e.name, " (rows)", args.data(), all_bytes);
           continue;
         }
       }
       int64_t threads = eval(st.threads);
-      Handle fn = st.fn;
       if (st.plain_fn) {
         // Tiles mostly past the extents (a matmul of one row) compute
         // clamped copies for nothing: one row per thread then.
         int64_t plain = eval(st.plain_threads);
-        if (threads * st.tile >= 2 * plain) fn = st.plain_fn, threads = plain;
+        if (threads * st.tile >= 2 * plain) {
+          launch(st.plain_fn, (plain + block - 1) / block, block, e.name, " (plain)", args.data(), all_bytes);
+          continue;
+        }
       }
-      if (threads <= 0) continue;
-      int64_t blocks = (threads + block - 1) / block;
-      if (blocks > INT32_MAX) rt_fail(label, ": kernel ", e.name, ": ", threads, " threads are beyond one launch");
-      timed(fn == st.fn ? e.name : e.name + " (plain)", all_bytes, [&] {
-        check(d->launch(fn, unsigned(blocks), 1, 1, unsigned(block), 1, 1, 0, stream, args.data(), nullptr),
-              "launching " + e.name);
-      });
+      launch(st.fn, (threads + block - 1) / block, block, e.name, "", args.data(), all_bytes);
     }
     finish(mirrors, "running " + e.name);
     return 0;
@@ -683,9 +419,14 @@ struct CudaKernels::Impl {
 
   // ---- cuBLAS -----------------------------------------------------------------------
 
+  // cuBLAS: the process's, or the fake of the driver this runtime was
+  // loaded with (runtime/cuda_testing.h).
+  const Cublas* fake_blas = nullptr;
+  const Cublas& blas_api() const { return fake_blas ? *fake_blas : cublas(); }
+
   Handle blas_handle() {
     if (blas) return blas;
-    const Cublas& b = cublas();
+    const Cublas& b = blas_api();
     if (!b.why_not.empty()) rt_fail(label, ": cublas.matmul: ", b.why_not);
     check(d->ctx_set_current(ctx), "cuCtxSetCurrent");
     if (BlasStatus r = b.create(&blas); r != 0) rt_fail(label, ": cublasCreate: ", b.error(r));
@@ -728,7 +469,7 @@ struct CudaKernels::Impl {
       check(d->memset_async(pc, 0, out.nbytes(), stream), "cublas.matmul: zeroing the output");
       return finish(mirrors, what);
     }
-    const Cublas& cb = cublas();
+    const Cublas& cb = blas_api();
     Handle h = blas_handle();
     if (BlasStatus r = cb.set_workspace(h, reinterpret_cast<void*>(uintptr_t(pw)), ws.nbytes()); r != 0)
       rt_fail(label, ": cublasSetWorkspace: ", cb.error(r));
@@ -770,19 +511,21 @@ struct CudaKernels::Impl {
     // (what it writes, the VM allocated).
     std::vector<Value> captured = closure->captured;
     size_t staged = 0;
+    bool waited = false;
     for (Value& v : captured) {
       const auto* t = std::get_if<Tensor>(&v.v);
       if (!t || t->nbytes() == 0 || owns(t->data(), t->nbytes())) continue;
+      if (!waited) {  // the graph's last replay may still read the buffers
+        check(d->stream_synchronize(stream), "waiting for the region's last run");
+        waited = true;
+      }
       if (region.staging.size() <= staged) region.staging.emplace_back(nullptr, 0);
       auto& [buf, cap] = region.staging[staged++];
       if (cap < t->nbytes()) {
-        check(d->ctx_synchronize(), "waiting before growing a staging buffer");
         if (buf) free_managed(buf);
         buf = alloc_managed(t->nbytes());
         cap = t->nbytes();
       }
-      // The graph's last replay may still read the buffer.
-      check(d->stream_synchronize(stream), "waiting for the region's last run");
       std::memcpy(buf, t->data(), t->nbytes());
       v = Tensor(Storage::wrap(buf, cap, nullptr), t->dtype(), t->shape());
     }
@@ -847,14 +590,15 @@ struct CudaKernels::Impl {
     }
     if (graph) d->graph_destroy(graph);
     if (!why.empty()) {
-      // Nothing ran while capturing: run the region directly, now and
-      // from now on.
+      // Nothing ran while capturing: run the region directly. An error of
+      // its own (a shape check) propagates from there; otherwise the
+      // driver refused the capture, and the region runs directly from now on.
+      ++stats.direct;
+      vm.call(staged_fn, {}, /*wait=*/false);
       ++stats.failed;
       region.broken = true;
       if (std::getenv("RELAX_CUDA_GRAPH_VERBOSE"))
         std::fprintf(stderr, "%s: region %s runs without a CUDA graph: %s\n", label.c_str(), name.c_str(), why.c_str());
-      ++stats.direct;
-      vm.call(staged_fn, {}, /*wait=*/false);
       return;
     }
     ++stats.captures;
@@ -889,6 +633,7 @@ std::unique_ptr<CudaKernels> CudaKernels::load(std::string_view metadata, std::s
     rt_fail(label, ": no CUDA device ", device, " (the driver sees ", d.devices, ")");
   auto impl = std::make_shared<Impl>();
   impl->d = &d;
+  impl->fake_blas = installed_fake_cublas();
   impl->label = label;
   if (const char* f = std::getenv("RELAX_CUDA_SHARED"); f && (*f == '0' || *f == '1')) impl->force_shared = *f - '0';
   impl->check(d.device_get(&impl->device, device), "cuDeviceGet");

@@ -35,8 +35,10 @@ struct FakeCuda {
   size_t workspace_bytes = 0;
 };
 
-// From now on the CUDA runtime talks to `fake` instead of libcuda (nullptr:
-// back to libcuda). CudaKernels loaded before keep the driver they have.
-void use_fake_cuda_driver(FakeCuda* fake);
+// From now on the CUDA runtime talks to `fake` instead of libcuda and
+// cuBLAS (nullptr: back to them); returns the fake installed before.
+// CudaKernels loaded before keep the driver and cuBLAS they have, but a
+// fake records into whichever FakeCuda is installed.
+FakeCuda* use_fake_cuda_driver(FakeCuda* fake);
 
 }  // namespace relax::rt

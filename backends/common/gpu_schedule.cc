@@ -435,6 +435,15 @@ std::vector<GpuStage> gpu_stages(const tir::Program& p) {
 
 namespace {
 
+// `flat` as indices of `vars` over `extents` (row-major, the last fastest).
+void unflatten_into(SymExpr flat, const std::vector<SymExpr>& vars, const std::vector<SymExpr>& extents,
+                    SymMap<SymExpr>& map) {
+  for (size_t k = vars.size(); k-- > 0;) {
+    map[vars[k]] = k == 0 ? flat : floormod(flat, extents[k]);
+    flat = floordiv(flat, extents[k]);
+  }
+}
+
 // The identity of `op` on `t`: what a thread with no iterations contributes.
 tir::TExpr reduce_identity(tir::BinOp op, DataType t) {
   switch (op) {
@@ -462,13 +471,9 @@ tir::Stmt strided_loop(const std::vector<SymExpr>& vars, const std::vector<SymEx
   SymExpr total(int64_t(1));
   for (const SymExpr& e : extents) total = total * e;
   SymExpr j = SymExpr::var("j" + std::to_string(fresh++));
-  SymExpr flat = j * SymExpr(threads) + thread;
-  SymMap<SymExpr> map;
-  for (size_t k = vars.size(); k-- > 0;) {
-    map[vars[k]] = k == 0 ? flat : floormod(flat, extents[k]);
-    flat = floordiv(flat, extents[k]);
-  }
   SymExpr index = j * SymExpr(threads) + thread;
+  SymMap<SymExpr> map;
+  unflatten_into(index, vars, extents, map);
   return tir::make_for(
       j, floordiv(total + SymExpr(threads - 1), SymExpr(threads)), tir::LoopKind::Serial,
       tir::make_if(tir::binary(tir::BinOp::LT, tir::sym(index), tir::sym(total)), tir::substitute(body, map)));
@@ -565,23 +570,10 @@ GpuBlockStage gpu_row_block(const GpuStage& st, const GpuRows& rows, int64_t thr
   for (size_t i = scratch.size(); i-- > 0;) s = tir::make_allocate(scratch[i], s);
   for (size_t i = rows.locals.size(); i-- > 0;) s = tir::make_allocate(rows.locals[i], s);
   out.body = s;
-  // For the runtime's choice: the rows, and the loop iterations in each.
-  out.rows = SymExpr(int64_t(1));
-  for (const SymExpr& e : st.extents) out.rows = out.rows * e;
-  out.depth = rows.work;
   return out;
 }
 
 namespace {
-
-// `flat` as indices of `vars` over `extents` (row-major, the last fastest).
-void unflatten_into(SymExpr flat, const std::vector<SymExpr>& vars, const std::vector<SymExpr>& extents,
-                    SymMap<SymExpr>& map) {
-  for (size_t k = vars.size(); k-- > 0;) {
-    map[vars[k]] = k == 0 ? flat : floormod(flat, extents[k]);
-    flat = floordiv(flat, extents[k]);
-  }
-}
 
 bool depends_on_any(const tir::TExpr& e, const std::vector<SymExpr>& vars) {
   for (const SymExpr& v : vars)

@@ -119,8 +119,8 @@ std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t rows = 
 // thread's accumulator: with `warp` > 1 and a 32-bit accumulator, a warp's
 // lanes by shfl_xor butterflies, then the warps' partials through shared
 // memory; otherwise a shared-memory tree. Barriers end each reduction and
-// each step a later one reads the global writes of. `rows` is the number
-// of rows and `depth` the loop iterations in each (GpuRows::work).
+// each step a later one reads the global writes of. (Its rows, cols and
+// depth, which describe shared-memory tiles, stay unset.)
 GpuBlockStage gpu_row_block(const GpuStage& st, const GpuRows& rows, int64_t threads, int64_t warp);
 
 }  // namespace relax

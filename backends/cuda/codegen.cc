@@ -196,7 +196,7 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
         cpu::ProgramCodegen(m, *p, rsym).run_block_stage(rb);
         kernel_names.insert(rsym);
         stage["rows"] = {
-            {"symbol", rsym}, {"blocks", code_of(rb.rows)}, {"threads", rb.threads}, {"work", code_of(rb.depth)}};
+            {"symbol", rsym}, {"blocks", count(st[k].extents)}, {"threads", rb.threads}, {"work", code_of(rows->work)}};
       }
       stages.push_back(std::move(stage));
     }

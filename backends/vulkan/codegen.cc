@@ -1,6 +1,9 @@
 #include "backends/vulkan/codegen.h"
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "backends/common/vm_lower.h"
 #include "backends/vulkan/codegen_glsl.h"
@@ -17,8 +20,11 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
   std::set<std::string> needs;
   std::vector<uint32_t> words;
   uint32_t block = 256;
+  GlslSchedule schedule{tile.first, tile.second};
+  const char* row_blocks = std::getenv("RELAX_VULKAN_ROW_BLOCKS");  // tests: codegen_glsl.h
+  schedule.row_blocks = row_blocks && std::string(row_blocks) == "1";
   for (const tir::Program& p : programs) {
-    GlslProgram g = glsl_program(p, {}, block, {tile.first, tile.second});
+    GlslProgram g = glsl_program(p, {}, block, schedule);
     needs.insert(g.needs.begin(), g.needs.end());
     // Shape-args slot of each variable: the first plain dim that binds it,
     // else its symbolic parameter.
@@ -82,11 +88,8 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
       }
       stages.push_back(std::move(stage));
     }
-    meta["kernels"].push_back({{"name", p->name},
-                               {"num_inputs", p->inputs.size()},
-                               {"params", params},
-                               {"push", push},
-                               {"stages", stages}});
+    meta["kernels"].push_back(
+        {{"name", p->name}, {"num_inputs", p->inputs.size()}, {"params", params}, {"push", push}, {"stages", stages}});
   }
   meta["block"] = block;
   meta["needs"] = needs;

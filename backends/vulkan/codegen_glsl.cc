@@ -1,6 +1,5 @@
 #include "backends/vulkan/codegen_glsl.h"
 
-#include <cstdlib>
 #include <sstream>
 
 #include "backends/common/gpu_schedule.h"
@@ -327,8 +326,7 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
     if (rows) {
       StagePrinter rp(*p, features, out);
       rp.use_subgroups_ = features.subgroup_arithmetic;
-      const char* rb = std::getenv("RELAX_VULKAN_ROW_BLOCKS");
-      if (schedule.row_blocks || (rb && std::string(rb) == "1"))
+      if (schedule.row_blocks)
         st.rows_source = rp.print_block(gpu_row_block(stages[k], *rows, block, /*warp=*/0));
       else
         st.rows_source = rp.print_rows(stages[k], *rows);

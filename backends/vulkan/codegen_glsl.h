@@ -92,8 +92,8 @@ struct GlslSchedule {
   bool shared_tiles = true;
   // Rows printed from the CUDA backend's block-per-row TIR (gpu_row_block,
   // with a shared tree instead of warp shuffles) instead of print_rows: a
-  // check of that TIR on a Vulkan device, lavapipe included. Set by
-  // RELAX_VULKAN_ROW_BLOCKS=1 at build time (tests only).
+  // check of that TIR on a Vulkan device, lavapipe included. compile_vulkan
+  // sets it from RELAX_VULKAN_ROW_BLOCKS=1 (tests only).
   bool row_blocks = false;
 };
 

@@ -44,14 +44,14 @@ size_t calls_of(const rt::Executable& exe, const std::string& builtin) {
 }  // namespace
 
 // The exported models use math functions, which come from CUDA's libdevice.
-TEST_CASE("cuda packages: the exported models' regions are captured once per shape and replayed (fake driver)" *
-          doctest::skip(cuda::find_libdevice().empty())) {
+TEST_CASE(
+    "cuda packages: the exported models' regions are captured at most twice per shape, then replayed (fake driver)" *
+    doctest::skip(cuda::find_libdevice().empty())) {
   fs::path tmp = fs::temp_directory_path() / ("relax_cuda_packages_" + std::to_string(::getpid()));
   fs::create_directories(tmp);
   struct Cleanup {
     fs::path dir;
     ~Cleanup() {
-      rt::use_fake_cuda_driver(nullptr);
       std::error_code ec;
       fs::remove_all(dir, ec);
     }
@@ -63,7 +63,10 @@ TEST_CASE("cuda packages: the exported models' regions are captured once per sha
     std::string pkg = (tmp / (m + ".cuda.rpkg")).string();
     build_package(kModels + "/" + m + ".onnx", pkg, opts);
     rt::FakeCuda fake;
-    rt::use_fake_cuda_driver(&fake);
+    struct Installed {
+      rt::FakeCuda* previous;
+      ~Installed() { rt::use_fake_cuda_driver(previous); }
+    } installed{rt::use_fake_cuda_driver(&fake)};
     std::unique_ptr<rt::Model> model = rt::Model::load(pkg);
     const auto* kernels = dynamic_cast<const rt::CudaKernels*>(model->kernels());
     REQUIRE(kernels);

@@ -28,6 +28,30 @@ std::unique_ptr<rt::VirtualMachine> make_vm(const std::string& text) {
       std::move(exe), [](const std::string&) { return rt::Tensor(); }, nullptr);
 }
 
+// The fake driver (runtime/cuda_testing.h) for a scope, and packages loaded
+// on it.
+struct FakeGpu {
+  rt::FakeCuda fake;
+  rt::FakeCuda* previous;
+  FakeGpu() : previous(rt::use_fake_cuda_driver(&fake)) {}
+  ~FakeGpu() { rt::use_fake_cuda_driver(previous); }
+  FakeGpu(const FakeGpu&) = delete;
+  FakeGpu& operator=(const FakeGpu&) = delete;
+
+  struct Run {
+    std::unique_ptr<rt::CudaKernels> kernels;
+    std::unique_ptr<rt::VirtualMachine> vm;
+  };
+  // `exe` with the kernels of `meta` (the "kernels.cuda" index), and no weights.
+  static Run load(const rt::Executable& exe, const nlohmann::json& meta, const std::string& label) {
+    Run r;
+    r.kernels = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, label);
+    r.vm = std::make_unique<rt::VirtualMachine>(
+        exe, [](const std::string&) { return rt::Tensor(); }, r.kernels.get(), r.kernels->make_pool());
+    return r;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("cuda runtime: the driver's status says why when there is none") {
@@ -195,14 +219,11 @@ TEST_CASE("cuda runtime: CUDA graph regions are captured once per key and replay
                                {"slots", 4},
                                {"params", {{{"dtype", "f32"}, {"ndim", 2}}, {{"dtype", "f32"}, {"ndim", 2}}}},
                                {"stages", {{{"symbol", "k_" + k}, {"threads", {1, 0}}}}}});
-  rt::FakeCuda fake;
-  rt::use_fake_cuda_driver(&fake);
-  struct Restore {
-    ~Restore() { rt::use_fake_cuda_driver(nullptr); }
-  } restore;
-  std::unique_ptr<rt::CudaKernels> kernels = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake.rpkg");
-  rt::VirtualMachine vm(
-      exe, [](const std::string&) { return rt::Tensor(); }, kernels.get(), kernels->make_pool());
+  FakeGpu gpu;
+  rt::FakeCuda& fake = gpu.fake;
+  FakeGpu::Run vm_run = FakeGpu::load(exe, meta, "fake.rpkg");
+  rt::CudaKernels* kernels = vm_run.kernels.get();
+  rt::VirtualMachine& vm = *vm_run.vm;
   uint64_t host_x = 0;
   auto run = [&](int64_t n) {
     fake.launches.clear();
@@ -250,9 +271,9 @@ TEST_CASE("cuda runtime: CUDA graph regions are captured once per key and replay
   CHECK(fake.synchronizations_while_capturing == 0);
 
   // A capture the driver refuses: the region runs directly from then on.
-  std::unique_ptr<rt::CudaKernels> k2 = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake2.rpkg");
-  rt::VirtualMachine vm2(
-      exe, [](const std::string&) { return rt::Tensor(); }, k2.get(), k2->make_pool());
+  FakeGpu::Run vm2_run = FakeGpu::load(exe, meta, "fake2.rpkg");
+  rt::CudaKernels* k2 = vm2_run.kernels.get();
+  rt::VirtualMachine& vm2 = *vm2_run.vm;
   fake.refuse_capture = true;
   fake.launches.clear();
   vm2.invoke("main", {rt::Tensor::zeros(rt::DType::f32(), {4, 8})});
@@ -268,20 +289,17 @@ TEST_CASE("cuda runtime: CUDA graph regions are captured once per key and replay
 
   // A region whose key changes every call (here: a new n each time) stops
   // being captured after 4 captures without a replay.
-  std::unique_ptr<rt::CudaKernels> k3 = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake3.rpkg");
-  rt::VirtualMachine vm3(
-      exe, [](const std::string&) { return rt::Tensor(); }, k3.get(), k3->make_pool());
+  FakeGpu::Run vm3_run = FakeGpu::load(exe, meta, "fake3.rpkg");
+  rt::CudaKernels* k3 = vm3_run.kernels.get();
+  rt::VirtualMachine& vm3 = *vm3_run.vm;
   for (int64_t n = 1; n <= 6; ++n) vm3.invoke("main", {rt::Tensor::zeros(rt::DType::f32(), {n, 8})});
   CHECK(k3->graph_stats().captures == 4);
   CHECK(k3->graph_stats().direct == 2);
 }
 
 TEST_CASE("cuda runtime: cublas.matmul passes cuBLAS the right operands, and its handle is made outside captures") {
-  rt::FakeCuda fake;
-  rt::use_fake_cuda_driver(&fake);
-  struct Restore {
-    ~Restore() { rt::use_fake_cuda_driver(nullptr); }
-  } restore;
+  FakeGpu gpu;
+  rt::FakeCuda& fake = gpu.fake;
   // A batched product with b broadcast, through the VM and the builtin;
   // then the same in a CUDA graph region with a planned workspace.
   IRModule mod = parse_module(R"(
@@ -297,9 +315,8 @@ extern @cublas.matmul
 )");
   rt::Executable exe = rt::Executable::deserialize(lower_to_vm(mod).exe.serialize());
   nlohmann::json meta{{"block", 256}, {"kernels", nlohmann::json::array()}};
-  std::unique_ptr<rt::CudaKernels> kernels = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake.rpkg");
-  rt::VirtualMachine vm(
-      exe, [](const std::string&) { return rt::Tensor(); }, kernels.get(), kernels->make_pool());
+  FakeGpu::Run vm_run = FakeGpu::load(exe, meta, "fake.rpkg");
+  rt::VirtualMachine& vm = *vm_run.vm;
   rt::Tensor a = rt::Tensor::zeros(rt::DType::f32(), {2, 3, 4}), b = rt::Tensor::zeros(rt::DType::f32(), {4, 5});
   for (int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = float(i % 7) - 3;
   for (int64_t i = 0; i < b.numel(); ++i) b.data_as<float>()[i] = float(i % 5) / 2;
@@ -317,8 +334,8 @@ extern @cublas.matmul
   CHECK(fake.blas_handles == 1);
 
   // In a region: the handle exists before the capture begins.
-  rt::FakeCuda fake2;
-  rt::use_fake_cuda_driver(&fake2);
+  FakeGpu gpu2;
+  rt::FakeCuda& fake2 = gpu2.fake;
   IRModule mod2 = parse_module(R"(
 module_attrs {target="cuda"}
 
@@ -341,9 +358,9 @@ fn @main(a: Tensor[(3, 4), f32], b: Tensor[(4, 5), f32]) -> Tensor[(3, 5), f32] 
 extern @cublas.matmul
 )");
   rt::Executable exe2 = rt::Executable::deserialize(lower_to_vm(mod2).exe.serialize());
-  std::unique_ptr<rt::CudaKernels> k2 = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake2.rpkg");
-  rt::VirtualMachine vm2(
-      exe2, [](const std::string&) { return rt::Tensor(); }, k2.get(), k2->make_pool());
+  FakeGpu::Run vm2_run = FakeGpu::load(exe2, meta, "fake2.rpkg");
+  rt::CudaKernels* k2 = vm2_run.kernels.get();
+  rt::VirtualMachine& vm2 = *vm2_run.vm;
   rt::Tensor a2 = rt::Tensor::zeros(rt::DType::f32(), {3, 4}), b2 = rt::Tensor::zeros(rt::DType::f32(), {4, 5});
   vm2.invoke("main", {a2, b2});
   vm2.invoke("main", {a2, b2});
@@ -357,11 +374,8 @@ extern @cublas.matmul
 }
 
 TEST_CASE("cuda runtime: a stage's variant is chosen per call, and --profile names it (fake driver)") {
-  rt::FakeCuda fake;
-  rt::use_fake_cuda_driver(&fake);
-  struct Restore {
-    ~Restore() { rt::use_fake_cuda_driver(nullptr); }
-  } restore;
+  FakeGpu gpu;
+  rt::FakeCuda& fake = gpu.fake;
   // A row reduction y[r] = sum_k x[r, k]: shape args (r, k, r); a thread
   // per row, or a block of 256 threads per row ("rows", k iterations each).
   nlohmann::json meta{
@@ -374,17 +388,34 @@ TEST_CASE("cuda runtime: a stage's variant is chosen per call, and --profile nam
          {"stages",
           {{{"symbol", "k_thread"},
             {"threads", {1, 0}},
-            {"rows", {{"symbol", "k_rows"}, {"blocks", {1, 0}}, {"threads", 256}, {"work", {1, 1}}}}}}}}}}};
+            {"rows", {{"symbol", "k_rows"}, {"blocks", {1, 0}}, {"threads", 256}, {"work", {1, 1}}}}}}}},
+        // The same signature with 64x64 blocks tiled through shared memory
+        // (rows r, cols k, depth k), taken when the blocks are half full.
+        {{"name", "tiled"},
+         {"num_inputs", 1},
+         {"slots", 3},
+         {"params", {{{"dtype", "f32"}, {"ndim", 2}}, {{"dtype", "f32"}, {"ndim", 1}}}},
+         {"stages",
+          {{{"symbol", "k_tiled_thread"},
+            {"threads", {1, 0}},
+            {"shared",
+             {{"symbol", "k_tiled_shared"},
+              {"blocks", {1, 0}},
+              {"threads", 256},
+              {"rows", {1, 0}},
+              {"cols", {1, 1}},
+              {"depth", {1, 1}},
+              {"block", {64, 64, 16}}}}}}}}}}};
   std::unique_ptr<rt::CudaKernels> k = rt::CudaKernels::load(meta.dump(), "fake PTX", 0, "fake.rpkg");
-  rt::KernelCall call = k->kernel_call("rowsum");
-  auto launched = [&](int64_t r, int64_t kk) {
+  auto launched_by = [&](const char* kernel, int64_t r, int64_t kk) {
     fake.launches.clear();
     void* buffers[2] = {nullptr, nullptr};
     int64_t args[3] = {r, kk, r};
-    call(buffers, args);
+    k->kernel_call(kernel)(buffers, args);
     REQUIRE(fake.launches.size() == 1);
     return fake.launches[0];
   };
+  auto launched = [&](int64_t r, int64_t kk) { return launched_by("rowsum", r, kk); };
   // Many short rows: a thread each, in blocks of 256.
   rt::FakeCuda::Launch l = launched(100000, 16);
   CHECK(l.kernel == "k_thread");
@@ -396,13 +427,16 @@ TEST_CASE("cuda runtime: a stage's variant is chosen per call, and --profile nam
   CHECK(l.grid == 64);
   CHECK(launched(100000, 20000).kernel == "k_rows");
   CHECK(launched(64, 100).kernel == "k_thread");
+  CHECK(launched_by("tiled", 1024, 1024).kernel == "k_tiled_shared");
+  CHECK(launched_by("tiled", 1024, 8).kernel == "k_tiled_thread");  // a chunk of 16 steps not full
   // Profiling times each launch and names the variant.
   k->set_profiling(true);
   launched(64, 4096);
   launched(100000, 16);
+  launched_by("tiled", 1024, 1024);
   std::vector<rt::CudaKernelTime> p = k->profile();
-  REQUIRE(p.size() == 2);
-  std::set<std::string> names{p[0].name, p[1].name};
-  CHECK(names == std::set<std::string>{"rowsum", "rowsum (rows)"});
+  std::set<std::string> names;
+  for (const auto& t : p) names.insert(t.name);
+  CHECK(names == std::set<std::string>{"rowsum", "rowsum (rows)", "tiled (shared)"});
   for (const auto& t : p) CHECK((t.calls == 1 && t.ms > 0 && t.bytes > 0));
 }
