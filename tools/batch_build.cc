@@ -407,8 +407,7 @@ int run_batch(const BatchOptions& o) {
   std::string exe = self_exe();
   Progress progress(jobs.size(), o.quiet);
 
-  struct sigaction sa {
-  }, old_int{}, old_term{};
+  struct sigaction sa = {}, old_int = {}, old_term = {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);

@@ -1,8 +1,7 @@
 // relax-run: run a package on inputs from files.
 //
-//   relax-run PKG --input NAME=FILE ... [--output-dir DIR] [--threads N] [--device N] [--bench N] [--stats] [--profile] [--json]
-//   relax-run PKG --test-data DIR [--rtol R] [--atol A] [--json]
-//   relax-run --list-devices [--json]
+//   relax-run PKG --input NAME=FILE ... [--output-dir DIR] [--threads N] [--device N] [--bench N] [--stats] [--profile]
+//   [--json] relax-run PKG --test-data DIR [--rtol R] [--atol A] [--json] relax-run --list-devices [--json]
 //
 // Inputs are NumPy .npy files or ONNX TensorProto .pb files. With
 // --output-dir each output goes to DIR/<name>.npy (characters other than
@@ -16,8 +15,8 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "runtime/compare.h"
 #include "runtime/cuda.h"
@@ -111,8 +110,13 @@ int list_devices(bool json) {
                      {"subgroup_arithmetic", d.subgroup_arithmetic},
                      {"device_local_bytes", d.device_local_bytes}};
     nlohmann::json types = nlohmann::json::array();
-    for (auto [ok, name] : {std::pair{d.float16, "f16"}, {d.float64, "f64"}, {d.int8, "i8"}, {d.int16, "i16"},
-                            {d.int64, "i64"}, {d.storage8, "storage8"}, {d.storage16, "storage16"}})
+    for (auto [ok, name] : {std::pair{d.float16, "f16"},
+                            {d.float64, "f64"},
+                            {d.int8, "i8"},
+                            {d.int16, "i16"},
+                            {d.int64, "i64"},
+                            {d.storage8, "storage8"},
+                            {d.storage16, "storage16"}})
       if (ok) types.push_back(name);
     j["features"] = types;
     rep["vulkan"].push_back(j);
@@ -133,6 +137,44 @@ int list_devices(bool json) {
     }
   }
   return devices.empty() ? 1 : 0;
+}
+
+struct KernelProfile {
+  std::string name;
+  uint64_t calls;
+  double ms;
+  double bytes;  // of the kernel's buffers, or < 0 when unknown
+};
+
+// --profile's report: a JSON row per kernel, and (`print`) the 20 slowest
+// as text, with the bandwidth of their bytes (and its share of
+// `peak_bytes_per_s` when known).
+nlohmann::json print_profile(const std::vector<KernelProfile>& kernels, double peak_bytes_per_s, bool print) {
+  nlohmann::json out = nlohmann::json::array();
+  double total = 0;
+  for (const auto& k : kernels) total += k.ms;
+  if (print) {
+    std::cout << "kernel time by kernel (all runs, " << total << " ms";
+    if (peak_bytes_per_s > 0) std::cout << "; peak memory bandwidth " << int64_t(peak_bytes_per_s / 1e9) << " GB/s";
+    std::cout << "):\n";
+  }
+  int shown = 0;
+  for (const auto& k : kernels) {
+    nlohmann::json j{{"kernel", k.name}, {"calls", k.calls}, {"ms", k.ms}};
+    double gbps = k.bytes >= 0 && k.ms > 0 ? k.bytes / (k.ms * 1e-3) / 1e9 : -1;
+    if (gbps >= 0) j["bytes"] = k.bytes, j["gbps"] = gbps;
+    if (gbps >= 0 && peak_bytes_per_s > 0) j["peak_share"] = gbps * 1e9 / peak_bytes_per_s;
+    out.push_back(j);
+    if (!print || shown++ >= 20) continue;
+    std::ostringstream line;
+    line << "  " << std::fixed << std::setprecision(3) << std::setw(10) << k.ms << " ms  " << std::setw(5)
+         << std::setprecision(1) << 100 * k.ms / std::max(total, 1e-9) << "%  " << std::setw(5) << k.calls;
+    if (gbps >= 0) line << "  " << std::setw(8) << gbps << " GB/s";
+    if (j.contains("peak_share")) line << " (" << std::setw(4) << 100 * j["peak_share"].get<double>() << "%)";
+    line << "  " << k.name << "\n";
+    std::cout << line.str();
+  }
+  return out;
 }
 
 }  // namespace
@@ -204,22 +246,16 @@ int main(int argc, char** argv) {
       rep["bench"] = {{"runs", bench}, {"median_ms", median(ms)}, {"min_ms", *std::min_element(ms.begin(), ms.end())}};
       if (!json) std::cout << "median latency: " << median(ms) << " ms over " << bench << " runs\n";
     }
-    if (vk && profile) {
-      rep["profile"] = nlohmann::json::array();
-      double total = 0;
-      for (const auto& t : vk->profile()) total += t.ms;
-      if (!json) std::cout << "kernel time by kernel (all runs, " << total << " ms):\n";
-      int shown = 0;
-      for (const auto& t : vk->profile()) {
-        rep["profile"].push_back({{"kernel", t.name}, {"calls", t.calls}, {"ms", t.ms}});
-        if (!json && shown++ < 20) {
-          std::ostringstream line;
-          line << "  " << std::fixed << std::setprecision(3) << std::setw(10) << t.ms << " ms  " << std::setw(5)
-               << std::setprecision(1) << 100 * t.ms / std::max(total, 1e-9) << "%  " << std::setw(5) << t.calls
-               << "  " << t.name << "\n";
-          std::cout << line.str();
-        }
-      }
+    if (profile) {
+      // Kernels by total time; for cuda also the bandwidth their buffers'
+      // bytes took, and its share of the device's peak (memory clock and
+      // bus width).
+      std::vector<KernelProfile> rows;
+      if (vk)
+        for (const auto& t : vk->profile()) rows.push_back({t.name, t.calls, t.ms, -1});
+      if (cu)
+        for (const auto& t : cu->profile()) rows.push_back({t.name, t.calls, t.ms, t.bytes});
+      rep["profile"] = print_profile(rows, cu ? cuda_driver_status().peak_bytes_per_s : 0, !json);
     }
     if (vk) {
       VulkanStats s = vk->stats();
@@ -236,38 +272,11 @@ int main(int argc, char** argv) {
                        {"resident_bytes", s.resident_bytes}};
       rep["vulkan"] = j;
       if (stats && !json)
-        std::cout << "vulkan, per run: " << j["kernel_calls"] << " kernel calls, " << j["dispatches"]
-                  << " dispatches (" << j["row_dispatches"] << " a workgroup per row, " << j["shared_dispatches"]
+        std::cout << "vulkan, per run: " << j["kernel_calls"] << " kernel calls, " << j["dispatches"] << " dispatches ("
+                  << j["row_dispatches"] << " a workgroup per row, " << j["shared_dispatches"]
                   << " shared-memory tiles), " << j["barriers"] << " barriers, " << j["submits"] << " submits, "
-                  << j["bytes_uploaded"] << " bytes uploaded, " << j["bytes_downloaded"]
-                  << " bytes downloaded; " << s.resident_bytes << " bytes resident on the device\n";
-    }
-    if (cu && profile) {
-      // Per kernel: time, and the bandwidth its buffers' bytes took, as a
-      // share of the device's peak (its memory clock and bus width).
-      rep["profile"] = nlohmann::json::array();
-      double total = 0, peak = cuda_driver_status().peak_bytes_per_s;
-      std::vector<CudaKernelTime> times = cu->profile();
-      for (const auto& t : times) total += t.ms;
-      if (!json)
-        std::cout << "kernel time by kernel (all runs, " << total << " ms; peak memory bandwidth "
-                  << (peak > 0 ? std::to_string(int64_t(peak / 1e9)) + " GB/s" : std::string("unknown")) << "):\n";
-      int shown = 0;
-      for (const auto& t : times) {
-        double gbps = t.ms > 0 ? t.bytes / (t.ms * 1e-3) / 1e9 : 0;
-        nlohmann::json j{{"kernel", t.name}, {"calls", t.calls}, {"ms", t.ms}, {"bytes", t.bytes}, {"gbps", gbps}};
-        if (peak > 0) j["peak_share"] = gbps * 1e9 / peak;
-        rep["profile"].push_back(j);
-        if (!json && shown++ < 20) {
-          std::ostringstream line;
-          line << "  " << std::fixed << std::setprecision(3) << std::setw(10) << t.ms << " ms  " << std::setw(5)
-               << std::setprecision(1) << 100 * t.ms / std::max(total, 1e-9) << "%  " << std::setw(5) << t.calls
-               << "  " << std::setw(8) << gbps << " GB/s";
-          if (peak > 0) line << " (" << std::setw(4) << 100 * gbps * 1e9 / peak << "%)";
-          line << "  " << t.name << "\n";
-          std::cout << line.str();
-        }
-      }
+                  << j["bytes_uploaded"] << " bytes uploaded, " << j["bytes_downloaded"] << " bytes downloaded; "
+                  << s.resident_bytes << " bytes resident on the device\n";
     }
     if (cu) {
       CudaGraphStats g = cu->graph_stats();
