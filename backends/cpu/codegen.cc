@@ -170,6 +170,11 @@ void ProgramCodegen::error(const std::string& what) const {
   fail(gpu_ ? "cuda codegen: prog @" : "cpu codegen: prog @", prog_.name, ": ", what);
 }
 
+void ProgramCodegen::check_storable(const tir::Buffer& buf) const {
+  if (buf->dtype.code == TypeCode::Handle || buf->dtype.is_void())
+    error(cat("buffer '", buf->name, "' has dtype ", buf->dtype, ", which has no storage on ", gpu_ ? "a GPU" : "cpu"));
+}
+
 void ProgramCodegen::run() {
   auto* ptr = b_.getPtrTy();
   auto* type = llvm::FunctionType::get(b_.getInt32Ty(), {ptr, ptr}, false);
@@ -225,8 +230,7 @@ void ProgramCodegen::begin_gpu_kernel() {
   b_.SetInsertPoint(entry_);
   setup_alias_scopes();
   for (size_t k = 0; k < params.size(); ++k) {
-    if (params[k]->dtype.code == TypeCode::Handle || params[k]->dtype.is_void())
-      error(cat("buffer '", params[k]->name, "' has dtype ", params[k]->dtype, ", which has no storage"));
+    check_storable(params[k]);
     // Generic pointers, as the cpu code uses; NVPTX infers the global space back.
     buffers_.push_back({params[k].get(), b_.CreateAddrSpaceCast(fn_->getArg(unsigned(k)), b_.getPtrTy())});
   }
@@ -301,8 +305,7 @@ void ProgramCodegen::emit_prologue(Value* buffers, Value* shape_args) {
   params.insert(params.end(), prog_.outputs.begin(), prog_.outputs.end());
   for (size_t k = 0; k < params.size(); ++k) {
     const tir::Buffer& buf = params[k];
-    if (buf->dtype.code == TypeCode::Handle || buf->dtype.is_void())
-      error(cat("buffer '", buf->name, "' has dtype ", buf->dtype, ", which has no storage on cpu"));
+    check_storable(buf);
     Value* base =
         b_.CreateLoad(b_.getPtrTy(), b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), buffers, k), buf->name + ".data");
     buffers_.push_back({buf.get(), base});
@@ -508,8 +511,7 @@ llvm::AllocaInst* ProgramCodegen::entry_alloca(llvm::Type* t, uint64_t count, ui
 
 void ProgramCodegen::emit_allocate(const tir::AllocateNode& a) {
   const tir::Buffer& buf = a.buffer;
-  if (buf->dtype.code == TypeCode::Handle || buf->dtype.is_void())
-    error(cat("buffer '", buf->name, "' has dtype ", buf->dtype, ", which has no storage on cpu"));
+  check_storable(buf);
   int64_t bits = buf->dtype.storage_bits();
   bool constant = true;
   int64_t count = 1;

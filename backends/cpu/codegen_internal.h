@@ -120,6 +120,8 @@ class ProgramCodegen {
   void annotate_access(llvm::Instruction* access, const tir::Buffer& buf);
   llvm::Constant* i64c(int64_t v) { return b_.getInt64(uint64_t(v)); }
   [[noreturn]] void error(const std::string& what) const;
+  // An error naming `buf` unless its dtype has storage (not a handle or void).
+  void check_storable(const tir::Buffer& buf) const;
 
   llvm::Module& mod_;
   llvm::LLVMContext& ctx_;
