@@ -97,7 +97,9 @@ void ExprMutator::visit_binding(const Binding& b, std::vector<Binding>& out) {
 SeqExpr ExprMutator::visit_seq(const SeqExpr& seq) {
   bool changed = false;
   std::vector<BindingBlock> blocks;
+  bool saved = in_dataflow_;
   for (const BindingBlock& block : seq->blocks) {
+    in_dataflow_ = block.dataflow;
     BindingBlock nb{block.dataflow, {}};
     for (const Binding& b : block.bindings) visit_binding(b, nb.bindings);
     if (nb.bindings.size() != block.bindings.size()) {
@@ -113,6 +115,7 @@ SeqExpr ExprMutator::visit_seq(const SeqExpr& seq) {
     else
       changed = true;
   }
+  in_dataflow_ = saved;
   Expr body = visit(seq->body);
   changed |= body != seq->body;
   if (!changed) return seq;

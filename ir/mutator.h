@@ -1,6 +1,7 @@
 // Rewriting graph IR. ExprMutator recurses by default and rebuilds a node
 // only when one of its parts changed, so "did this pass do anything" is a
 // pointer comparison. Subclasses override the visit_* they care about.
+// Its read-only counterpart is ExprVisitor (ir/visitor.h).
 // A rebuilt call gets its struct info deduced again (the old one is kept if
 // deduction fails, which the verifier then reports).
 #pragma once
@@ -39,6 +40,8 @@ class ExprMutator {
   Analyzer ana_;
   // Uses of a variable are replaced by the mapped expression.
   std::unordered_map<const VarNode*, Expr> var_remap_;
+  // While visit_seq visits the bindings of a dataflow block.
+  bool in_dataflow_ = false;
 };
 
 // Applies `fn` to every graph function of `mod`, returning a module that

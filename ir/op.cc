@@ -93,6 +93,11 @@ OpRegistry::Builder OpRegistry::add(const std::string& name) {
   return Builder(slot.get());
 }
 
+OpRegistry::Builder& OpRegistry::Builder::lowering(OpLowering how) {
+  op_->lowering = how;
+  return *this;
+}
+
 OpRegistry::Builder& OpRegistry::Builder::doc(std::string d) {
   op_->doc = std::move(d);
   return *this;

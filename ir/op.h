@@ -1,7 +1,8 @@
 // The operator registry. Each op declares its name, a few sentences of
 // semantics, its arguments, its attributes with their types and defaults,
-// its purity, and its struct-info deduction rule: nothing else. Its
-// legalisation to a tensor program lives with the backends' common lowering.
+// its purity, its struct-info deduction rule, and how it is lowered below
+// the graph: nothing else. Its legalisation to a tensor program lives in
+// passes/legalize/, one file per family.
 //
 // Ops are defined in ir/ops/*.cc, one file per family, and listed once in
 // ir/ops/ops.cc.
@@ -38,6 +39,19 @@ struct InferContext {
 // with a coarser struct info for what it cannot.
 using InferFn = std::function<StructInfo(const CallNode& call, const InferContext& ctx)>;
 
+// How a call of the op leaves the graph level:
+//   TensorProgram  a legaliser (passes/legalize/) turns it into a tensor
+//                  program called with call_tir, or into a library call;
+//                  the VM never sees it (the default);
+//   Library        it is itself a call into a kernel library or a runtime
+//                  builtin (call_library, call_builtin, ...): the VM lowering
+//                  calls the named function;
+//   VM             the VM lowering implements it (kernel calls, shape values,
+//                  allocation, loop and scan).
+// Legalisation leaves Library and VM ops alone, and the VM lowering
+// (backends/vm/) implements exactly those.
+enum class OpLowering { TensorProgram, Library, VM };
+
 struct OpInfo {
   std::string name;
   std::string doc;
@@ -45,7 +59,11 @@ struct OpInfo {
   int max_args = 0;  // -1: variadic
   std::vector<AttrSpec> attrs;
   bool pure = true;
+  OpLowering lowering = OpLowering::TensorProgram;
   InferFn infer;
+
+  // Whether the VM lowering handles calls of the op (Library or VM).
+  bool lowered_by_vm() const { return lowering != OpLowering::TensorProgram; }
 
   const AttrSpec* find_attr(const std::string& attr) const;
 };
@@ -67,6 +85,7 @@ class OpRegistry {
     Builder& args(int min, int max);
     Builder& attr(std::string name, AttrType type, std::optional<AttrValue> def = std::nullopt);
     Builder& impure();
+    Builder& lowering(OpLowering how);
     Builder& infer(InferFn fn);
 
    private:

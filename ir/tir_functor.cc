@@ -138,34 +138,36 @@ Stmt TirRewriter::stmt(const Stmt& s) const {
   return s;
 }
 
-void visit_exprs(const TExpr& e, const std::function<void(const TExpr&)>& f) {
-  f(e);
+void for_each_operand(const TExpr& e, const std::function<void(const TExpr&)>& f) {
   switch (e->kind) {
     case TKind::Sym:
     case TKind::Imm:
       return;
     case TKind::Load:
-      for (const TExpr& i : as<LoadNode>(e)->indices) visit_exprs(i, f);
+      for (const TExpr& i : as<LoadNode>(e)->indices) f(i);
       return;
     case TKind::Binary:
-      visit_exprs(as<BinaryNode>(e)->a, f);
-      visit_exprs(as<BinaryNode>(e)->b, f);
+      f(as<BinaryNode>(e)->a);
+      f(as<BinaryNode>(e)->b);
       return;
     case TKind::Unary:
-      visit_exprs(as<UnaryNode>(e)->a, f);
-      return;
+      return f(as<UnaryNode>(e)->a);
     case TKind::Call:
-      for (const TExpr& a : as<CallNodeT>(e)->args) visit_exprs(a, f);
+      for (const TExpr& a : as<CallNodeT>(e)->args) f(a);
       return;
     case TKind::Cast:
-      visit_exprs(as<CastNode>(e)->a, f);
-      return;
+      return f(as<CastNode>(e)->a);
     case TKind::Select:
-      visit_exprs(as<SelectNode>(e)->cond, f);
-      visit_exprs(as<SelectNode>(e)->a, f);
-      visit_exprs(as<SelectNode>(e)->b, f);
+      f(as<SelectNode>(e)->cond);
+      f(as<SelectNode>(e)->a);
+      f(as<SelectNode>(e)->b);
       return;
   }
+}
+
+void visit_exprs(const TExpr& e, const std::function<void(const TExpr&)>& f) {
+  f(e);
+  for_each_operand(e, [&](const TExpr& x) { visit_exprs(x, f); });
 }
 
 void visit_stmts(const Stmt& s, const std::function<void(const Stmt&)>& f) {

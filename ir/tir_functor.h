@@ -36,6 +36,9 @@ struct TirRewriter {
   mutable std::unordered_map<const BufferNode*, Buffer> buffers_;
 };
 
+// Calls `f` on each operand of `e`: a load's indices, a binary's two sides,
+// a call's arguments, a select's condition and values, ... (not deeper).
+void for_each_operand(const TExpr& e, const std::function<void(const TExpr&)>& f);
 // Calls `f` on every expression under `s` (pre-order, each node once per
 // occurrence), including indices and values of stores.
 void visit_exprs(const Stmt& s, const std::function<void(const TExpr&)>& f);

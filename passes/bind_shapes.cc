@@ -10,7 +10,6 @@
 // variables. The ops the VM handles itself are left alone.
 #include <unordered_map>
 
-#include "backends/common/vm_lower.h"
 #include "ir/mutator.h"
 #include "ir/op.h"
 #include "passes/passes.h"
@@ -50,7 +49,7 @@ class ShapeBinder : public ExprMutator {
     Expr visited = ExprMutator::visit_call(e);
     const auto* c = as<CallNode>(visited);
     const OpInfo* op = c->op();
-    if (!op || handled_by_vm(op->name) || !pending_) return visited;
+    if (!op || op->lowered_by_vm() || !pending_) return visited;
     bool changed = false;
     std::vector<Expr> args;
     for (const Expr& a : c->args) {

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "ir/mutator.h"
-#include "passes/analysis.h"
+#include "passes/analysis/graph_util.h"
 #include "passes/passes.h"
 
 namespace relax {

@@ -8,7 +8,7 @@
 
 #include "ir/mutator.h"
 #include "ir/op.h"
-#include "passes/analysis.h"
+#include "passes/analysis/graph_util.h"
 #include "passes/passes.h"
 
 namespace relax {
@@ -58,7 +58,8 @@ class DeadBindings : public ExprMutator {
 void collect_refs(const Expr& e, std::vector<std::string>& out) {
   visit_exprs(e, [&](const Expr& x) {
     if (auto* g = as<GlobalVarNode>(x)) out.push_back(g->name);
-    if (auto* c = as<CallNode>(x); c && c->op() && (c->op()->name == "call_library" || c->op()->name == "call_library_dps") && !c->args.empty())
+    if (auto* c = as<CallNode>(x);
+        c && c->op() && (c->op()->name == "call_library" || c->op()->name == "call_library_dps") && !c->args.empty())
       if (auto* s = as<StringImmNode>(c->args[0])) out.push_back(s->value);
   });
 }

@@ -11,7 +11,7 @@
 
 #include "ir/mutator.h"
 #include "ir/op.h"
-#include "passes/analysis.h"
+#include "passes/analysis/graph_util.h"
 #include "passes/passes.h"
 
 namespace relax {
@@ -104,8 +104,7 @@ class Eliminator : public ExprMutator {
       seen_.clear();
       BindingBlock nb{block.dataflow, {}};
       for (const Binding& b : block.bindings) visit_binding(b, nb.bindings);
-      for (size_t i = 0; i < nb.bindings.size(); ++i)
-        changed |= nb.bindings[i].value != block.bindings[i].value;
+      for (size_t i = 0; i < nb.bindings.size(); ++i) changed |= nb.bindings[i].value != block.bindings[i].value;
       blocks.push_back(std::move(nb));
     }
     Expr body = visit(seq->body);
@@ -121,8 +120,8 @@ class Eliminator : public ExprMutator {
     Expr value = visit(b.value);
     Binding nb = value == b.value ? b : Binding{b.var, value, b.cast};
     const auto* call = as<CallNode>(value);
-    bool candidate = !b.is_match_cast() && !is_var(value) && !has_side_effect(value, mod_ref_) &&
-                     !(call && is_random(*call));
+    bool candidate =
+        !b.is_match_cast() && !is_var(value) && !has_side_effect(value, mod_ref_) && !(call && is_random(*call));
     std::ostringstream k;
     if (!candidate || !key_of(value, k)) {
       out.push_back(nb);

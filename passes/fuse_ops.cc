@@ -28,8 +28,8 @@
 #include "ir/error.h"
 #include "ir/mutator.h"
 #include "ir/op.h"
-#include "passes/analysis.h"
-#include "passes/op_pattern.h"
+#include "passes/analysis/graph_util.h"
+#include "passes/analysis/op_pattern.h"
 #include "passes/passes.h"
 
 namespace relax {

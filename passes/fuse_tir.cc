@@ -24,8 +24,8 @@
 #include "ir/error.h"
 #include "ir/op.h"
 #include "ir/tir_functor.h"
-#include "passes/analysis.h"
-#include "passes/op_pattern.h"
+#include "passes/analysis/graph_util.h"
+#include "passes/analysis/op_pattern.h"
 #include "passes/passes.h"
 
 namespace relax {
@@ -58,8 +58,8 @@ std::string buffer_name(const std::string& var) {
 
 // A member result inside the group.
 struct Value {
-  Buffer buffer;                    // where it lives (an input or a materialised result)
-  std::optional<ComputeDef> def;    // or how to compute it (inlined)
+  Buffer buffer;                  // where it lives (an input or a materialised result)
+  std::optional<ComputeDef> def;  // or how to compute it (inlined)
 };
 
 struct Fused {
@@ -421,7 +421,8 @@ Function rewrite_calls(IRModule& mod, std::map<std::string, Fused>& fused, const
         if (pt && at && pt->shape && at->shape) match_dims(*pt->shape, *at->shape, map);
         inputs.push_back(c->args[i]);
       }
-      for (size_t k = 0; k < fz.constants.size(); ++k) inputs.push_back(make_constant(fz.constants[k], fz.const_sinfo[k]));
+      for (size_t k = 0; k < fz.constants.size(); ++k)
+        inputs.push_back(make_constant(fz.constants[k], fz.const_sinfo[k]));
       std::vector<StructInfo> outs;
       for (const Buffer& o : fz.program->outputs) {
         std::vector<SymExpr> shape;

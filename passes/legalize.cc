@@ -1,13 +1,13 @@
 // legalize: every graph op call with a registered legaliser
-// (backends/common/legalize.h) becomes a call_tir of a tensor program added
+// (passes/legalize/legalize.h) becomes a call_tir of a tensor program added
 // to the module, preceded by the bindings the legaliser needs (match_casts
 // that name unknown dims, tuple items). The bind-shapes pass runs first, so
 // operands whose rank is known but whose dims are not are bound to fresh
 // variables and each call's struct info is deduced from them. Calls without
-// a legaliser, and the ops the VM lowering handles, stay as they are.
-#include "backends/common/legalize.h"
+// a legaliser, and the ops the VM lowering handles (OpInfo::lowering), stay
+// as they are.
+#include "passes/legalize/legalize.h"
 
-#include "backends/common/vm_lower.h"
 #include "ir/error.h"
 #include "ir/mutator.h"
 #include "ir/normalize.h"
@@ -20,30 +20,6 @@ namespace {
 class Legalizer : public ExprMutator {
  public:
   Legalizer(IRModule& out, const LegalizerRegistry& reg) : ExprMutator(&out), out_(out), reg_(reg), ctx_(out, ana_) {}
-
-  SeqExpr visit_seq(const SeqExpr& seq) override {
-    bool changed = false;
-    std::vector<BindingBlock> blocks;
-    bool saved = in_dataflow_;
-    for (const BindingBlock& block : seq->blocks) {
-      in_dataflow_ = block.dataflow;
-      BindingBlock nb{block.dataflow, {}};
-      for (const Binding& b : block.bindings) visit_binding(b, nb.bindings);
-      changed |= nb.bindings.size() != block.bindings.size();
-      for (size_t i = 0; !changed && i < nb.bindings.size(); ++i) {
-        const Binding &x = nb.bindings[i], &y = block.bindings[i];
-        changed |= x.var != y.var || x.value != y.value || x.cast != y.cast;
-      }
-      if (!nb.bindings.empty()) blocks.push_back(std::move(nb));
-    }
-    in_dataflow_ = saved;
-    Expr body = visit(seq->body);
-    changed |= body != seq->body;
-    if (!changed) return seq;
-    SeqExpr out = make_seq(std::move(blocks), body);
-    if (!out->sinfo) out->sinfo = seq->sinfo;
-    return out;
-  }
 
   void visit_binding(const Binding& b, std::vector<Binding>& out) override {
     Expr value = visit(b.value);
@@ -60,7 +36,7 @@ class Legalizer : public ExprMutator {
  private:
   std::optional<Expr> legalize_call(const Expr& e, std::vector<Binding>& out) {
     const auto* c = as<CallNode>(e);
-    if (!c || !c->op() || handled_by_vm(c->op()->name)) return std::nullopt;
+    if (!c || !c->op() || c->op()->lowered_by_vm()) return std::nullopt;
     const LegalizeFn* fn = reg_.find(c->op()->name);
     if (!fn) return std::nullopt;
     ctx_.begin_call(in_dataflow_);
@@ -79,7 +55,6 @@ class Legalizer : public ExprMutator {
   IRModule& out_;
   const LegalizerRegistry& reg_;
   LegalizeContext ctx_;
-  bool in_dataflow_ = false;
 };
 
 }  // namespace

@@ -14,7 +14,7 @@
 
 #include "ir/mutator.h"
 #include "ir/op.h"
-#include "passes/analysis.h"
+#include "passes/analysis/graph_util.h"
 #include "passes/passes.h"
 
 namespace relax {

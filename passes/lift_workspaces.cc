@@ -12,14 +12,14 @@
 // arguments determine the workspace's shape (the variables of the shape
 // are bound by parameter dims or symbolic parameters, matched against the
 // call's shapes); otherwise it keeps its workspace. Library kernels take
-// their scratch as outputs from the start (backends/common/legalize_*.cc),
+// their scratch as outputs from the start (passes/legalize/*.cc),
 // so there is nothing to lift for them.
 #include <map>
 #include <set>
 
 #include "ir/mutator.h"
 #include "ir/op.h"
-#include "passes/analysis.h"
+#include "passes/analysis/graph_util.h"
 #include "passes/passes.h"
 
 namespace relax {
@@ -80,7 +80,8 @@ class CallRewriter : public ExprMutator {
     Expr call = make_op_call("call_tir", args, c->attrs, {all});
     call->sinfo = all;
     Var var = b.var;
-    if (auto r = var_remap_.find(var.get()); r != var_remap_.end()) var = std::static_pointer_cast<const VarNode>(r->second);
+    if (auto r = var_remap_.find(var.get()); r != var_remap_.end())
+      var = std::static_pointer_cast<const VarNode>(r->second);
     for (Binding& x : bind_leading_outputs(var, call, kept)) out.push_back(std::move(x));
   }
 

@@ -33,6 +33,11 @@ IRModule simplify_shapes(const IRModule& mod);
 // per binding of what the kernels see (passes/rewrite_cuda_graph.cc).
 IRModule rewrite_cuda_graph(const IRModule& mod);
 
+// Each op call with a registered legaliser (passes/legalize/) becomes a
+// call_tir of a tensor program (or a library call), preceded by the
+// bindings it needs; other calls stay. Runs bind-shapes first.
+IRModule legalize(const IRModule& mod);
+
 // Binds operands of known rank but unknown dims with a match_cast to fresh
 // variables before an op reads them, so every op sees a symbolic shape.
 IRModule bind_shapes(const IRModule& mod);
@@ -42,7 +47,7 @@ IRModule bind_shapes(const IRModule& mod);
 // random ops).
 IRModule eliminate_common_subexpr(const IRModule& mod);
 // Groups call_tir bindings of a dataflow block that one kernel can compute
-// (by the patterns of passes/op_pattern.h) into private functions marked
+// (by the patterns of passes/analysis/op_pattern.h) into private functions marked
 // primitive=true, called in their place.
 IRModule fuse_ops(const IRModule& mod);
 // Merges each primitive function into one tensor program (inlining plain

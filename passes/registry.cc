@@ -1,5 +1,4 @@
 // Every pass, listed once, and the named pipelines.
-#include "backends/common/legalize.h"
 #include "ir/error.h"
 #include "passes/pass.h"
 #include "passes/passes.h"

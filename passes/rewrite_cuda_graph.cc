@@ -34,8 +34,8 @@
 
 #include "ir/mutator.h"
 #include "ir/op.h"
-#include "passes/analysis.h"
-#include "passes/memory_plan.h"
+#include "passes/analysis/graph_util.h"
+#include "passes/analysis/memory_plan.h"
 #include "passes/passes.h"
 
 namespace relax {

@@ -3,7 +3,7 @@
 // per kernel call.
 //
 // Every output of a call_tir / call_library whose alias set does not escape
-// the function (passes/memory_plan.h) becomes
+// the function (passes/analysis/memory_plan.h) becomes
 //   s = alloc_storage(shape(nbytes))          (once per storage)
 //   t = alloc_tensor(s, shape(dims), dtype=D)
 //   y = call_tir_dps(@prog, (inputs...), (t, ...)[, shape(syms)])
@@ -26,7 +26,7 @@
 
 #include "ir/mutator.h"
 #include "ir/op.h"
-#include "passes/memory_plan.h"
+#include "passes/analysis/memory_plan.h"
 #include "passes/passes.h"
 
 namespace relax {

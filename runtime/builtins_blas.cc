@@ -3,7 +3,7 @@
 //    legaliser sends here (f32 and f64). numpy matmul semantics: 1-D
 //    operands are promoted and the extra axis dropped, batch axes
 //    broadcast.
-//  - gemm.conv2d: 2-D f32 convolutions (legalize_nn.cc), one matrix
+//  - gemm.conv2d: 2-D f32 convolutions (passes/legalize/nn.cc), one matrix
 //    product per image and group (runtime/gemm.h, whose results do not
 //    depend on an element's position, as a loop nest's do not) over an
 //    im2col matrix in a workspace the graph allocates (the call's second

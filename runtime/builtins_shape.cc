@@ -1,5 +1,5 @@
 // Shape builtins the legalisers call when a result's dims are known only at
-// run time (backends/common/legalize_elementwise.cc):
+// run time (passes/legalize/elementwise.cc):
 //
 //   relax.broadcast_shape(operands...)
 //       -> shape: the numpy broadcast of the operands' shapes (a tensor's

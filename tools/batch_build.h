@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/driver/build.h"
+#include "tools/driver/build.h"
 
 namespace relax::batch {
 

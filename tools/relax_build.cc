@@ -18,16 +18,17 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "backends/common/vm_lower.h"
-#include "backends/driver/build.h"
+#include "backends/target.h"
+#include "backends/vm/lower.h"
 #include "frontends/onnx/importer.h"
 #include "ir/error.h"
 #include "ir/printer.h"
-#include "passes/memory_plan.h"
+#include "passes/analysis/memory_plan.h"
 #include "runtime/error.h"
 #include "runtime/file_util.h"
 #include "runtime/package.h"
 #include "tools/batch_build.h"
+#include "tools/driver/build.h"
 #include "tools/version.h"
 
 namespace fs = std::filesystem;
@@ -72,13 +73,26 @@ int main(int argc, char** argv) {
   app.add_option("models", models,
                  "the model: *.onnx, or *.relax with its weights file; several, or folders (searched for *.onnx): a "
                  "batch; with --merge-reports, the reports");
-  app.add_option("--target", target, "the target: cpu, vulkan or cuda (PTX; docs/cuda.md)")->capture_default_str();
-  app.add_option("--arch", opts.cuda_arch, "cuda: the GPU to compile for: sm_80 (A100), sm_86, sm_89, sm_90 (H100)")
+  std::string target_names;
+  for (const Target* t : all_targets()) target_names += (target_names.empty() ? "" : ", ") + t->name();
+  app.add_option("--target", target, "the target: " + target_names + " (docs/vulkan.md, docs/cuda.md)")
       ->capture_default_str();
-  bool no_cublas = false, no_cuda_graph = false;
-  app.add_flag("--no-cublas", no_cublas, "cuda: generate every matmul instead of calling cuBLAS for the large ones");
-  app.add_flag("--no-cuda-graph", no_cuda_graph,
-               "cuda: launch every kernel from the host instead of capturing runs of them as CUDA graphs to replay");
+  // Each target's options (backends/target.h), as flags; only those given
+  // go into the build's options, the rest keep the target's defaults.
+  struct TargetFlag {
+    TargetOption option;
+    std::string value;
+    bool off = false;  // a switch given
+    CLI::Option* cli = nullptr;
+  };
+  std::vector<std::unique_ptr<TargetFlag>> target_flags;
+  for (const Target* t : all_targets())
+    for (const TargetOption& o : t->options()) {
+      auto f = std::make_unique<TargetFlag>(TargetFlag{o, o.default_value});
+      f->cli = o.is_switch() ? app.add_flag(o.flag, f->off, o.help)
+                             : app.add_option(o.flag, f->value, o.help)->capture_default_str();
+      target_flags.push_back(std::move(f));
+    }
   app.add_option("-o,--output", output,
                  "the package (default: MODEL.<target>.rpkg beside the model); in a batch, the folder for the packages "
                  "(a folder given as input keeps its sub-folders there)");
@@ -86,13 +100,6 @@ int main(int argc, char** argv) {
                  "the pass pipeline: -O0 (legalise only), -O1 (graph clean-ups), -O2 (default: also fusion, constant "
                  "folding, memory planning; docs/passes.md)")
       ->check(CLI::Range(0, 2))
-      ->capture_default_str();
-  app.add_option("--cpu", opts.cpu, "the CPU to compile for: host, x86-64, x86-64-v2, x86-64-v3, znver3, ...")
-      ->capture_default_str();
-  std::string tile = "4x4";
-  app.add_option("--tile", tile,
-                 "vulkan: the register tile of a thread for matmul-like loops, ROWSxCOLS (1x1: none); matmul and conv "
-                 "are also tiled through shared memory in blocks of 16*ROWS x 16*COLS")
       ->capture_default_str();
   app.add_option(
       "--bound", bounds,
@@ -170,13 +177,11 @@ int main(int argc, char** argv) {
   };
   try {
     for (const std::string& b : bounds) opts.bounds.insert(parse_bound(b));
-    auto tile_digit = [](char c) { return c >= '1' && c <= '8'; };
-    if (tile.size() != 3 || tile[1] != 'x' || !tile_digit(tile[0]) || !tile_digit(tile[2]))
-      fail("--tile: expected ROWSxCOLS, each 1 to 8, got '", tile, "'");
-    opts.gpu_tile = {tile[0] - '0', tile[2] - '0'};
+    for (const auto& f : target_flags)
+      if (f->cli->count()) opts.target_options[f->option.name] = f->option.is_switch() ? "0" : f->value;
+    for (const Target* t : all_targets()) t->check_options(resolve_options(*t, level, opts.target_options));
+    find_target(target);  // an unknown target (or one this build left out) fails before anything is read
     opts.fold_constants = !no_fold;
-    opts.cublas = !no_cublas;
-    opts.cuda_graph = !no_cuda_graph;
     if (is_batch) {
       if (!emit.empty()) fail("--emit takes one model");
       if (!shard.empty()) std::tie(bo.shard_k, bo.shard_n) = batch::parse_shard(shard);
@@ -185,12 +190,7 @@ int main(int argc, char** argv) {
       bo.json = json;
       bo.build = opts;
       // What each model's build gets: the options that shape the package.
-      bo.child_args = {"--target", target, "-O",     std::to_string(level), "--cpu", opts.cpu,
-                       "--tile",   tile,   "--arch", opts.cuda_arch};
-      for (const std::string& b : bounds) bo.child_args.insert(bo.child_args.end(), {"--bound", b});
-      if (no_fold) bo.child_args.push_back("--no-fold");
-      if (no_cublas) bo.child_args.push_back("--no-cublas");
-      if (no_cuda_graph) bo.child_args.push_back("--no-cuda-graph");
+      bo.child_args = build_args(opts);
       return batch::run_batch(bo);
     }
     if (!emit.empty()) {

@@ -10,7 +10,7 @@
 // report gives ptxas's registers and spills per kernel.
 //
 // --dot prints the graph after fusion (one box per kernel, edges labelled
-// with symbolic shapes: backends/common/dataflow_graph.h) as Graphviz dot;
+// with symbolic shapes: passes/analysis/dataflow_graph.h) as Graphviz dot;
 // --svg and --png render it with Graphviz's `dot` (Debian's graphviz). For
 // IR text the O2 pipeline for cpu runs first.
 //
@@ -39,9 +39,9 @@
 #include <set>
 #include <span>
 
-#include "backends/common/dataflow_graph.h"
 #include "ir/error.h"
 #include "ir/parser.h"
+#include "passes/analysis/dataflow_graph.h"
 #include "passes/pass.h"
 #include "runtime/allocator.h"
 #include "runtime/bytecode.h"
@@ -313,6 +313,200 @@ int extract_kernels(const Package& pkg, const std::string& dir) {
   return 0;
 }
 
+using Binds = std::map<std::string, std::pair<int64_t, int64_t>>;
+
+// --bind NAME=V or NAME=LO..HI, each.
+Binds parse_binds(const std::vector<std::string>& binds) {
+  Binds bind;
+  for (const std::string& b : binds) {
+    size_t eq = b.find('=');
+    std::pair<int64_t, int64_t> r;
+    try {
+      if (eq == std::string::npos || eq == 0) throw std::invalid_argument("no =");
+      std::string value = b.substr(eq + 1);
+      size_t dots = value.find("..");
+      std::string lo = value.substr(0, dots), hi = dots == std::string::npos ? lo : value.substr(dots + 2);
+      size_t u1 = 0, u2 = 0;
+      r = {std::stoll(lo, &u1), std::stoll(hi, &u2)};
+      if (u1 != lo.size() || u2 != hi.size() || r.first < 0 || r.first > r.second) throw std::invalid_argument("bad");
+    } catch (const std::exception&) {
+      rt_fail("--bind expects NAME=V or NAME=LO..HI with non-negative integers, got '", b, "'");
+    }
+    bind[b.substr(0, eq)] = r;
+  }
+  return bind;
+}
+
+// Every bound dim is one the package has, within its bounds.
+void check_binds(const json& man, const Binds& bind) {
+  for (const auto& [name, r] : bind) {
+    bool known = man.contains("memory") && std::find(man["memory"]["vars"].begin(), man["memory"]["vars"].end(),
+                                                     json(name)) != man["memory"]["vars"].end();
+    bool declared = false;
+    for (const json& io : man["inputs"])
+      for (const json& d : io.value("shape", json::array()))
+        declared = declared || (d.is_string() && d.get<std::string>() == name);
+    if (!known && !declared) rt_fail("--bind ", name, ": the package has no symbolic dim of that name");
+    if (man.contains("bounds") && man["bounds"].contains(name)) {
+      int64_t lo = man["bounds"][name][0], hi = man["bounds"][name][1];
+      if (r.first < lo || r.second > hi)
+        rt_fail("--bind ", name, "=", r.first, r.first == r.second ? "" : ".." + std::to_string(r.second),
+                " is outside the package's bound ", lo, "..", hi);
+    }
+  }
+}
+
+// Kernel and library calls in @main and the functions lifted from it
+// (CUDA graph regions, loop bodies: "main.<name>").
+struct CallCounts {
+  size_t calls = 0, library_calls = 0, regions = 0;
+  std::set<std::string> libraries;
+};
+
+CallCounts count_calls(const Executable& exe) {
+  CallCounts c;
+  if (!exe.functions.empty()) {
+    const std::string& main_name = exe.functions[0].name;
+    for (const auto& f : exe.functions) {
+      if (f.name != main_name && f.name.rfind(main_name + ".", 0) != 0) continue;
+      for (const Instr& in : f.code) {
+        if (in.op != Opcode::Call) continue;
+        if (in.callee_kind == CalleeKind::Kernel) ++c.calls;
+        if (in.callee_kind != CalleeKind::Builtin) continue;
+        const std::string& b = exe.builtins[size_t(in.callee)];
+        // The runtime's own builtins are relax.* and cuda.*; the rest are
+        // library kernels (call_library).
+        if (b == "cuda.graph_run") ++c.regions;
+        if (b.rfind("relax.", 0) != 0 && b.rfind("cuda.", 0) != 0) {
+          ++c.library_calls;
+          c.libraries.insert(b);
+        }
+      }
+    }
+  }
+  return c;
+}
+
+// What --json prints: the manifest's figures, the calls, the memory plan
+// at the bound dims.
+json inspect_json(const std::string& path, const Package& pkg, const json& man, const Executable& exe,
+                  const Binds& bind) {
+  CallCounts c = count_calls(exe);
+  uint64_t weight_bytes = 0;
+  for (const json& w : man.value("weights", json::array())) weight_bytes += w.value("nbytes", uint64_t(0));
+
+  json out;
+  out["package"] = path;
+  out["package_bytes"] = pkg.file_size();
+  out["compiler"] = man.value("compiler", std::string());
+  out["model"] = man.value("model", std::string());
+  out["target"] = man.value("target", json::object());
+  out["inputs"] = man.value("inputs", json::array());
+  out["outputs"] = man.value("outputs", json::array());
+  out["bounds"] = man.value("bounds", json::object());
+  out["weights"] = {{"count", man.value("weights", json::array()).size()}, {"bytes", weight_bytes}};
+  out["lifted"] = man.value("lifted", json::array());  // computed at load by @transform_params
+  out["kernels"] = man.value("kernels", 0);
+  out["kernel_calls"] = c.calls;
+  out["library_calls"] = c.library_calls;
+  out["libraries"] = c.libraries;
+  out["cuda_graph_regions"] = c.regions;
+  out["kernel_list"] = man.value("kernel_list", json::array());
+  if (pkg.has("kernels.cuda")) {
+    json cuda = json::parse(pkg.section_text("kernels.cuda"));
+    out["cuda"] = {{"arch", cuda.value("arch", "")}, {"ptxas", cuda.value("ptxas", json())}};
+  }
+  if (man.contains("memory")) {
+    MemoryFigures f = memory_figures(man, bind);
+    json m;
+    m["bind"] = f.values;
+    if (!f.missing.empty()) {
+      m["unbound"] = f.missing;
+    } else {
+      m["planned_bytes"] = f.planned;
+      m["unplanned_bytes"] = f.unplanned;
+      m["pool_bytes"] = f.pool;
+      m["calls"] = f.calls;
+      m["output_bytes"] = f.outputs;
+      m["tensors"] = f.tensors;
+      m["planned_tensors"] = f.planned_tensors;
+      m["storages"] = f.storages;
+    }
+    out["memory"] = m;
+  }
+
+  return out;
+}
+
+// The text form of inspect_json's object.
+void print_text(const std::string& path, const Package& pkg, const json& out) {
+  size_t calls = out["kernel_calls"], library_calls = out["library_calls"], regions = out["cuda_graph_regions"];
+  uint64_t weight_bytes = out["weights"]["bytes"];
+  std::cout << path << ": " << human(pkg.file_size()) << ", target " << out["target"].value("kind", "?") << ", "
+            << out["compiler"].get<std::string>() << ", from " << out["model"].get<std::string>() << "\n";
+  std::cout << "inputs:\n";
+  for (const json& t : out["inputs"]) std::cout << "  " << t.value("name", "?") << ": " << dims_text(t) << "\n";
+  std::cout << "outputs:\n";
+  for (const json& t : out["outputs"]) std::cout << "  " << t.value("name", "?") << ": " << dims_text(t) << "\n";
+  if (!out["bounds"].empty()) {
+    std::cout << "bounds:";
+    for (const auto& [name, b] : out["bounds"].items()) std::cout << " " << name << "=" << b[0] << ".." << b[1];
+    std::cout << "\n";
+  }
+  std::cout << "weights: " << out["weights"]["count"] << " tensors, " << human(weight_bytes) << "\n";
+  if (!out["lifted"].empty())
+    std::cout << "computed at load: " << out["lifted"].size() << " weight transforms (@transform_params)\n";
+  std::cout << "kernels: " << out["kernels"] << " (" << calls << " calls in @main)\n";
+  if (library_calls) {
+    std::cout << "library calls: " << library_calls << " (";
+    const char* sep = "";
+    for (const json& l : out["libraries"]) std::cout << sep << l.get<std::string>(), sep = ", ";
+    std::cout << ")\n";
+  }
+  if (regions) std::cout << "CUDA graph regions: " << regions << " (a CUDA graph per binding of the symbolic dims)\n";
+  if (out.contains("cuda")) {
+    const json& c = out["cuda"];
+    std::cout << "cuda: PTX for " << c["arch"].get<std::string>();
+    if (c["ptxas"].is_null()) {
+      std::cout << ", not checked by ptxas (not installed where it was built)\n";
+    } else {
+      std::cout << ", checked by ptxas " << c["ptxas"].value("version", "?") << ":\n";
+      for (const auto& [k, f] : c["ptxas"]["kernels"].items())
+        std::cout << "  " << k << ": " << f.value("registers", 0) << " registers, " << f.value("spill_stores", 0)
+                  << " bytes spill stores, " << f.value("spill_loads", 0) << " bytes spill loads, "
+                  << f.value("stack", 0) << " bytes stack\n";
+    }
+  }
+  for (const json& k : out["kernel_list"]) {
+    std::cout << "  " << k.value("name", "?") << ":";
+    for (const json& op : k.value("ops", json::array())) std::cout << " " << op.get<std::string>();
+    std::cout << "\n";
+  }
+  if (out.contains("memory")) {
+    const json& m = out["memory"];
+    if (m.contains("unbound")) {
+      std::cout << "memory: give --bind for";
+      for (const json& v : m["unbound"]) std::cout << " " << v.get<std::string>();
+      std::cout << " to see the plan's figures\n";
+    } else {
+      std::cout << "memory of @main's activations";
+      if (!m["bind"].empty()) {
+        std::cout << " at";
+        for (const auto& [name, v] : m["bind"].items()) std::cout << " " << name << "=" << v;
+      }
+      if (m["calls"].get<size_t>() > 1) std::cout << " (" << m["calls"] << " calls in a row)";
+      std::cout << ":\n";
+      std::cout << "  planned:   " << human(m["planned_bytes"]) << " (" << m["storages"] << " storages for "
+                << m["planned_tensors"] << " of " << m["tensors"] << " tensors, the rest from the pool)\n";
+      std::cout << "  pool:      " << human(m["pool_bytes"])
+                << " (no plan: a caching pool allocator, each tensor freed after its last use)\n";
+      std::cout << "  unplanned: " << human(m["unplanned_bytes"]) << " (no plan, no reuse: the sum of the tensors)\n";
+      std::cout << "  (outputs, the caller's: " << human(m["output_bytes"]) << "; the plan holds a storage to the end "
+                << "of the call, the pool frees each tensor after its last use)\n";
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -351,23 +545,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    std::map<std::string, std::pair<int64_t, int64_t>> bind;
-    for (const std::string& b : binds) {
-      size_t eq = b.find('=');
-      std::pair<int64_t, int64_t> r;
-      try {
-        if (eq == std::string::npos || eq == 0) throw std::invalid_argument("no =");
-        std::string value = b.substr(eq + 1);
-        size_t dots = value.find("..");
-        std::string lo = value.substr(0, dots), hi = dots == std::string::npos ? lo : value.substr(dots + 2);
-        size_t u1 = 0, u2 = 0;
-        r = {std::stoll(lo, &u1), std::stoll(hi, &u2)};
-        if (u1 != lo.size() || u2 != hi.size() || r.first < 0 || r.first > r.second) throw std::invalid_argument("bad");
-      } catch (const std::exception&) {
-        rt_fail("--bind expects NAME=V or NAME=LO..HI with non-negative integers, got '", b, "'");
-      }
-      bind[b.substr(0, eq)] = r;
-    }
+    Binds bind = parse_binds(binds);
     if (dot || !svg.empty() || !png.empty()) {
       std::string text = relax::dataflow_dot(graph_of(path), fs::path(path).filename().string());
       if (dot) std::cout << text;
@@ -380,156 +558,14 @@ int main(int argc, char** argv) {
     if (!extract.empty()) return extract_kernels(pkg, extract);
     json man = json::parse(pkg.section_text("manifest"));
     Executable exe = Executable::deserialize(pkg.section_text("bytecode"));
-    for (const auto& [name, r] : bind) {
-      bool known = man.contains("memory") && std::find(man["memory"]["vars"].begin(), man["memory"]["vars"].end(),
-                                                       json(name)) != man["memory"]["vars"].end();
-      bool declared = false;
-      for (const json& io : man["inputs"])
-        for (const json& d : io.value("shape", json::array()))
-          declared = declared || (d.is_string() && d.get<std::string>() == name);
-      if (!known && !declared) rt_fail("--bind ", name, ": the package has no symbolic dim of that name");
-      if (man.contains("bounds") && man["bounds"].contains(name)) {
-        int64_t lo = man["bounds"][name][0], hi = man["bounds"][name][1];
-        if (r.first < lo || r.second > hi)
-          rt_fail("--bind ", name, "=", r.first, r.first == r.second ? "" : ".." + std::to_string(r.second),
-                  " is outside the package's bound ", lo, "..", hi);
-      }
-    }
+    check_binds(man, bind);
 
-    // Kernel and library calls in @main and the functions lifted from it
-    // (CUDA graph regions, loop bodies: "main.<name>").
-    size_t calls = 0, library_calls = 0, regions = 0;
-    std::set<std::string> libraries;
-    if (!exe.functions.empty()) {
-      const std::string& main_name = exe.functions[0].name;
-      for (const auto& f : exe.functions) {
-        if (f.name != main_name && f.name.rfind(main_name + ".", 0) != 0) continue;
-        for (const Instr& in : f.code) {
-          if (in.op != Opcode::Call) continue;
-          if (in.callee_kind == CalleeKind::Kernel) ++calls;
-          if (in.callee_kind != CalleeKind::Builtin) continue;
-          const std::string& b = exe.builtins[size_t(in.callee)];
-          // The runtime's own builtins are relax.* and cuda.*; the rest are
-          // library kernels (call_library).
-          if (b == "cuda.graph_run") ++regions;
-          if (b.rfind("relax.", 0) != 0 && b.rfind("cuda.", 0) != 0) {
-            ++library_calls;
-            libraries.insert(b);
-          }
-        }
-      }
-    }
-    uint64_t weight_bytes = 0;
-    for (const json& w : man.value("weights", json::array())) weight_bytes += w.value("nbytes", uint64_t(0));
-
-    json out;
-    out["package"] = path;
-    out["package_bytes"] = pkg.file_size();
-    out["compiler"] = man.value("compiler", std::string());
-    out["model"] = man.value("model", std::string());
-    out["target"] = man.value("target", json::object());
-    out["inputs"] = man.value("inputs", json::array());
-    out["outputs"] = man.value("outputs", json::array());
-    out["bounds"] = man.value("bounds", json::object());
-    out["weights"] = {{"count", man.value("weights", json::array()).size()}, {"bytes", weight_bytes}};
-    out["lifted"] = man.value("lifted", json::array());  // computed at load by @transform_params
-    out["kernels"] = man.value("kernels", 0);
-    out["kernel_calls"] = calls;
-    out["library_calls"] = library_calls;
-    out["libraries"] = libraries;
-    out["cuda_graph_regions"] = regions;
-    out["kernel_list"] = man.value("kernel_list", json::array());
-    if (pkg.has("kernels.cuda")) {
-      json cuda = json::parse(pkg.section_text("kernels.cuda"));
-      out["cuda"] = {{"arch", cuda.value("arch", "")}, {"ptxas", cuda.value("ptxas", json())}};
-    }
-    if (man.contains("memory")) {
-      MemoryFigures f = memory_figures(man, bind);
-      json m;
-      m["bind"] = f.values;
-      if (!f.missing.empty()) {
-        m["unbound"] = f.missing;
-      } else {
-        m["planned_bytes"] = f.planned;
-        m["unplanned_bytes"] = f.unplanned;
-        m["pool_bytes"] = f.pool;
-        m["calls"] = f.calls;
-        m["output_bytes"] = f.outputs;
-        m["tensors"] = f.tensors;
-        m["planned_tensors"] = f.planned_tensors;
-        m["storages"] = f.storages;
-      }
-      out["memory"] = m;
-    }
-
+    json out = inspect_json(path, pkg, man, exe, bind);
     if (as_json) {
       std::cout << out.dump(2) << "\n";
       return 0;
     }
-    std::cout << path << ": " << human(pkg.file_size()) << ", target " << out["target"].value("kind", "?") << ", "
-              << out["compiler"].get<std::string>() << ", from " << out["model"].get<std::string>() << "\n";
-    std::cout << "inputs:\n";
-    for (const json& t : out["inputs"]) std::cout << "  " << t.value("name", "?") << ": " << dims_text(t) << "\n";
-    std::cout << "outputs:\n";
-    for (const json& t : out["outputs"]) std::cout << "  " << t.value("name", "?") << ": " << dims_text(t) << "\n";
-    if (!out["bounds"].empty()) {
-      std::cout << "bounds:";
-      for (const auto& [name, b] : out["bounds"].items()) std::cout << " " << name << "=" << b[0] << ".." << b[1];
-      std::cout << "\n";
-    }
-    std::cout << "weights: " << out["weights"]["count"] << " tensors, " << human(weight_bytes) << "\n";
-    if (!out["lifted"].empty())
-      std::cout << "computed at load: " << out["lifted"].size() << " weight transforms (@transform_params)\n";
-    std::cout << "kernels: " << out["kernels"] << " (" << calls << " calls in @main)\n";
-    if (library_calls) {
-      std::cout << "library calls: " << library_calls << " (";
-      const char* sep = "";
-      for (const std::string& l : libraries) std::cout << sep << l, sep = ", ";
-      std::cout << ")\n";
-    }
-    if (regions) std::cout << "CUDA graph regions: " << regions << " (a CUDA graph per binding of the symbolic dims)\n";
-    if (out.contains("cuda")) {
-      const json& c = out["cuda"];
-      std::cout << "cuda: PTX for " << c["arch"].get<std::string>();
-      if (c["ptxas"].is_null()) {
-        std::cout << ", not checked by ptxas (not installed where it was built)\n";
-      } else {
-        std::cout << ", checked by ptxas " << c["ptxas"].value("version", "?") << ":\n";
-        for (const auto& [k, f] : c["ptxas"]["kernels"].items())
-          std::cout << "  " << k << ": " << f.value("registers", 0) << " registers, " << f.value("spill_stores", 0)
-                    << " bytes spill stores, " << f.value("spill_loads", 0) << " bytes spill loads, "
-                    << f.value("stack", 0) << " bytes stack\n";
-      }
-    }
-    for (const json& k : out["kernel_list"]) {
-      std::cout << "  " << k.value("name", "?") << ":";
-      for (const json& op : k.value("ops", json::array())) std::cout << " " << op.get<std::string>();
-      std::cout << "\n";
-    }
-    if (out.contains("memory")) {
-      const json& m = out["memory"];
-      if (m.contains("unbound")) {
-        std::cout << "memory: give --bind for";
-        for (const json& v : m["unbound"]) std::cout << " " << v.get<std::string>();
-        std::cout << " to see the plan's figures\n";
-      } else {
-        std::cout << "memory of @main's activations";
-        if (!m["bind"].empty()) {
-          std::cout << " at";
-          for (const auto& [name, v] : m["bind"].items()) std::cout << " " << name << "=" << v;
-        }
-        if (m["calls"].get<size_t>() > 1) std::cout << " (" << m["calls"] << " calls in a row)";
-        std::cout << ":\n";
-        std::cout << "  planned:   " << human(m["planned_bytes"]) << " (" << m["storages"] << " storages for "
-                  << m["planned_tensors"] << " of " << m["tensors"] << " tensors, the rest from the pool)\n";
-        std::cout << "  pool:      " << human(m["pool_bytes"])
-                  << " (no plan: a caching pool allocator, each tensor freed after its last use)\n";
-        std::cout << "  unplanned: " << human(m["unplanned_bytes"]) << " (no plan, no reuse: the sum of the tensors)\n";
-        std::cout << "  (outputs, the caller's: " << human(m["output_bytes"])
-                  << "; the plan holds a storage to the end "
-                  << "of the call, the pool frees each tensor after its last use)\n";
-      }
-    }
+    print_text(path, pkg, out);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "relax-inspect: error: " << e.what() << "\n";

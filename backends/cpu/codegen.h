@@ -1,5 +1,6 @@
-// The CPU backend: tensor programs compiled by LLVM into one x86-64 ELF
-// shared object that follows the kernel ABI of docs/runtime_abi.md section 2.
+// The CPU backend: tensor programs compiled by the LLVM code generator
+// (backends/llvm/) into one x86-64 ELF shared object, linked in-process by lld, that follows the kernel ABI of
+// docs/runtime_abi.md section 2.
 //
 // Each program becomes `int32_t relax_k_<name>(void* const* buffers, const
 // int64_t* shape_args)`. The object also exports `relax_abi_version` (1)
@@ -27,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/llvm/support.h"  // kernel_symbols, LlvmTask
 #include "ir/tir.h"
 
 namespace relax::cpu {
@@ -57,32 +59,5 @@ std::string cpu_key(const std::string& cpu);
 
 // The optimised LLVM IR of the programs, for inspection and tests.
 std::string emit_llvm_ir(const std::vector<tir::Program>& programs, const CpuOptions& opts);
-
-// The exported symbol of each program, in order: "relax_k_" + the name with
-// every character outside [A-Za-z0-9_] replaced by '_', "_1", "_2", ...
-// appended on a clash.
-std::vector<std::string> kernel_symbols(const std::vector<tir::Program>& programs);
-
-// LLVM's fatal errors (report_fatal_error: a code generator bug, never bad
-// input) end the process with exit status 1 and one line on standard error
-// naming what LLVM was doing, "<tool>: error: LLVM failed while emitting
-// PTX for sm_80: <reason> (an internal error: please report it)", instead
-// of an abort with a stack dump. The cpu and cuda code generators install
-// the handler with their targets; LlvmTask names the work for its lifetime.
-// Packages are written after code generation, so nothing is left half
-// written.
-void install_llvm_fatal_error_handler();
-class LlvmTask {
- public:
-  explicit LlvmTask(std::string what);
-  ~LlvmTask();
-  LlvmTask(const LlvmTask&) = delete;
-  LlvmTask& operator=(const LlvmTask&) = delete;
-
- private:
-  std::string previous_;
-};
-// Raises an LLVM fatal error (tests of the handler, in a child process).
-[[noreturn]] void llvm_fatal_error_for_test(const std::string& reason);
 
 }  // namespace relax::cpu

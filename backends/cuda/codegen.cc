@@ -17,10 +17,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "backends/common/gpu_schedule.h"
-#include "backends/common/vm_lower.h"
-#include "backends/cpu/codegen_internal.h"
+#include "backends/cuda/kernel_codegen.h"
 #include "backends/cuda/ptxas.h"
+#include "backends/gpu/schedule.h"
+#include "backends/vm/kernel_abi.h"
 #include "ir/error.h"
 
 extern "C" {
@@ -42,7 +42,7 @@ constexpr int64_t kTileRows = 4, kTileCols = 4;  // a thread's register tile (as
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CudaOptions& opts) {
   static std::once_flag once;
   std::call_once(once, [] {
-    cpu::install_llvm_fatal_error_handler();
+    llvmgen::install_llvm_fatal_error_handler();
     LLVMInitializeNVPTXTargetInfo();
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();
@@ -130,7 +130,7 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
   llvm::Module& m = *out.module;
   m.setTargetTriple(kTriple);
   m.setDataLayout(tm.createDataLayout());
-  std::vector<std::string> symbols = cpu::kernel_symbols(programs);
+  std::vector<std::string> symbols = llvmgen::kernel_symbols(programs);
   std::set<std::string> kernel_names;
   for (size_t i = 0; i < programs.size(); ++i) {
     const tir::Program& p = programs[i];
@@ -163,12 +163,12 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
       // where most of a tile would fall past the extents.
       std::optional<GpuStage> tiled = gpu_register_tile(st[k], kTileRows, kTileCols);
       const GpuStage& main_stage = tiled ? *tiled : st[k];
-      cpu::ProgramCodegen(m, *p, symbol).run_stage(main_stage);
+      KernelCodegen(m, *p, symbol).run_stage(main_stage);
       kernel_names.insert(symbol);
       nlohmann::json stage{{"symbol", symbol}, {"threads", count(main_stage.extents)}};
       if (tiled) {
         std::string psym = symbol + "_plain";
-        cpu::ProgramCodegen(m, *p, psym).run_stage(st[k]);
+        KernelCodegen(m, *p, psym).run_stage(st[k]);
         kernel_names.insert(psym);
         stage["plain"] = {{"symbol", psym}, {"threads", count(st[k].extents)}, {"tile", kTileRows * kTileCols}};
       }
@@ -176,7 +176,7 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
       // runtime takes them when the blocks fill (CudaKernels).
       if (std::optional<GpuBlockStage> block = gpu_shared_tile(st[k], kTileRows, kTileCols, opts_block)) {
         std::string bsym = symbol + "_shared";
-        cpu::ProgramCodegen(m, *p, bsym).run_block_stage(*block);
+        KernelCodegen(m, *p, bsym).run_block_stage(*block);
         kernel_names.insert(bsym);
         stage["shared"] = {{"symbol", bsym},
                            {"blocks", count(block->extents)},
@@ -193,7 +193,7 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
       if (rows && !(rows->work.is_const() && rows->work.const_value() < kMinRowWork)) {
         GpuBlockStage rb = gpu_row_block(st[k], *rows, opts_block, kWarp);
         std::string rsym = symbol + "_rows";
-        cpu::ProgramCodegen(m, *p, rsym).run_block_stage(rb);
+        KernelCodegen(m, *p, rsym).run_block_stage(rb);
         kernel_names.insert(rsym);
         stage["rows"] = {
             {"symbol", rsym}, {"blocks", count(st[k].extents)}, {"threads", rb.threads}, {"work", code_of(rows->work)}};
@@ -249,11 +249,11 @@ std::string emit_ptx(llvm::Module& m, llvm::TargetMachine& tm) {
 }
 
 std::string compile(const std::vector<tir::Program>& programs, const CudaOptions& opts, nlohmann::json* kernels) {
-  cpu::LlvmTask task("compiling " + std::to_string(programs.size()) + " kernels to PTX for " + opts.arch);
+  llvmgen::LlvmTask task("compiling " + std::to_string(programs.size()) + " kernels to PTX for " + opts.arch);
   auto tm = make_target_machine(opts);
   llvm::LLVMContext ctx;
   Built b = build(ctx, programs, *tm, opts.block);
-  cpu::optimize_module(*b.module, *tm, std::clamp(opts.opt_level, 0, 3));
+  llvmgen::optimize_module(*b.module, *tm, std::clamp(opts.opt_level, 0, 3));
   for (const llvm::Function& f : *b.module)
     if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty())
       fail("cuda codegen: the kernels call '", f.getName().str(), "', which a GPU does not have");

@@ -1,6 +1,7 @@
 // The CUDA backend's code generator: tensor programs -> GPU stages
-// (backends/common/gpu_schedule.h) -> LLVM IR through the same LLVM code
-// generator as the cpu backend (cpu::ProgramCodegen::run_stage) -> PTX by
+// (backends/gpu/schedule.h) -> LLVM IR through the LLVM code generator
+// shared with the cpu backend (backends/llvm/; the kernel entry is
+// backends/cuda/kernel_codegen.h) -> PTX by
 // LLVM's NVPTX target. Math functions come from CUDA's libdevice, linked in
 // as bitcode where the CUDA toolkit is installed; ptxas, where installed,
 // checks every module (backends/cuda/ptxas.h).

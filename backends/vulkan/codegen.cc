@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "backends/common/vm_lower.h"
+#include "backends/vm/kernel_abi.h"
 #include "backends/vulkan/codegen_glsl.h"
 #include "backends/vulkan/spirv.h"
 #include "ir/error.h"

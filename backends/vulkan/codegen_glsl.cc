@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "backends/common/gpu_schedule.h"
+#include "backends/gpu/schedule.h"
 #include "backends/vulkan/glsl_printer.h"
 #include "ir/error.h"
 

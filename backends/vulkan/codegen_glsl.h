@@ -1,5 +1,5 @@
 // Tensor programs to GLSL compute shaders, one per GPU stage
-// (backends/common/gpu_schedule.h).
+// (backends/gpu/schedule.h).
 //
 // Kernel ABI (what the runtime binds):
 //   - set 0, binding k: the program's inputs, then its outputs, each a
@@ -79,7 +79,7 @@ struct GlslProgram {
   std::vector<GlslStage> stages;
 };
 
-// How stages are scheduled beyond the rules (gpu_schedule.h): the register
+// How stages are scheduled beyond the rules (backends/gpu/schedule.h): the register
 // tile of a thread (gpu_register_tile); 1 x 1 is none.
 struct GlslSchedule {
   int64_t tile_rows = 4, tile_cols = 4;

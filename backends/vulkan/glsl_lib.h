@@ -4,7 +4,7 @@
 // tanh, log1p, expm1, f64 sin and cos).
 //
 // The codecs follow the cpu backend's algorithms (backends/cpu/
-// codegen_narrow.cc) so both targets store the same bits: encoding rounds
+// backends/llvm/narrow.cc) so both targets store the same bits: encoding rounds
 // to nearest even on the f32 bit pattern (multiples of the smallest step
 // below the normal range), then applies the format's overflow rule
 // (e4m3fn: NaN; e5m2: inf; the fnuz kinds: their one NaN; f4e2m1:

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/common/gpu_schedule.h"
+#include "backends/gpu/schedule.h"
 #include "backends/vulkan/codegen_glsl.h"
 #include "backends/vulkan/glsl_lib.h"
 
@@ -40,8 +40,7 @@ class StagePrinter {
  private:
   // Declares `vars` (row-major over `extents`, the last fastest) from the
   // flat index `flat`.
-  std::string unflatten(const std::string& flat, const std::vector<SymExpr>& vars,
-                        const std::vector<SymExpr>& extents);
+  std::string unflatten(const std::string& flat, const std::vector<SymExpr>& vars, const std::vector<SymExpr>& extents);
 
   // A loop whose iterations are split over the workgroup's threads.
   std::string strided(const tir::ForNode& f);
@@ -100,7 +99,7 @@ class StagePrinter {
 
   // ---- narrow types: the float8 kinds, f4e2m1 and bf16 computed in f32;
   // 2- and 4-bit integers in 32-bit ints. All stored as the cpu backend
-  // stores them (backends/cpu/codegen_narrow.cc, same algorithms). ----
+  // stores them (backends/llvm/narrow.cc, same algorithms). ----
   static bool narrow_float(DataType t) { return t.is_float() && t.code != TypeCode::Float; }
   static bool sub_byte(DataType t) { return t.bits < 8 && !t.is_bool(); }
 

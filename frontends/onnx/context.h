@@ -177,12 +177,14 @@ const ConverterRegistry& converters();
 //   tensor       Gather/Scatter, Expand, Tile, Pad, generators, NonZero, Unique
 //   nn           Conv, pooling, normalizations, sampling, losses
 //   resize       Resize, Upsample
-//   attention    Attention, RotaryEmbedding
+//   attention    Attention, RotaryEmbedding, LinearAttention, FlexAttention
 //   reduce       reductions, softmax, ArgMax, TopK, CumSum, Einsum, DFT
 //   control      If, Loop, Scan
 //   quant        QuantizeLinear, DequantizeLinear, QLinear*, *Integer
 //   rnn          LSTM, GRU, RNN
-//   extra        newer/preview ops, ai.onnx.ml, com.microsoft contrib ops
+//   ml           ai.onnx.ml: Binarizer, ArrayFeatureExtractor, LabelEncoder,
+//                TreeEnsemble
+//   contrib      com.microsoft: Gelu variants, FusedMatMul, layer norms, Attention
 //   random       random generators, Dropout, Optional on plain tensors
 void register_elementwise_converters(ConverterRegistry& r);
 void register_shape_converters(ConverterRegistry& r);
@@ -194,7 +196,8 @@ void register_reduce_converters(ConverterRegistry& r);
 void register_control_converters(ConverterRegistry& r);
 void register_quant_converters(ConverterRegistry& r);
 void register_rnn_converters(ConverterRegistry& r);
-void register_extra_converters(ConverterRegistry& r);
+void register_ml_converters(ConverterRegistry& r);
+void register_contrib_converters(ConverterRegistry& r);
 void register_random_converters(ConverterRegistry& r);
 
 }  // namespace relax::onnx_fe

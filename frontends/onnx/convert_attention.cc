@@ -1,5 +1,8 @@
-// ONNX converters: Attention (opsets 23, 24) and RotaryEmbedding, composed from
-// matmul, softmax, where and elementwise ops.
+// ONNX converters: Attention (opsets 23, 24), RotaryEmbedding, LinearAttention
+// (opset 27) and FlexAttention (ai.onnx.preview 1). All but LinearAttention
+// (the graph op linear_attention, a scan over time) are composed from matmul,
+// softmax, where and elementwise ops; FlexAttention inlines its score_mod /
+// prob_mod subgraphs.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -7,35 +10,19 @@
 #include <numeric>
 
 #include "frontends/onnx/nn_util.h"
+#include "frontends/onnx/onnx_proto.h"
 
 namespace relax::onnx_fe {
 namespace {
 
 using namespace nn;
 
+const DataType kF32 = DataType::f32();
+
 // ---- Attention (opsets 23, 24) ----------------------------------------------------------
 
-// (B, S, H * D) -> (B, H, S, D).
-Expr split_heads(Context& ctx, Expr x, int64_t heads) {
-  auto shape = as<TensorSI>(sinfo_of(x))->shape;
-  if (!shape) ctx.unsupported("Attention input of unknown shape");
-  const Dims& d = *shape;
-  Expr r = reshape(ctx, x, {d[0], d[1], SymExpr(heads), ctx.ana().simplify(floordiv(d[2], SymExpr(heads)))});
-  return op(ctx, "permute_dims", {r}, {{"axes", Ints{0, 2, 1, 3}}});
-}
-
-const Dims& dims_of(Context& ctx, const Expr& e) {
-  const auto* t = as<TensorSI>(sinfo_of(e));
-  if (!t || !t->shape) ctx.unsupported("Attention operand of unknown shape");
-  return *t->shape;
-}
-
-int64_t const_dim(Context& ctx, const SymExpr& d, const char* what) {
-  if (!d.is_const()) ctx.unsupported(cat("Attention with a symbolic ", what));
-  return d.const_value();
-}
-
-// Repeats each of the kv heads `rep` times: (B, H, L, D) -> (B, H * rep, L, D).
+// Repeats each of the kv heads `rep` times in place: (B, H, L, D) ->
+// (B, H * rep, L, D), head h of the result being head h / rep of x.
 Expr repeat_heads(Context& ctx, Expr x, int64_t rep) {
   if (rep == 1) return x;
   Dims d = dims_of(ctx, x);
@@ -148,11 +135,7 @@ std::vector<Value> convert_attention(Context& ctx) {
     probs = op(ctx, "where", {dead, scalar_like(ctx, dtype, 0), probs});
   }
   Expr y = op(ctx, "matmul", {probs, v});
-  if (nd == 3) {
-    Dims yd = dims_of(ctx, y);
-    y = op(ctx, "permute_dims", {y}, {{"axes", Ints{0, 2, 1, 3}}});
-    y = reshape(ctx, y, {yd[0], yd[2], ctx.ana().simplify(yd[1] * yd[3])});
-  }
+  if (nd == 3) y = merge_heads(ctx, y);
   int64_t mode = ctx.attr_int("qk_matmul_output_mode", 0);
   Expr qk = mode == 2 ? with_bias : mode == 3 ? probs : scores;
   return {expr_value(y), expr_value(present_k), expr_value(present_v), expr_value(qk)};
@@ -217,11 +200,105 @@ std::vector<Value> convert_rotary(Context& ctx) {
   return {expr_value(y)};
 }
 
+// ---- LinearAttention (opset 27) -------------------------------------------------------
+
+// (B, T, Hkv) per-head decay or beta -> (B, Hkv, T, 1); (B, T, Hkv * dk)
+// per-key-dim decay -> (B, Hkv, T, dk).
+Expr unpack_gate(Context& ctx, Expr g, int64_t heads) {
+  Dims d = dims_of(ctx, g);
+  if (d.size() != 3) ctx.fail("decay and beta must have rank 3");
+  if (ctx.ana().can_prove_equal(d[2], SymExpr(heads))) {
+    return permute(ctx, reshape(ctx, g, {d[0], d[1], d[2], SymExpr(1)}), {0, 2, 1, 3});
+  }
+  return split_heads(ctx, g, heads);
+}
+
+std::vector<Value> convert_linear_attention(Context& ctx) {
+  int64_t qh = ctx.attr_int("q_num_heads"), kvh = ctx.attr_int("kv_num_heads");
+  if (qh < 1 || kvh < 1 || qh % kvh)
+    ctx.fail("q_num_heads (", qh, ") must be a positive multiple of kv_num_heads (", kvh, ")");
+  std::string rule = ctx.attr_string("update_rule", "gated_delta");
+  bool gated = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+  if (!gated && !delta && rule != "linear") ctx.fail("unknown update_rule '", rule, "'");
+  if (gated != ctx.has_input(4)) ctx.fail("update_rule '", rule, gated ? "' needs" : "' forbids", " the decay input");
+  if (delta != ctx.has_input(5)) ctx.fail("update_rule '", rule, delta ? "' needs" : "' forbids", " the beta input");
+  // The recurrence runs in f32, as ONNX's reference does.
+  DataType dtype = ctx.dtype(0);
+  auto unpack = [&](size_t i, int64_t heads) { return split_heads(ctx, cast_to(ctx, ctx.expr(i), kF32), heads); };
+  Expr q = unpack(0, qh), k = unpack(1, kvh), v = unpack(2, kvh);
+  const Dims &kd = dims_of(ctx, k), &vd = dims_of(ctx, v);
+  DataType state_dtype = ctx.has_input(3) ? ctx.dtype(3) : dtype;
+  Expr state = ctx.has_input(3) ? cast_to(ctx, ctx.expr(3), kF32)
+                                : op(ctx, "zeros", {make_shape({kd[0], kd[1], kd[3], vd[3]})}, {{"dtype", kF32}});
+  std::vector<Expr> args = {q, k, v, state};
+  if (gated) args.push_back(unpack_gate(ctx, cast_to(ctx, ctx.expr(4), kF32), kvh));
+  if (delta) {
+    Expr beta = cast_to(ctx, ctx.expr(5), kF32);
+    const Dims& bd = dims_of(ctx, beta);
+    if (bd.size() != 3) ctx.fail("beta must have rank 3");
+    args.push_back(permute(ctx, reshape(ctx, beta, {bd[0], bd[1], bd[2], SymExpr(1)}), {0, 2, 1, 3}));
+  }
+  Attrs attrs{{"update_rule", rule}, {"scale", double(ctx.attr_float("scale", 0.0f))}};
+  Expr t = ctx.emit(make_op_call("linear_attention", args, attrs), "linear_attention");
+  Expr out = cast_to(ctx, merge_heads(ctx, ctx.emit(make_tuple_get_item(t, 0))), dtype);
+  Expr present = cast_to(ctx, ctx.emit(make_tuple_get_item(t, 1)), state_dtype);
+  return {expr_value(out), expr_value(present)};
+}
+
+// ---- FlexAttention (ai.onnx.preview 1) ----------------------------------------------
+
+// The dtype of an ONNX element-type attribute value (softmax_precision, ...).
+DataType onnx_dtype(Context& ctx, int64_t type, const char* what) {
+  auto d = onnx_fe::dtype_of(int(type));
+  if (!d) ctx.unsupported(cat(what, " of type ", onnx_type_name(int(type))));
+  return *d;
+}
+
+// Applies a one-input, one-output modifier subgraph to `x`, inlined: its
+// parameter is bound to x, followed by its body.
+Expr apply_modifier(Context& ctx, const onnx::GraphProto& g, Expr x) {
+  if (g.input_size() != 1 || g.output_size() != 1) ctx.fail("a modifier subgraph must have one input and one output");
+  Expr fn = ctx.import_subgraph(g, {sinfo_of(x)});
+  const auto* f = as<FunctionNode>(fn);
+  RELAX_CHECK(f && f->params.size() == 1, "a modifier subgraph imports as a one-parameter function");
+  std::vector<BindingBlock> blocks = {BindingBlock{false, {Binding{f->params[0], x, nullptr}}}};
+  blocks.insert(blocks.end(), f->body->blocks.begin(), f->body->blocks.end());
+  return ctx.emit(make_seq(std::move(blocks), f->body->body));
+}
+
+// Y = prob_mod(softmax(score_mod((Q sqrt(s)) (K sqrt(s))^T))) V, K and V heads
+// repeated for grouped queries; the softmax (and the product with V) in the
+// softmax precision (f32 for f16 / bf16 / f32 inputs, else the input's).
+std::vector<Value> convert_flex_attention(Context& ctx) {
+  if (ctx.ndim(0) != 4 || ctx.ndim(1) != 4 || ctx.ndim(2) != 4) ctx.fail("Q, K and V must have rank 4");
+  DataType dtype = ctx.dtype(0);
+  Expr q = ctx.expr(0), k = ctx.expr(1), v = ctx.expr(2);
+  const Dims &qd = dims_of(ctx, q), &kd = dims_of(ctx, k);
+  int64_t q_heads = const_dim(ctx, qd[1], "head count"), kv_heads = const_dim(ctx, kd[1], "head count");
+  if (kv_heads < 1 || q_heads % kv_heads) ctx.fail(q_heads, " query heads are no multiple of ", kv_heads, " kv heads");
+  double scale =
+      ctx.has_attr("scale") ? ctx.attr_float("scale") : 1.0 / std::sqrt(double(const_dim(ctx, qd[3], "head size")));
+  DataType soft = dtype.bits == 64 ? dtype : kF32;
+  if (ctx.has_attr("softmax_precision")) soft = onnx_dtype(ctx, ctx.attr_int("softmax_precision"), "softmax_precision");
+  k = repeat_heads(ctx, k, q_heads / kv_heads);
+  v = repeat_heads(ctx, v, q_heads / kv_heads);
+  Expr root = scalar_like(ctx, dtype, double(std::sqrt(float(scale))));
+  Expr kt = permute(ctx, mul(ctx, k, root), {0, 1, 3, 2});
+  Expr scores = cast_to(ctx, op(ctx, "matmul", {mul(ctx, q, root), kt}), soft);
+  if (const onnx::GraphProto* g = ctx.attr_graph("score_mod")) scores = apply_modifier(ctx, *g, scores);
+  Expr probs = op(ctx, "softmax", {scores}, {{"axis", int64_t(-1)}});
+  if (const onnx::GraphProto* g = ctx.attr_graph("prob_mod")) probs = apply_modifier(ctx, *g, probs);
+  Expr y = op(ctx, "matmul", {probs, cast_to(ctx, v, soft)});
+  return {expr_value(cast_to(ctx, y, dtype))};
+}
+
 }  // namespace
 
 void register_attention_converters(ConverterRegistry& r) {
   r.add("Attention", 23, convert_attention);
   r.add("RotaryEmbedding", 23, convert_rotary);
+  r.add("LinearAttention", 27, convert_linear_attention);
+  r.add("ai.onnx.preview", "FlexAttention", 1, convert_flex_attention);
 }
 
 }  // namespace relax::onnx_fe

@@ -1,8 +1,8 @@
 // ONNX converters: the elementwise family. Arithmetic, comparisons, logic
-// and bitwise ops, unary math, activations (as compositions of graph ops),
-// Where, Clip, the variadic Max/Min/Sum/Mean, Cast/CastLike/BitCast and
-// Identity (Dropout, which draws random numbers in training mode, is in
-// convert_random.cc).
+// and bitwise ops, unary math, activations (as compositions of graph ops,
+// SwiGLU included), Where, Clip, the variadic Max/Min/Sum/Mean,
+// Cast/CastLike/BitCast and Identity (Dropout, which draws random numbers in
+// training mode, is in convert_random.cc).
 //
 // Shape arithmetic is folded at import time: when every input is an integer
 // tensor of rank 0 or 1 known element by element (ctx.sym_values), the ops
@@ -15,6 +15,7 @@
 #include <limits>
 #include <numbers>
 
+#include "frontends/onnx/compose.h"
 #include "frontends/onnx/context.h"
 #include "frontends/onnx/onnx_proto.h"
 
@@ -516,6 +517,21 @@ std::vector<Value> convert_swish(Context& ctx) {
   return {expr_value(m.mul(x, m.op("sigmoid", {m.mul(m.c(alpha), x)})))};
 }
 
+// SwiGLU (opset 28): Y = A * sigmoid(alpha * A) * B, A and B of one shape.
+std::vector<Value> convert_swiglu(Context& ctx) {
+  auto as = ctx.shape(0), bs = ctx.shape(1);
+  if (as && bs) {
+    bool differ = as->size() != bs->size();
+    for (size_t i = 0; !differ && i < as->size(); ++i) differ = ctx.ana().can_prove_not_equal((*as)[i], (*bs)[i]);
+    if (differ) ctx.fail("A and B must have the same shape");
+  }
+  double alpha = ctx.attr_float("alpha", 1.0f);
+  Expr a = ctx.expr(0);
+  Expr gate = alpha == 1.0 ? op(ctx, "silu", {a})
+                           : mul(ctx, a, op(ctx, "sigmoid", {mul(ctx, a, scalar_like(ctx, ctx.dtype(0), alpha))}));
+  return {expr_value(mul(ctx, gate, ctx.expr(1)))};
+}
+
 // x < -lambd: x + bias; x > lambd: x - bias; else 0.
 std::vector<Value> convert_shrink(Context& ctx) {
   Math m = math(ctx);
@@ -620,6 +636,7 @@ void register_elementwise_converters(ConverterRegistry& r) {
   r.add("Mish", 18, convert_mish);
   r.add("Gelu", 20, convert_gelu);
   r.add("Swish", 24, convert_swish);
+  r.add("SwiGLU", 28, convert_swiglu);
   r.add("Shrink", 9, convert_shrink);
   r.add("Cast", 1, convert_cast);
   r.add("CastLike", 15, convert_cast_like);

@@ -1,12 +1,14 @@
-// ONNX converters: indexing (gathers, scatters), Expand, Tile, Pad,
-// generators (ConstantOfShape, Range, EyeLike, OneHot), data-dependent ops
-// (NonZero, Compress, Unique) and layout ops (Trilu, ReverseSequence,
-// DepthToSpace, SpaceToDepth, CenterCropPad, Col2Im). Same three regimes as
-// convert_shape.cc: import-time values, the tensor path, run-time shapes.
+// ONNX converters: indexing (gathers, scatters, TensorScatter), Expand,
+// Tile, Pad, generators (ConstantOfShape, Range, EyeLike, OneHot),
+// data-dependent ops (NonZero, Compress, Unique) and layout ops (Trilu,
+// ReverseSequence, DepthToSpace, SpaceToDepth, CenterCropPad, Col2Im). Same
+// three regimes as convert_shape.cc: import-time values, the tensor path,
+// run-time shapes.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "frontends/onnx/compose.h"
 #include "frontends/onnx/onnx_proto.h"
 #include "frontends/onnx/shape_util.h"
 
@@ -82,6 +84,33 @@ std::vector<Value> convert_scatter_elements(Context& ctx) {
 std::vector<Value> convert_scatter_nd(Context& ctx) {
   Attrs a = one("reduction", ctx.attr_string("reduction", "none"));
   return {expr_value(ctx.emit_op("scatter_nd", {ctx.expr(0), ctx.expr(1), ctx.expr(2)}, a))};
+}
+
+// TensorScatter (opset 24): present = past with update[p..., s, ...] written
+// at past[p..., w[p0] + s, ...] (w = write_indices, zeros when absent; modulo
+// the cache length when circular): one scatter_elements whose indices are
+// w + s.
+std::vector<Value> convert_tensor_scatter(Context& ctx) {
+  auto cs = ctx.shape(0), us = ctx.shape(1);
+  if (!cs || !us) ctx.unsupported("TensorScatter operands of unknown shape");
+  int nd = int(cs->size());
+  if (int(us->size()) != nd) ctx.fail("past_cache and update ranks differ");
+  int64_t axis = ctx.attr_int("axis", -2);
+  if (axis < 0) axis += nd;
+  if (axis <= 0 || axis >= nd) ctx.fail("axis ", ctx.attr_int("axis", -2), " is out of range or the batch axis");
+  std::string mode = ctx.attr_string("mode", "linear");
+  if (mode != "linear" && mode != "circular") ctx.fail("unknown mode '", mode, "'");
+  Dims at(size_t(nd), SymExpr(1));
+  at[size_t(axis)] = (*us)[size_t(axis)];
+  Expr pos = reshape(ctx, iota(ctx, (*us)[size_t(axis)]), at);
+  if (ctx.has_input(2)) {
+    Dims batch(size_t(nd), SymExpr(1));
+    batch[0] = (*cs)[0];
+    pos = add(ctx, pos, reshape(ctx, as_i64(ctx, ctx.expr(2)), batch));
+  }
+  if (mode == "circular") pos = op(ctx, "mod", {pos, dim_scalar(ctx, (*cs)[size_t(axis)])});
+  Expr idx = op(ctx, "broadcast_to", {pos, make_shape(*us)});
+  return {expr_value(op(ctx, "scatter_elements", {ctx.expr(0), idx, ctx.expr(1)}, {{"axis", axis}}))};
 }
 
 // ---- Expand, Tile, Pad ----------------------------------------------------------------------------------------
@@ -500,6 +529,7 @@ void register_tensor_converters(ConverterRegistry& r) {
       {"Scatter", 9, convert_scatter_elements},
       {"ScatterElements", 11, convert_scatter_elements},
       {"ScatterND", 11, convert_scatter_nd},
+      {"TensorScatter", 24, convert_tensor_scatter},
       {"Expand", 8, convert_expand},
       {"Tile", 6, convert_tile},
       {"Pad", 1, convert_pad},

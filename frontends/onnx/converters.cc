@@ -19,7 +19,8 @@ const ConverterRegistry& converters() {
     register_control_converters(reg);
     register_quant_converters(reg);
     register_rnn_converters(reg);
-    register_extra_converters(reg);
+    register_ml_converters(reg);
+    register_contrib_converters(reg);
     register_random_converters(reg);
   });
   return reg;

@@ -13,6 +13,7 @@
 #include "ir/normalize.h"
 #include "ir/op.h"
 #include "ir/parser.h"
+#include "ir/visitor.h"
 
 namespace relax::onnx_fe {
 
@@ -465,30 +466,9 @@ ImportedModel Importer::run() {
 // attempts behind.
 std::vector<std::pair<std::string, HostTensor>> Importer::referenced_weights(const Function& main) {
   std::unordered_set<std::string> used;
-  std::function<void(const Expr&)> walk = [&](const Expr& e) {
-    if (!e) return;
-    if (auto* c = as<ConstantNode>(e))
-      used.insert(c->name);
-    else if (auto* t = as<TupleNode>(e))
-      for (const Expr& f : t->fields) walk(f);
-    else if (auto* g = as<TupleGetItemNode>(e))
-      walk(g->tuple);
-    else if (auto* c = as<CallNode>(e)) {
-      walk(c->callee);
-      for (const Expr& a : c->args) walk(a);
-    } else if (auto* i = as<IfNode>(e)) {
-      walk(i->cond);
-      walk(i->then_branch);
-      walk(i->else_branch);
-    } else if (auto* s = as<SeqExprNode>(e)) {
-      for (const BindingBlock& b : s->blocks)
-        for (const Binding& x : b.bindings) walk(x.value);
-      walk(s->body);
-    } else if (auto* f = as<FunctionNode>(e)) {
-      walk(f->body);
-    }
-  };
-  walk(main);
+  visit_exprs(main, [&](const Expr& e) {
+    if (auto* c = as<ConstantNode>(e)) used.insert(c->name);
+  });
   std::vector<std::pair<std::string, HostTensor>> out;
   for (auto& [name, t] : weights_)
     if (used.count(name)) out.emplace_back(name, std::move(t));

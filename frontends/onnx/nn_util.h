@@ -1,6 +1,7 @@
 // Helpers shared by the nn-family converters (convert_nn.cc,
 // convert_resize.cc, convert_attention.cc): reading shapes, emitting the
-// common ops, and shape-like inputs known only at run time.
+// common ops, and shape-like inputs known only at run time. The general ones
+// (op, reshape, scalar_like, cast_to, dims_of, ...) are in compose.h.
 #pragma once
 
 #include <cmath>
@@ -8,12 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "frontends/onnx/compose.h"
 #include "frontends/onnx/context.h"
 
 namespace relax::onnx_fe::nn {
-
-using Dims = std::vector<SymExpr>;
-using Ints = std::vector<int64_t>;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -37,12 +36,6 @@ inline Ints range_ints(int64_t begin, int64_t end) {
   return v;
 }
 
-inline Expr op(Context& ctx, const std::string& name, std::vector<Expr> args, Attrs attrs = {}) {
-  return ctx.emit_op(name, std::move(args), std::move(attrs));
-}
-
-inline Expr reshape(Context& ctx, Expr x, Dims shape) { return op(ctx, "reshape", {x, make_shape(std::move(shape))}); }
-
 inline Expr slice(Context& ctx, Expr x, int64_t axis, SymExpr begin, SymExpr end) {
   return op(ctx, "strided_slice", {x}, {{"axes", Ints{axis}}, {"begin", Dims{begin}}, {"end", Dims{end}}});
 }
@@ -62,11 +55,6 @@ inline Expr per_channel(Context& ctx, Expr v, int nd) {
 inline Expr add_bias(Context& ctx, Expr y, size_t i, int nd) {
   if (!ctx.has_input(i)) return y;
   return op(ctx, "add", {y, per_channel(ctx, ctx.expr(i), nd)});
-}
-
-// The float scalar `v` in x's dtype.
-inline Expr scalar_like(Context& ctx, DataType dtype, double v) {
-  return ctx.scalar(dtype.is_void() ? DataType::f32() : dtype, v);
 }
 
 // A rank-1 f32 constant.

@@ -25,14 +25,14 @@ void register_manipulate_ops(OpRegistry& reg);
 void register_reduce_ops(OpRegistry& reg);
 void register_nn_ops(OpRegistry& reg);
 void register_cross_level_ops(OpRegistry& reg);
-void register_math_ops(OpRegistry& reg);      // further elementwise math (ir/ops/math.cc)
-void register_index_ops(OpRegistry& reg);     // gather/scatter/one_hot/nonzero... (ir/ops/index.cc)
-void register_image_ops(OpRegistry& reg);     // resize, grid sampling, ... (ir/ops/image.cc)
-void register_sequence_ops(OpRegistry& reg);  // topk, cumsum, einsum, sorting (ir/ops/scan_sort.cc)
-void register_control_ops(OpRegistry& reg);   // loops, scans (ir/ops/control.cc)
-void register_quant_ops(OpRegistry& reg);     // quantization, integer ops, recurrent cells (ir/ops/quant.cc)
-void register_extra_ops(OpRegistry& reg);     // ops of newer/preview ONNX ops and ai.onnx.ml (ir/ops/extra.cc)
-void register_random_ops(OpRegistry& reg);    // random number generation (ir/ops/random.cc)
+void register_math_ops(OpRegistry& reg);       // further elementwise math (ir/ops/math.cc)
+void register_index_ops(OpRegistry& reg);      // gather/scatter/one_hot/nonzero... (ir/ops/index.cc)
+void register_image_ops(OpRegistry& reg);      // resize, grid sampling, ... (ir/ops/image.cc)
+void register_sequence_ops(OpRegistry& reg);   // topk, cumsum, einsum, sorting (ir/ops/scan_sort.cc)
+void register_control_ops(OpRegistry& reg);    // loops, scans (ir/ops/control.cc)
+void register_quant_ops(OpRegistry& reg);      // quantization, integer ops, recurrent cells (ir/ops/quant.cc)
+void register_attention_ops(OpRegistry& reg);  // linear_attention (ir/ops/attention.cc)
+void register_random_ops(OpRegistry& reg);     // random number generation (ir/ops/random.cc)
 
 namespace ops {
 

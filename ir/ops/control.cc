@@ -58,9 +58,8 @@ class ParamBinding {
   // variables left unbound become unknown.
   StructInfo apply(const StructInfo& si) const {
     StructInfo out = substitute(si, map_);
-    return erase_vars(out, [&](const SymExpr& v) {
-      return map_.count(v) || std::find(own_.begin(), own_.end(), v) == own_.end();
-    });
+    return erase_vars(
+        out, [&](const SymExpr& v) { return map_.count(v) || std::find(own_.begin(), own_.end(), v) == own_.end(); });
   }
 
  private:
@@ -123,8 +122,8 @@ StructInfo infer_loop(const CallNode& call, const InferContext& ctx) {
   const std::vector<StructInfo>& params = *body.params;
   size_t n = init.size();
   if (params.size() != n + 2)
-    fail(op, ": the body takes ", params.size(), " parameters, expected ", n + 2,
-         " (iteration number, condition and ", n, " carried values)");
+    fail(op, ": the body takes ", params.size(), " parameters, expected ", n + 2, " (iteration number, condition and ",
+         n, " carried values)");
   std::vector<StructInfo> results = body_results(body);
   if (results.size() < n + 1)
     fail(op, ": the body returns ", results.size(), " values, expected at least ", n + 1,
@@ -257,6 +256,7 @@ void register_control_ops(OpRegistry& reg) {
           "per-iteration values of every iteration, each stacked along a new leading axis whose length is the "
           "number of iterations run (unknown statically). No iteration: the carried values are init.")
       .args(4)
+      .lowering(OpLowering::VM)
       .infer(infer_loop);
   reg.add("scan")
       .doc(
@@ -277,6 +277,7 @@ void register_control_ops(OpRegistry& reg) {
       .attr("scan_output_axes", T::Ints, std::vector<int64_t>{})
       .attr("scan_output_directions", T::Ints, std::vector<int64_t>{})
       .attr("batched", T::Bool, false)
+      .lowering(OpLowering::VM)
       .infer(infer_scan);
 }
 

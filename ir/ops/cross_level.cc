@@ -115,6 +115,7 @@ void register_cross_level_ops(OpRegistry& reg) {
           "destination-passing style: allocates the outputs described by S (a tensor or a tuple of tensors), "
           "runs @prog on the inputs, the extra symbolic arguments and the outputs, and returns the outputs.")
       .args(2, 3)
+      .lowering(OpLowering::VM)
       .infer(infer_call_tir);
   reg.add("call_library")
       .doc(
@@ -122,6 +123,7 @@ void register_cross_level_ops(OpRegistry& reg) {
           "(destination-passing: the outputs described by S are allocated and passed after the arguments) and "
           "returns them. Pure: the kernel writes only its outputs.")
       .args(2)
+      .lowering(OpLowering::Library)
       .infer(infer_named_call);
   reg.add("call_builtin")
       .doc(
@@ -129,6 +131,7 @@ void register_cross_level_ops(OpRegistry& reg) {
           "returns its result, described by S. Impure: builtins may allocate, print or keep state.")
       .args(2)
       .impure()
+      .lowering(OpLowering::Library)
       .infer(infer_named_call);
   reg.add("call_pure_builtin")
       .doc(
@@ -136,6 +139,7 @@ void register_cross_level_ops(OpRegistry& reg) {
           "depends only on its arguments and that has no other effect (data-dependent ops: TopK, NonZero, "
           "Unique, shape functions), so it may sit in a dataflow block and be removed when unused.")
       .args(2)
+      .lowering(OpLowering::Library)
       .infer(infer_named_call);
   // Memory planning's explicit form (passes/static_plan_memory.cc).
   reg.add("alloc_storage")
@@ -147,6 +151,7 @@ void register_cross_level_ops(OpRegistry& reg) {
       .args(1)
       .attr("persistent", AttrType::String, std::string(""))
       .impure()
+      .lowering(OpLowering::VM)
       .infer(infer_alloc_storage);
   reg.add("alloc_tensor")
       .doc(
@@ -156,6 +161,7 @@ void register_cross_level_ops(OpRegistry& reg) {
       .args(2)
       .attr("dtype", AttrType::DType)
       .impure()
+      .lowering(OpLowering::VM)
       .infer(infer_alloc_tensor);
   reg.add("call_tir_dps")
       .doc(
@@ -164,6 +170,7 @@ void register_cross_level_ops(OpRegistry& reg) {
           "Impure: it writes its destinations.")
       .args(3, 4)
       .impure()
+      .lowering(OpLowering::VM)
       .infer(infer_call_dps);
   reg.add("call_library_dps")
       .doc(
@@ -171,6 +178,7 @@ void register_cross_level_ops(OpRegistry& reg) {
           "destination tensors and returns them, as call_tir_dps.")
       .args(3)
       .impure()
+      .lowering(OpLowering::Library)
       .infer(infer_call_dps);
 }
 

@@ -289,7 +289,6 @@ StructInfo infer_zeros_ones(const CallNode& call, const InferContext& ctx) {
   return constant_tensor(op_name(call), shape_arg(call, 0), dtype, ctx.ana);
 }
 
-
 StructInfo infer_shape_to_tensor(const CallNode& call, const InferContext&) {
   DataType dtype = attrs_of(call).get_dtype("dtype");
   ShapeInfo s = shape_arg(call, 0);
@@ -377,7 +376,11 @@ void register_manipulate_ops(OpRegistry& reg) {
       .args(2)
       .attr("axis", T::Int, int64_t(0))
       .infer(infer_take);
-  reg.add("shape_of").doc("shape_of(x): the shape of tensor x as a shape value.").args(1).infer(infer_shape_of);
+  reg.add("shape_of")
+      .doc("shape_of(x): the shape of tensor x as a shape value.")
+      .args(1)
+      .lowering(OpLowering::VM)
+      .infer(infer_shape_of);
   reg.add("full")
       .doc(
           "full(shape, fill_value, dtype=D): a tensor of the given shape with every element fill_value (a "
@@ -399,12 +402,14 @@ void register_manipulate_ops(OpRegistry& reg) {
       .doc("shape_to_tensor(shape, dtype=i64): the shape's values as a rank-1 tensor of the given integer dtype.")
       .args(1)
       .attr("dtype", T::DType, DataType::i64())
+      .lowering(OpLowering::VM)
       .infer(infer_shape_to_tensor);
   reg.add("tensor_to_shape")
       .doc(
           "tensor_to_shape(t): the elements of a rank-1 integer tensor as a shape value (its rank is t's "
           "length when known; its values are known only at run time).")
       .args(1)
+      .lowering(OpLowering::VM)
       .infer(infer_tensor_to_shape);
 }
 

@@ -17,7 +17,7 @@ void register_all_ops(OpRegistry& reg) {
   register_sequence_ops(reg);
   register_control_ops(reg);
   register_quant_ops(reg);
-  register_extra_ops(reg);
+  register_attention_ops(reg);
   register_random_ops(reg);
 }
 

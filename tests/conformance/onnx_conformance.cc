@@ -30,9 +30,9 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "backends/common/vm_lower.h"
-#include "backends/driver/build.h"
+#include "backends/vm/lower.h"
 #include "runtime/cuda.h"
+#include "tools/driver/build.h"
 #if RELAX_HAVE_CUDA
 #include "backends/cuda/codegen.h"
 #endif
@@ -176,8 +176,10 @@ int main(int argc, char** argv) {
   app.add_flag("--build-only", build_only,
                "build each case's package and stop (the cuda target without a CUDA driver too); --baseline then "
                "checks that every case passing on cpu builds");
-  app.add_option("--arch", opts.cuda_arch, "cuda: the GPU to compile for")->capture_default_str();
+  std::string arch = "sm_80";
+  app.add_option("--arch", arch, "cuda: the GPU to compile for")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  opts.target_options["arch"] = arch;
 
   std::string dataset, dataset_key = "custom";
   if (root.empty())
@@ -223,9 +225,10 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> statuses = {"pass", "wrong", "unsupported", "build-error", "run-error", "crash"};
   if (build_only) statuses = {"built", "unsupported", "build-error", "crash"};
-  std::string table = summary_table("ONNX conformance on " + opts.target + " at -O" + std::to_string(opts.opt_level) + ": " + dataset + ", " +
-                                        std::to_string(cases.size()) + " cases, " + std::to_string(int(secs)) + " s",
-                                    cases, results, statuses);
+  std::string table =
+      summary_table("ONNX conformance on " + opts.target + " at -O" + std::to_string(opts.opt_level) + ": " + dataset +
+                        ", " + std::to_string(cases.size()) + " cases, " + std::to_string(int(secs)) + " s",
+                    cases, results, statuses);
   std::cout << "\n" << table;
   if (!table_path.empty()) {
     std::ofstream out(table_path);
@@ -234,7 +237,9 @@ int main(int argc, char** argv) {
       if (r.status != "pass" && r.status != "built") out << r.status << "  " << name << "  " << r.reason << "\n";
   }
   if (!json_path.empty())
-    write_json(json_path, {{"dataset", dataset}, {"target", opts.target}, {"opt_level", opts.opt_level}, {"seconds", secs}}, statuses, results);
+    write_json(json_path,
+               {{"dataset", dataset}, {"target", opts.target}, {"opt_level", opts.opt_level}, {"seconds", secs}},
+               statuses, results);
   if (!write_baseline.empty()) {
     std::ofstream out(write_baseline);
     out << "# Cases of the ONNX backend test data that pass on " << opts.target << " (" << dataset << ").\n"

@@ -92,8 +92,8 @@ TEST_CASE("an LLVM fatal error ends the process with status 1 and a line naming 
   if (pid == 0) {  // the child: stderr into the pipe, then LLVM's fatal error
     dup2(fds[1], 2);
     close(fds[0]);
-    relax::cpu::LlvmTask task("compiling 3 kernels to PTX for sm_80");
-    relax::cpu::llvm_fatal_error_for_test("Cannot select: i1 = mul");
+    relax::llvmgen::LlvmTask task("compiling 3 kernels to PTX for sm_80");
+    relax::llvmgen::llvm_fatal_error_for_test("Cannot select: i1 = mul");
   }
   close(fds[1]);
   std::string err;

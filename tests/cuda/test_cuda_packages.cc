@@ -9,11 +9,11 @@
 
 #include <filesystem>
 
-#include "backends/driver/build.h"
 #include "runtime/cuda.h"
 #include "runtime/cuda_testing.h"
 #include "runtime/model.h"
 #include "runtime/tensor_proto.h"
+#include "tools/driver/build.h"
 
 using namespace relax;
 namespace fs = std::filesystem;

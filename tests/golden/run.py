@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Golden tests: IR text in, relax-opt, IR text (or an error) out.
 
-Each case is a file tests/golden/<group>/<name>.relax whose header carries
-its run line and, for error cases, the messages it must produce:
+Each case is a file tests/golden/<group>/<name>.relax, or
+tests/golden/<group>/<family>/<name>.relax (e.g. legalize/quant/), whose
+header carries its run line and, for error cases, the messages it must
+produce. The folders only sort the cases (by the pass they test, then by op
+family); the passes run are those of the RUN line:
 
     # RUN: --passes=dead-code-elimination
     # ERROR: in @main, binding lv1: variable 'x' is used before its definition

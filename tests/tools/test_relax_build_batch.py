@@ -312,7 +312,9 @@ def main():
         # SIGINT: the batch stops its builds, says so, exits 130, leaves no temporary file.
         p = subprocess.Popen([build, crashzoo, "-o", cout, "--jobs", "1", "--force"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        if find_child("slow.onnx") is not None:
+        # With one job the light model builds first: on a slow machine that
+        # alone takes more than find_child's default half minute.
+        if find_child("slow.onnx", timeout=600) is not None:
             p.send_signal(signal.SIGINT)
         so, se = p.communicate(timeout=600)
         check(p.returncode == 130 and "interrupted" in se and leftovers(cout) == [],

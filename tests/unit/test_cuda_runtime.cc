@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "backends/common/vm_lower.h"
+#include "backends/vm/lower.h"
 #include "ir/parser.h"
 #include "runtime/cuda.h"
 #include "runtime/cuda_testing.h"

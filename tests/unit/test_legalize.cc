@@ -6,14 +6,14 @@
 
 #include <set>
 
-#include "backends/common/legalize.h"
-#include "backends/common/te.h"
 #include "ir/error.h"
 #include "ir/op.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "passes/analysis.h"
+#include "passes/analysis/graph_util.h"
+#include "passes/legalize/legalize.h"
+#include "passes/legalize/te.h"
 #include "passes/passes.h"
 
 using namespace relax;
@@ -223,13 +223,15 @@ TEST_CASE("legalize family: manipulation") {
 TEST_CASE("legalize family: indexing") {
   check_family(
       "x: Tensor[(n, 4), f32], i: Tensor[(n, 4), i64], v: Tensor[(2,), f32], j: Tensor[(n,), i32], "
-      "k: Prim[i64, k], s: Tensor[(), f32], ind: Tensor[(m, 1), i64], u: Tensor[(m, 4), f32]",
+      "k: Prim[i64, k], s: Tensor[(), f32], ind: Tensor[(m, 1), i64], u: Tensor[(m, 4), f32], "
+      "c: Tensor[(n, 8, 9), f32], l: Tensor[(4,), i64]",
       "  a = arange(shape(n), prim(0), prim(2))\n  a2 = arange(shape(7), prim(0.5, f32), s)\n"
       "  e = eye(shape(3, n), k=1, dtype=f32)\n  t = trilu(x, prim(k))\n"
       "  t2 = trilu(x, prim(-1), upper=false)\n  o = one_hot(j, v, shape(5), axis=0)\n"
       "  g = gather_elements(x, i, axis=1)\n  r = tile(x, shape(2, 3))\n"
       "  se = scatter_elements(x, i, x, axis=1, reduction=\"max\")\n  sn = scatter_nd(x, ind, u)\n"
-      "  gn = gather_nd(x, ind)\n  p = pad(x, shape(1, 0, 0, 2), prim(0.5, f32), mode=\"edge\")\n");
+      "  gn = gather_nd(x, ind)\n  p = pad(x, shape(1, 0, 0, 2), prim(0.5, f32), mode=\"edge\")\n"
+      "  ci = col2im(c, shape(4, 4), shape(2, 2))\n  rs = reverse_sequence(x, l, batch_axis=1, time_axis=0)\n");
 }
 
 TEST_CASE("legalize: every op of these families is exercised by a family test") {

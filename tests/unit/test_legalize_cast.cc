@@ -1,12 +1,13 @@
 // The conversions (astype, astype_float8) and the broadcasts whose result
-// dims are known only at run time (backends/common/legalize_elementwise.cc,
-// legalize_manipulate.cc, runtime/builtins_shape.cc).
+// dims are known only at run time (passes/legalize/elementwise.cc,
+// passes/legalize/manipulate.cc, runtime/builtins_shape.cc).
 #include <doctest/doctest.h>
 
-#include "backends/common/legalize.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/legalize/legalize.h"
+#include "passes/passes.h"
 #include "runtime/error.h"
 #include "runtime/vm.h"
 

@@ -1,15 +1,16 @@
 // Legalisation of the nn, image, quantization, recurrent and index-extra
-// ops (backends/common/legalize_{nn,image,quant,index_extra}.cc): each op
+// ops (passes/legalize/{nn,image,quant,index}.cc): each op
 // on a few shapes, symbolic batch included, becomes a call_tir (or the
 // library call it is meant to become) whose module verifies.
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "backends/common/legalize.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/legalize/legalize.h"
+#include "passes/passes.h"
 
 using namespace relax;
 

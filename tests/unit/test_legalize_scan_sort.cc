@@ -1,16 +1,17 @@
 // Legalisers of the scan/sort, signal, random, extra and data-dependent ops
-// (backends/common/legalize_{scan_sort,random,extra,dynamic}.cc): each op
+// (passes/legalize/{scan_sort,random,attention,dynamic}.cc): each op
 // legalises on a few shapes, the module verifies and no call of the op is
 // left. The ops that become builtins alone run on the VM (no kernels).
 #include <doctest/doctest.h>
 
 #include <cstring>
 
-#include "backends/common/legalize.h"
-#include "backends/common/vm_lower.h"
+#include "backends/vm/lower.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/legalize/legalize.h"
+#include "passes/passes.h"
 #include "runtime/vm.h"
 
 using namespace relax;

@@ -2,10 +2,10 @@
 // has, read from its loops.
 #include <doctest/doctest.h>
 
-#include "backends/common/legalize.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
-#include "passes/op_pattern.h"
+#include "passes/analysis/op_pattern.h"
+#include "passes/legalize/legalize.h"
 #include "passes/passes.h"
 
 using namespace relax;
@@ -23,9 +23,7 @@ ProgramPattern pattern_of(const std::string& params, const std::string& op_call)
   return analyze_pattern(mod.program(progs[0]));
 }
 
-OpPattern kind_of(const std::string& params, const std::string& op_call) {
-  return pattern_of(params, op_call).kind;
-}
+OpPattern kind_of(const std::string& params, const std::string& op_call) { return pattern_of(params, op_call).kind; }
 
 }  // namespace
 
@@ -72,7 +70,8 @@ TEST_CASE("op pattern: a scatter is opaque") {
 
 TEST_CASE("op pattern: reads at identity") {
   ProgramPattern add = pattern_of("a: Tensor[(n, 4), f32], b: Tensor[(4,), f32]", "add(a, b)");
-  std::string text = "fn @main(a: Tensor[(n, 4), f32], b: Tensor[(4,), f32]) -> Object {\n  %y = add(a, b)\n  return %y\n}\n";
+  std::string text =
+      "fn @main(a: Tensor[(n, 4), f32], b: Tensor[(4,), f32]) -> Object {\n  %y = add(a, b)\n  return %y\n}\n";
   IRModule mod = legalize(normalize(parse_module(text)));
   tir::Program p = mod.program(mod.program_names()[0]);
   CHECK(reads_at_identity(*add.outputs[0], p->inputs[0].get(), p->outputs[0]->shape));

@@ -1,10 +1,8 @@
-// The graph op of ir/ops/extra.cc (linear_attention) and the converters of
-// frontends/onnx/convert_extra.cc that have no conformance cases: the
-// com.microsoft contrib ops and the non-string LabelEncoder, imported from
-// small models built here.
+// The graph op of ir/ops/attention.cc (linear_attention) and the converters
+// that have no conformance cases: the com.microsoft contrib ops
+// (frontends/onnx/convert_contrib.cc) and the non-string LabelEncoder
+// (convert_ml.cc), imported from small models built here.
 #include <doctest/doctest.h>
-
-#include "tests/unit/op_test_util.h"
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
@@ -16,6 +14,7 @@
 #include "ir/error.h"
 #include "ir/op.h"
 #include "ir/printer.h"
+#include "tests/unit/op_test_util.h"
 
 using namespace relax;
 namespace fs = std::filesystem;

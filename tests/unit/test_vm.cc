@@ -4,10 +4,12 @@
 // conformance runner and the model tests.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 
-#include "backends/common/vm_lower.h"
+#include "backends/vm/lower.h"
 #include "ir/error.h"
+#include "ir/op.h"
 #include "ir/parser.h"
 #include "runtime/error.h"
 #include "runtime/vm.h"
@@ -219,4 +221,19 @@ fn @main(trip: Tensor[(), i64], c: Tensor[(), bool], x: Tensor[(n,), f32], w: Te
   c.data_as<uint8_t>()[0] = 0;
   r = vm->invoke("main", {trip, c, tensor(rt::DType::f32(), {5}), w});
   CHECK(r.tuple()[1].tensor().shape() == std::vector<int64_t>{0});
+}
+
+TEST_CASE("vm lowering implements exactly the ops that declare a Library or VM lowering") {
+  std::vector<std::string> declared;
+  for (const OpInfo* op : all_ops())
+    if (op->lowered_by_vm()) declared.push_back(op->name);
+  std::vector<std::string> lowered = vm_lowered_ops();
+  std::sort(lowered.begin(), lowered.end());
+  CHECK(declared == lowered);
+  CHECK(declared.size() >= 13);  // the cross-level calls, allocation, shape values, loop and scan
+  const OpInfo* relu = find_op("relu");
+  REQUIRE(relu);
+  CHECK(relu->lowering == OpLowering::TensorProgram);
+  CHECK(find_op("call_library")->lowering == OpLowering::Library);
+  CHECK(find_op("call_tir")->lowering == OpLowering::VM);
 }

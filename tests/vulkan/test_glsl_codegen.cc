@@ -9,11 +9,11 @@
 #include <random>
 
 #include "../cpu/cpu_test_util.h"
-#include "backends/common/gpu_schedule.h"
-#include "backends/common/legalize.h"
+#include "backends/gpu/schedule.h"
 #include "backends/vulkan/codegen_glsl.h"
 #include "backends/vulkan/spirv.h"
 #include "ir/printer.h"
+#include "passes/legalize/legalize.h"
 #include "passes/pass.h"
 #include "runtime/vulkan.h"
 

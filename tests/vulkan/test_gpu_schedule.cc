@@ -1,11 +1,11 @@
-// The GPU schedules' decisions (backends/common/gpu_schedule.h) on
+// The GPU schedules' decisions (backends/gpu/schedule.h) on
 // legalised programs for a GPU target: which stages get a workgroup per
 // row and with which steps, and which loops a register tile covers.
 // (Whether the results are right is test_glsl_codegen.cc's job.)
 #include <doctest/doctest.h>
 
 #include "../cpu/cpu_test_util.h"
-#include "backends/common/gpu_schedule.h"
+#include "backends/gpu/schedule.h"
 #include "ir/tir_functor.h"
 #include "passes/pass.h"
 

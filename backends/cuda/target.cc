@@ -1,0 +1,53 @@
+// The cuda target (backends/target.h): kernels.cuda (JSON) and
+// kernels.cuda.ptx (one PTX module), with cuBLAS offload and CUDA graph
+// regions decided by the passes from the module's attributes.
+#include "backends/target.h"
+
+#include "backends/cuda/codegen.h"
+
+namespace relax {
+namespace {
+
+class CudaTarget : public Target {
+ public:
+  std::string name() const override { return "cuda"; }
+  std::vector<TargetOption> options() const override {
+    return {
+        {"arch", "--arch", "sm_80", "cuda: the GPU to compile for: sm_80 (A100), sm_86, sm_89, sm_90 (H100)"},
+        {"cublas", "--no-cublas", "1", "cuda: generate every matmul instead of calling cuBLAS for the large ones"},
+        {"cuda_graph", "--no-cuda-graph", "1",
+         "cuda: launch every kernel from the host instead of capturing runs of them as CUDA graphs to replay"},
+    };
+  }
+  // legalize reads `cublas` (library offload), rewrite-cuda-graph
+  // `cuda_graph`, both on when absent.
+  void configure(IRModule& mod, const TargetOptions& opts) const override {
+    Target::configure(mod, opts);
+    mod.attrs.set("arch", opts.at("arch"));
+    if (opts.at("cublas") == "0") mod.attrs.set("cublas", "0");
+    if (opts.at("cuda_graph") == "0") mod.attrs.set("cuda_graph", "0");
+  }
+  TargetArtifact compile(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
+    cuda::CudaArtifact art = cuda::compile_cuda(programs, cuda_options(opts));
+    TargetArtifact out;
+    out.sections.emplace_back("kernels.cuda", std::move(art.metadata));
+    out.sections.emplace_back("kernels.cuda.ptx", std::move(art.ptx));
+    return out;
+  }
+  std::string emit_source(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
+    return cuda::cuda_ptx(programs, cuda_options(opts));
+  }
+
+ private:
+  static cuda::CudaOptions cuda_options(const TargetOptions& opts) {
+    cuda::CudaOptions co;
+    co.arch = opts.at("arch");
+    return co;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_cuda_target() { return std::make_unique<CudaTarget>(); }
+
+}  // namespace relax

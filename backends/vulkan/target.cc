@@ -1,0 +1,60 @@
+// The vulkan target (backends/target.h): kernels.vulkan (JSON) and
+// kernels.vulkan.spv (SPIR-V), one compute shader per GPU stage.
+#include "backends/target.h"
+
+#include <algorithm>
+
+#include "backends/vulkan/codegen.h"
+#include "backends/vulkan/codegen_glsl.h"
+#include "ir/error.h"
+
+namespace relax {
+namespace {
+
+// --tile ROWSxCOLS, each 1 to 8.
+std::pair<int64_t, int64_t> parse_tile(const std::string& tile) {
+  auto digit = [](char c) { return c >= '1' && c <= '8'; };
+  if (tile.size() != 3 || tile[1] != 'x' || !digit(tile[0]) || !digit(tile[2]))
+    fail("--tile: expected ROWSxCOLS, each 1 to 8, got '", tile, "'");
+  return {tile[0] - '0', tile[2] - '0'};
+}
+
+class VulkanTarget : public Target {
+ public:
+  std::string name() const override { return "vulkan"; }
+  std::vector<TargetOption> options() const override {
+    return {{"tile", "--tile", "4x4",
+             "vulkan: the register tile of a thread for matmul-like loops, ROWSxCOLS (1x1: none); matmul and conv "
+             "are also tiled through shared memory in blocks of 16*ROWS x 16*COLS"}};
+  }
+  void check_options(const TargetOptions& opts) const override { parse_tile(opts.at("tile")); }
+  TargetArtifact compile(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
+    vulkan::VulkanArtifact art =
+        vulkan::compile_vulkan(programs, std::clamp(opts.opt_level, 0, 2), parse_tile(opts.at("tile")));
+    TargetArtifact out;
+    out.sections.emplace_back("kernels.vulkan", std::move(art.metadata));
+    out.sections.emplace_back("kernels.vulkan.spv", std::move(art.spirv));
+    return out;
+  }
+  // One GLSL compute shader per stage, then the variants the runtime may
+  // run instead.
+  std::string emit_source(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
+    auto [rows, cols] = parse_tile(opts.at("tile"));
+    std::string out;
+    for (const tir::Program& p : programs)
+      for (const vulkan::GlslStage& st : vulkan::glsl_program(p, {}, 256, {rows, cols}).stages) {
+        out += "// ---- " + st.name + "\n" + st.source + "\n";
+        for (const auto& [what, source] : {std::pair<const char*, const std::string*>{"untiled", &st.plain_source},
+                                           {"workgroup per row", &st.rows_source},
+                                           {"shared-memory tiles", &st.shared_source}})
+          if (!source->empty()) out += "// ---- " + st.name + " (" + what + ")\n" + *source + "\n";
+      }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_vulkan_target() { return std::make_unique<VulkanTarget>(); }
+
+}  // namespace relax

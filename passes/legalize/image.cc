@@ -1,0 +1,409 @@
+// Legalisers of the image ops (ir/ops/image.cc): resize, grid_sample,
+// affine_grid and roi_align, following ONNX's reference implementation.
+//
+// resize is separable: each resized axis maps an output coordinate to an
+// input coordinate (coordinate_transformation_mode, in f64 as ONNX's
+// reference does) and then to taps with weights (nearest: one tap; linear
+// and cubic: a kernel over the distance, widened by 1 / scale with
+// antialias). The taps and weights of each axis are computed once per
+// output element into local arrays; the value is the weighted sum over the
+// product of the axes' taps. Axes whose size does not change are read
+// directly.
+#include <cmath>
+
+#include "ir/ops/common.h"
+#include "passes/legalize/legalize.h"
+#include "passes/legalize/te.h"
+
+namespace relax {
+namespace {
+
+using namespace te;
+using tir::Intrinsic;
+using tir::LoopKind;
+
+TExpr clamp_index(const TExpr& i, const SymExpr& dim) { return max_(min_(i, idx(dim) - idx(1)), idx(0)); }
+TExpr in_range(const TExpr& i, const SymExpr& dim) { return and_(ge(i, idx(0)), lt(i, idx(dim))); }
+Stmt serial_nest(const std::vector<SymExpr>& extents, const std::string& prefix,
+                 const std::function<Stmt(const Index&)>& body) {
+  return loop_nest(extents, body, LoopHints{false, false, 1}, prefix);
+}
+Stmt store1(const Buffer& b, const TExpr& i, const TExpr& v) { return tir::make_store(b, {i}, v); }
+
+// Keys' cubic convolution kernel at distance |x| with coefficient a.
+TExpr cubic_kernel(const TExpr& x, double a) {
+  DataType t = x->dtype;
+  TExpr ax = intrin(Intrinsic::abs, x);
+  TExpr x2 = ax * ax, x3 = x2 * ax;
+  TExpr A = const_of(t, a);
+  TExpr near = (A + const_of(t, 2)) * x3 - (A + const_of(t, 3)) * x2 + one(t);
+  TExpr far = A * x3 - const_of(t, 5 * a) * x2 + const_of(t, 8 * a) * ax - const_of(t, 4 * a);
+  return select(le(ax, one(t)), near, select(lt(ax, const_of(t, 2)), far, zero(t)));
+}
+
+// ---- resize ------------------------------------------------------------------------------
+
+struct ResizeAttrs {
+  std::string mode, coord, nearest;
+  double cubic_a = -0.75, extrapolation = 0;
+  bool exclude_outside = false, antialias = false;
+};
+
+std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) {
+  Attrs attrs = ops::attrs_of(call);
+  ResizeAttrs ra{attrs.get_string("mode"),
+                 attrs.get_string("coordinate_transformation_mode"),
+                 attrs.get_string("nearest_mode"),
+                 attrs.get_float("cubic_coeff_a"),
+                 attrs.get_float("extrapolation_value"),
+                 attrs.get_bool("exclude_outside"),
+                 attrs.get_bool("antialias")};
+  ProgramBuilder pb(ctx, "resize");
+  Buffer x = pb.input(call.args[0], "x");
+  Buffer roi = call.args.size() > 1 ? pb.input(call.args[1], "roi") : nullptr;
+  Buffer scales = call.args.size() > 2 ? pb.input(call.args[2], "scales") : nullptr;
+  Buffer y = pb.output(call.sinfo, "y");
+  if (!x || !y || (call.args.size() > 1 && !roi) || (call.args.size() > 2 && !scales)) return std::nullopt;
+  int rank = int(x->shape.size());
+  bool crop = ra.coord == "tf_crop_and_resize";
+  if (crop && !roi) return std::nullopt;
+  Analyzer& ana = ctx.analyzer();
+  DataType D = DataType::f(64);
+  bool nearest = ra.mode == "nearest", cubic = ra.mode == "cubic";
+  double support = cubic ? 2 : 1;
+
+  // The resized axes and their tap counts (2 * K taps at offsets 1 - K .. K).
+  std::vector<int> axes;
+  std::vector<int64_t> half_taps;
+  for (int a = 0; a < rank; ++a) {
+    const SymExpr &in = x->shape[a], &out = y->shape[a];
+    if (!crop && (in == out || ana.can_prove_equal(in, out))) continue;
+    axes.push_back(a);
+    int64_t k = int64_t(support);
+    if (ra.antialias && !nearest) {
+      // The filter widens by in / out; an unknown out may be as small as 1.
+      if (!in.is_const()) return std::nullopt;
+      int64_t out_min = out.is_const() ? std::max<int64_t>(out.const_value(), 1) : 1;
+      double ratio = double(in.const_value()) / double(out_min);
+      if (ratio > 1) k = int64_t(std::ceil(support * ratio)) + 1;
+    }
+    half_taps.push_back(k);
+  }
+
+  auto scale_of = [&](int a) {
+    if (scales) return cast(D, load(scales, {idx(a)}));
+    return from_index(D, y->shape[a]) / from_index(D, x->shape[a]);
+  };
+  // The input coordinate of output position o along axis a.
+  auto coordinate = [&](int a, const TExpr& o) {
+    TExpr s = scale_of(a);
+    TExpr in = from_index(D, x->shape[a]), od = cast(D, o);
+    TExpr half = const_of(D, 0.5), c1 = one(D);
+    TExpr out_w = s * in;
+    const std::string& m = ra.coord;
+    if (m == "align_corners") return select(eq(out_w, c1), zero(D), od * (in - c1) / (out_w - c1));
+    if (m == "asymmetric") return od / s;
+    if (m == "tf_half_pixel_for_nn") return (od + half) / s;
+    if (m == "pytorch_half_pixel") return select(eq(out_w, c1), -half, (od + half) / s - half);
+    if (m == "half_pixel_symmetric") {
+      TExpr adjust = from_index(D, y->shape[a]) / out_w;
+      TExpr offset = in / const_of(D, 2) * (c1 - adjust);
+      return offset + (od + half) / s - half;
+    }
+    if (crop) {
+      TExpr r0 = cast(D, load(roi, {idx(a)})), r1 = cast(D, load(roi, {idx(rank + a)}));
+      TExpr span = (r1 - r0) * (in - c1);
+      return select(eq(out_w, c1), span / const_of(D, 2), od * span / (out_w - c1)) + r0 * (in - c1);
+    }
+    return (od + half) / s - half;  // half_pixel
+  };
+  auto outside = [&](int a, const TExpr& xo) {
+    return or_(lt(xo, zero(D)), gt(xo, from_index(D, x->shape[a]) - one(D)));
+  };
+
+  if (nearest) {
+    return pb.finish(compute(y, [&](const Index& i) {
+      Index xi = i;
+      TExpr out_of_roi;
+      for (int a : axes) {
+        TExpr xo = coordinate(a, i[a]);
+        TExpr f = intrin(Intrinsic::floor, xo), r = xo - f;
+        TExpr up;
+        if (ra.nearest == "round_prefer_ceil")
+          up = ge(r, const_of(D, 0.5));
+        else if (ra.nearest == "floor")
+          up = tir::imm_int(DataType::boolean(), 0);
+        else if (ra.nearest == "ceil")
+          up = gt(r, zero(D));
+        else
+          up = gt(r, const_of(D, 0.5));
+        TExpr at = as_index(f) + select(up, idx(1), idx(0));
+        xi[a] = clamp_index(at, x->shape[a]);
+        if (crop) out_of_roi = out_of_roi ? or_(out_of_roi, outside(a, xo)) : outside(a, xo);
+      }
+      TExpr v = load(x, xi);
+      if (crop) v = select(out_of_roi, cast(y->dtype, const_of(D, ra.extrapolation)), v);
+      return v;
+    }));
+  }
+
+  LoopHints hints{true, false, 8};
+  return pb.finish(loop_nest(
+      y->shape,
+      [&](const Index& i) {
+        std::vector<Buffer> wts, taps;
+        std::vector<Stmt> prep;
+        std::vector<SymExpr> tap_extents;
+        Local sum = local("wsum", D), acc = local("acc", D);
+        TExpr out_of_roi;
+        for (size_t q = 0; q < axes.size(); ++q) {
+          int a = axes[q];
+          int64_t k = half_taps[q], n = 2 * k;
+          std::string sfx = std::to_string(a);
+          Buffer w = tir::make_buffer("w" + sfx, D, {SymExpr(n)}, tir::Scope::Local);
+          Buffer t = tir::make_buffer("t" + sfx, DataType::i64(), {SymExpr(n)}, tir::Scope::Local);
+          wts.push_back(w);
+          taps.push_back(t);
+          tap_extents.push_back(n);
+          TExpr xo = coordinate(a, i[a]);
+          if (crop) out_of_roi = out_of_roi ? or_(out_of_roi, outside(a, xo)) : outside(a, xo);
+          TExpr f = intrin(Intrinsic::floor, xo), r = xo - f;
+          TExpr s = ra.antialias ? min_(scale_of(a), one(D)) : one(D);
+          bool normalise = ra.antialias || ra.exclude_outside;
+          SymExpr jv = SymExpr::var("j" + sfx);
+          TExpr j = idx(jv);
+          TExpr off = j + idx(1 - k);
+          TExpr at = as_index(f) + off;
+          TExpr dist = ra.antialias ? (cast(D, off) - r) * s : cast(D, off) - r;
+          TExpr wt = cubic ? cubic_kernel(dist, ra.cubic_a) : max_(one(D) - intrin(Intrinsic::abs, dist), zero(D));
+          if (ra.exclude_outside) wt = select(in_range(at, x->shape[a]), wt, zero(D));
+          std::vector<Stmt> per_tap{store1(w, j, wt), store1(t, j, clamp_index(at, x->shape[a]))};
+          if (normalise) {
+            prep.push_back(sum.set(zero(D)));
+            per_tap.push_back(sum.set(sum.get() + wt));
+          }
+          prep.push_back(tir::make_for(jv, n, LoopKind::Serial, tir::make_seq(per_tap)));
+          if (normalise) {
+            SymExpr jn = SymExpr::var("m" + sfx);
+            TExpr total = select(eq(sum.get(), zero(D)), one(D), sum.get());
+            prep.push_back(tir::make_for(jn, n, LoopKind::Serial, store1(w, idx(jn), load(w, {idx(jn)}) / total)));
+          }
+        }
+        prep.push_back(acc.set(zero(D)));
+        prep.push_back(serial_nest(tap_extents, "k", [&](const Index& k) {
+          Index xi = i;
+          TExpr wt;
+          for (size_t q = 0; q < axes.size(); ++q) {
+            xi[axes[q]] = load(taps[q], {k[q]});
+            TExpr wq = load(wts[q], {k[q]});
+            wt = wt ? wt * wq : wq;
+          }
+          if (!wt) wt = one(D);
+          return acc.set(acc.get() + wt * cast(D, load(x, xi)));
+        }));
+        TExpr v = acc.get();
+        if (y->dtype.is_integer())
+          v = min_(max_(round_half_even(v), cast(D, min_value(y->dtype))), cast(D, max_value(y->dtype)));
+        if (crop) v = select(out_of_roi, const_of(D, ra.extrapolation), v);
+        prep.push_back(tir::make_store(y, i, cast(y->dtype, v)));
+        Stmt body = with_locals({sum, acc}, tir::make_seq(prep));
+        for (size_t q = 0; q < axes.size(); ++q) body = tir::make_allocate(wts[q], tir::make_allocate(taps[q], body));
+        return body;
+      },
+      hints));
+}
+
+// ---- grid_sample ----------------------------------------------------------------------------
+
+// Reflects v into [lo, hi] as ONNX's reference does.
+TExpr reflect(const TExpr& v, const TExpr& lo, const TExpr& hi) {
+  DataType t = v->dtype;
+  TExpr range = hi - lo;
+  TExpr safe = select(eq(range, zero(t)), one(t), range);
+  auto fold = [&](const TExpr& dx, bool below) {
+    TExpr n = intrin(Intrinsic::trunc, dx / safe);
+    TExpr r = dx - n * safe;
+    TExpr even = eq(intrin(Intrinsic::fmod, n, const_of(t, 2)), zero(t));
+    return below ? select(even, lo + r, hi - r) : select(even, hi - r, lo + r);
+  };
+  TExpr out = select(lt(v, lo), fold(lo - v, true), select(gt(v, hi), fold(v - hi, false), v));
+  return select(eq(range, zero(t)), lo, out);
+}
+
+std::optional<Expr> legalize_grid_sample(LegalizeContext& ctx, const CallNode& call) {
+  Attrs attrs = ops::attrs_of(call);
+  std::string mode = attrs.get_string("mode"), padding = attrs.get_string("padding_mode");
+  bool align = attrs.get_bool("align_corners");
+  ProgramBuilder pb(ctx, "grid_sample");
+  Buffer x = pb.input(call.args[0], "x");
+  Buffer grid = pb.input(call.args[1], "grid");
+  Buffer y = pb.output(call.sinfo, "y");
+  if (!x || !grid || !y) return std::nullopt;
+  int sp = int(x->shape.size()) - 2;
+  DataType t = compute_dtype(x->dtype);
+  if (!t.is_float()) t = DataType::f32();
+  int ntaps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
+  LoopHints hints{true, false, 8};
+  return pb.finish(loop_nest(
+      y->shape,
+      [&](const Index& i) {
+        std::vector<Buffer> wts, taps;
+        std::vector<Stmt> prep;
+        for (int a = 0; a < sp; ++a) {
+          std::string sfx = std::to_string(a);
+          SymExpr dim = x->shape[2 + a];
+          TExpr d = from_index(t, dim);
+          Buffer w = tir::make_buffer("w" + sfx, t, {SymExpr(ntaps)}, tir::Scope::Local);
+          Buffer tp = tir::make_buffer("t" + sfx, DataType::i64(), {SymExpr(ntaps)}, tir::Scope::Local);
+          wts.push_back(w);
+          taps.push_back(tp);
+          Index gi = {i[0]};
+          gi.insert(gi.end(), i.begin() + 2, i.end());
+          gi.push_back(idx(sp - 1 - a));
+          TExpr g = cast(t, load(grid, gi));
+          TExpr one_ = one(t), two = const_of(t, 2);
+          TExpr v = align ? (g + one_) / two * (d - one_) : ((g + one_) * d - one_) / two;
+          if (mode == "nearest") v = round_half_even(v);
+          TExpr lo = align ? zero(t) : const_of(t, -0.5);
+          TExpr hi = align ? d - one_ : d - const_of(t, 0.5);
+          if (padding == "border") v = select(or_(lt(v, lo), gt(v, hi)), min_(max_(v, zero(t)), d - one_), v);
+          if (padding == "reflection") v = reflect(v, lo, hi);
+          TExpr base = mode == "nearest" ? intrin(Intrinsic::trunc, v) : intrin(Intrinsic::floor, v);
+          TExpr frac = v - base;
+          for (int k = 0; k < ntaps; ++k) {
+            int64_t off = ntaps == 4 ? k - 1 : k;
+            TExpr at = as_index(base) + idx(off);
+            TExpr wt = ntaps == 1   ? one(t)
+                       : ntaps == 2 ? (k == 0 ? one(t) - frac : frac)
+                                    : cubic_kernel(frac - const_of(t, double(off)), -0.75);
+            TExpr pos = at;
+            if (padding == "zeros") wt = select(in_range(at, dim), wt, zero(t));
+            if (padding == "reflection") pos = as_index(reflect(cast(t, at), lo, hi));
+            prep.push_back(store1(w, idx(k), wt));
+            prep.push_back(store1(tp, idx(k), clamp_index(pos, dim)));
+          }
+        }
+        Local acc = local("acc", t);
+        prep.push_back(acc.set(zero(t)));
+        std::vector<SymExpr> extents(static_cast<size_t>(sp), SymExpr(ntaps));
+        prep.push_back(serial_nest(extents, "k", [&](const Index& k) {
+          Index xi = {i[0], i[1]};
+          TExpr wt;
+          for (int a = 0; a < sp; ++a) {
+            xi.push_back(load(taps[a], {k[a]}));
+            TExpr wa = load(wts[a], {k[a]});
+            wt = wt ? wt * wa : wa;
+          }
+          return acc.set(acc.get() + wt * cast(t, load(x, xi)));
+        }));
+        prep.push_back(tir::make_store(y, i, cast(y->dtype, acc.get())));
+        Stmt body = with_locals({acc}, tir::make_seq(prep));
+        for (int a = 0; a < sp; ++a) body = tir::make_allocate(wts[a], tir::make_allocate(taps[a], body));
+        return body;
+      },
+      hints));
+}
+
+// ---- affine_grid -----------------------------------------------------------------------------
+
+std::optional<Expr> legalize_affine_grid(LegalizeContext& ctx, const CallNode& call) {
+  Attrs attrs = ops::attrs_of(call);
+  bool align = attrs.get_bool("align_corners");
+  ProgramBuilder pb(ctx, "affine_grid");
+  Buffer theta = pb.input(call.args[0], "theta");
+  Buffer y = pb.output(call.sinfo, "grid");
+  if (!theta || !y) return std::nullopt;
+  int sp = int(y->shape.size()) - 2;
+  DataType t = compute_dtype(y->dtype);
+  // The normalised coordinate of position p along an axis of size n.
+  auto coord = [&](const TExpr& p, const SymExpr& n) {
+    TExpr pf = cast(t, p), nf = from_index(t, n);
+    if (align) return select(le(nf, one(t)), -one(t), const_of(t, -1) + pf * const_of(t, 2) / (nf - one(t)));
+    return (const_of(t, 2) * pf + one(t)) / nf - one(t);
+  };
+  return pb.finish(compute(y, [&](const Index& i) {
+    TExpr sum = cast(t, load(theta, {i[0], i.back(), idx(sp)}));
+    for (int k = 0; k < sp; ++k) {
+      int axis = sp - 1 - k;  // component k is the k-th innermost spatial axis
+      sum = sum + cast(t, load(theta, {i[0], i.back(), idx(k)})) * coord(i[1 + axis], y->shape[1 + axis]);
+    }
+    return cast(y->dtype, sum);
+  }));
+}
+
+// ---- roi_align -----------------------------------------------------------------------------
+
+std::optional<Expr> legalize_roi_align(LegalizeContext& ctx, const CallNode& call) {
+  Attrs attrs = ops::attrs_of(call);
+  ProgramBuilder pb(ctx, "roi_align");
+  Buffer x = pb.input(call.args[0], "x");
+  Buffer rois = pb.input(call.args[1], "rois");
+  Buffer bidx = pb.input(call.args[2], "batch_indices");
+  Buffer y = pb.output(call.sinfo, "y");
+  if (!x || !rois || !bidx || !y) return std::nullopt;
+  int64_t OH = attrs.get_int("output_height"), OW = attrs.get_int("output_width");
+  int64_t ratio = attrs.get_int("sampling_ratio");
+  double scale = attrs.get_float("spatial_scale");
+  bool is_max = attrs.get_string("mode") == "max";
+  bool half_pixel = attrs.get_string("coordinate_transformation_mode") == "half_pixel";
+  DataType t = compute_dtype(y->dtype);
+  SymExpr H = x->shape[2], W = x->shape[3];
+  LoopHints hints{true, false, 16};
+  return pb.finish(loop_nest(
+      y->shape,
+      [&](const Index& i) {
+        TExpr r = i[0];
+        TExpr b = clamp_index(as_index(load(bidx, {r})), x->shape[0]);
+        TExpr off = const_of(t, half_pixel ? 0.5 : 0.0);
+        auto box = [&](int k) { return cast(t, load(rois, {r, idx(k)})) * const_of(t, scale) - off; };
+        TExpr sw = box(0), sh = box(1);
+        TExpr rw = box(2) - sw, rh = box(3) - sh;
+        if (!half_pixel) rw = max_(rw, one(t)), rh = max_(rh, one(t));
+        TExpr bh = rh / const_of(t, double(OH)), bw = rw / const_of(t, double(OW));
+        TExpr gh = ratio > 0 ? idx(ratio) : as_index(intrin(Intrinsic::ceil, bh));
+        TExpr gw = ratio > 0 ? idx(ratio) : as_index(intrin(Intrinsic::ceil, bw));
+        gh = max_(gh, idx(0)), gw = max_(gw, idx(0));
+        TExpr count = cast(t, max_(gh * gw, idx(1)));
+        Local acc = local("acc", t), seen = local("seen", DataType::i64());
+        TExpr fh = from_index(t, H), fw = from_index(t, W);
+        SymExpr ey = ratio > 0 ? SymExpr(ratio) : H, ex = ratio > 0 ? SymExpr(ratio) : W;
+        Stmt samples = serial_nest({ey, ex}, "s", [&](const Index& s) {
+          TExpr yy = sh + cast(t, i[2]) * bh + (cast(t, s[0]) + const_of(t, 0.5)) * bh / cast(t, gh);
+          TExpr xx = sw + cast(t, i[3]) * bw + (cast(t, s[1]) + const_of(t, 0.5)) * bw / cast(t, gw);
+          TExpr empty = or_(or_(lt(yy, const_of(t, -1)), gt(yy, fh)), or_(lt(xx, const_of(t, -1)), gt(xx, fw)));
+          TExpr yc = max_(yy, zero(t)), xc = max_(xx, zero(t));
+          TExpr ylo = as_index(intrin(Intrinsic::trunc, yc)), xlo = as_index(intrin(Intrinsic::trunc, xc));
+          TExpr ytop = ge(ylo, idx(H) - idx(1)), xtop = ge(xlo, idx(W) - idx(1));
+          TExpr y0 = select(ytop, idx(H) - idx(1), ylo), x0 = select(xtop, idx(W) - idx(1), xlo);
+          TExpr y1 = select(ytop, y0, ylo + idx(1)), x1 = select(xtop, x0, xlo + idx(1));
+          TExpr ly = select(ytop, zero(t), yc - cast(t, y0)), lx = select(xtop, zero(t), xc - cast(t, x0));
+          TExpr hy = one(t) - ly, hx = one(t) - lx;
+          auto px = [&](const TExpr& yi, const TExpr& xi) {
+            return cast(t, load(x, {b, i[1], clamp_index(yi, H), clamp_index(xi, W)}));
+          };
+          TExpr z = zero(t);
+          TExpr v1 = select(empty, z, hy * hx * px(y0, x0)), v2 = select(empty, z, hy * lx * px(y0, x1));
+          TExpr v3 = select(empty, z, ly * hx * px(y1, x0)), v4 = select(empty, z, ly * lx * px(y1, x1));
+          Stmt update = is_max ? tir::make_seq({acc.set(select(eq(seen.get(), idx(0)), max_(max_(v1, v2), max_(v3, v4)),
+                                                               max_(acc.get(), max_(max_(v1, v2), max_(v3, v4))))),
+                                                seen.set(idx(1))})
+                               : acc.set(acc.get() + v1 + v2 + v3 + v4);
+          return tir::make_if(and_(lt(s[0], gh), lt(s[1], gw)), update);
+        });
+        TExpr result = is_max ? acc.get() : acc.get() / count;
+        return with_locals({acc, seen}, tir::make_seq({acc.set(zero(t)), seen.set(idx(0)), samples,
+                                                       tir::make_store(y, i, cast(y->dtype, result))}));
+      },
+      hints));
+}
+
+}  // namespace
+
+void register_image_legalizers(LegalizerRegistry& reg) {
+  reg.add("resize", legalize_resize);
+  reg.add("grid_sample", legalize_grid_sample);
+  reg.add("affine_grid", legalize_affine_grid);
+  reg.add("roi_align", legalize_roi_align);
+}
+
+}  // namespace relax

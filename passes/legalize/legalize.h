@@ -1,0 +1,189 @@
+// Legalisation: every graph op call becomes a call of a tensor program of
+// the same module (docs/runtime_abi.md, section 1).
+//
+// A legaliser is registered per op name. It gets the call (its arguments and
+// its deduced struct info) and a LegalizeContext, writes a tir::Program with
+// a ProgramBuilder, which maps the graph's dims onto buffer dims by the ABI's
+// convention, and returns the `call_tir(...)` that replaces the call, or
+// nullopt to leave the call as it is (the VM lowering then reports it).
+//
+// How to write one (passes/legalize/<family>.cc):
+//
+//   std::optional<Expr> legalize_relu(LegalizeContext& ctx, const CallNode& call) {
+//     ProgramBuilder pb(ctx, "relu");
+//     tir::Buffer x = pb.input(call.args[0], "x");         // nullptr: no known shape
+//     tir::Buffer y = pb.output(call.sinfo, "y");
+//     if (!x || !y) return std::nullopt;
+//     return pb.finish(te::compute(y, [&](const te::Index& i) {
+//       return te::max_(te::load(x, i), te::zero(x->dtype));
+//     }));
+//   }
+//   void register_foo_legalizers(LegalizerRegistry& reg) { reg.add("relu", legalize_relu); }
+//
+// then list register_foo_legalizers once in register_all_legalizers
+// (passes/legalize/legalize.cc). Rules: write the body in terms of the buffers' dims
+// (`x->shape`), never the graph's; a graph-level value the body needs (a
+// slice start `k`) goes through pb.sym(k), which makes it a sym_param when
+// no buffer binds it. Attributes are read with ops::attrs_of(call) (defaults
+// filled). The helpers for loop nests, broadcasting and reductions are in
+// passes/legalize/te.h. Throw relax::Error only for an IR the op's rule
+// should have rejected; return nullopt for what is merely unsupported.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/analyzer.h"
+#include "ir/expr.h"
+#include "ir/module.h"
+#include "ir/tir.h"
+
+namespace relax {
+
+class LegalizeContext;
+using LegalizeFn = std::function<std::optional<Expr>(LegalizeContext& ctx, const CallNode& call)>;
+
+class LegalizerRegistry {
+ public:
+  // Registers the legaliser of `op`; an op registered twice is an Error.
+  void add(const std::string& op, LegalizeFn fn);
+  const LegalizeFn* find(const std::string& op) const;  // nullptr when none
+  std::vector<std::string> ops() const;                 // sorted
+
+  // Every family, registered once (register_all_legalizers).
+  static const LegalizerRegistry& global();
+
+ private:
+  std::map<std::string, LegalizeFn> fns_;
+};
+
+// The families, one file each, listed once in legalize.cc.
+void register_all_legalizers(LegalizerRegistry& reg);
+void register_elementwise_legalizers(LegalizerRegistry& reg);  // elementwise.cc (+ math.cc ops)
+void register_reduce_legalizers(LegalizerRegistry& reg);       // reduce.cc
+void register_matmul_legalizers(LegalizerRegistry& reg);       // matmul.cc
+void register_manipulate_legalizers(LegalizerRegistry& reg);   // manipulate.cc
+void register_index_legalizers(LegalizerRegistry& reg);        // index.cc (+ col2im, reverse_sequence)
+void register_scan_sort_legalizers(LegalizerRegistry& reg);    // scan_sort.cc
+void register_random_legalizers(LegalizerRegistry& reg);       // random.cc
+void register_attention_legalizers(LegalizerRegistry& reg);    // attention.cc
+void register_dynamic_legalizers(LegalizerRegistry& reg);      // dynamic.cc (call_builtin)
+void register_nn_legalizers(LegalizerRegistry& reg);           // nn.cc
+void register_image_legalizers(LegalizerRegistry& reg);        // image.cc
+void register_quant_legalizers(LegalizerRegistry& reg);        // quant.cc (+ rnn, gru, lstm)
+
+// What a legaliser sees besides the call: the module being built, the
+// analyser, and a place for bindings that must come before the call.
+class LegalizeContext {
+ public:
+  LegalizeContext(IRModule& mod, Analyzer& ana);
+
+  IRModule& module() { return mod_; }
+  Analyzer& analyzer() { return ana_; }
+  // Whether ops may become library calls (BLAS, the runtime's GEMM): on
+  // the cpu target, not on GPU targets, whose kernels are all generated.
+  // The module's attribute `target` says which ("cpu" when absent).
+  bool libraries() const;
+  // Whether matmuls may go to cuBLAS (call_library("cublas.matmul")): the
+  // cuda target, unless the module's attribute `cublas` is "0"
+  // (relax-build --no-cublas).
+  bool cublas() const;
+  // Whether the target is a GPU (not cpu): legalisers then prefer forms
+  // with one output element per iteration over in-place row nests, which
+  // the GPU schedules spread over threads and tile (backends/gpu/schedule.h).
+  bool gpu() const { return !libraries(); }
+
+  // Adds `p` to the module under a fresh name built from p->name ("add",
+  // "add_1", ...) unless a program with the same text is already there;
+  // returns the GlobalVar (@name) of the program to call.
+  Expr add_program(const tir::Program& p);
+
+  // `call_tir(prog, (inputs...)[, shape(sym_args...)], out=out)` with its
+  // struct info set (`out`).
+  Expr call_tir(const Expr& prog, std::vector<Expr> inputs, const StructInfo& out,
+                const std::vector<SymExpr>& sym_args = {});
+
+  // `call_pure_builtin("name", (args...), out=out)` with its struct info set:
+  // a runtime builtin whose result depends only on its arguments (the
+  // data-dependent ops, shape functions), so it may sit in a dataflow block.
+  Expr call_pure_builtin(const std::string& name, std::vector<Expr> args, const StructInfo& out);
+
+  // Bindings placed before the call being legalised; they are dropped when
+  // its legaliser returns nullopt. Each returns the new variable (a dataflow
+  // variable inside a dataflow block).
+  Var emit(const Expr& value, const std::string& hint);
+  Var emit_match_cast(const Expr& value, const StructInfo& si, const std::string& hint);
+
+  // `e` with a full shape: `e` itself, or a match_cast of it to fresh graph
+  // variables (hint_d0, hint_d1, ...). nullopt for an unknown rank.
+  std::optional<Expr> bind_tensor(const Expr& e, const std::string& hint = "t");
+  // The values of a shape argument: a ShapeExpr's, the struct info's, or
+  // fresh graph variables bound by a match_cast. nullopt for an unknown rank.
+  std::optional<std::vector<SymExpr>> bind_shape(const Expr& e, const std::string& hint = "s");
+  // The fields of a tuple-valued expression: a Tuple's fields, or
+  // TupleGetItem bindings. nullopt when it is not a tuple.
+  std::optional<std::vector<Expr>> tuple_fields(const Expr& e, const std::string& hint = "t");
+
+  // Used by the pass around each legaliser call.
+  void begin_call(bool in_dataflow);
+  std::vector<Binding> take_pending();
+
+ private:
+  IRModule& mod_;
+  Analyzer& ana_;
+  bool in_dataflow_ = false;
+  std::vector<Binding> pending_;
+  std::unordered_map<std::string, std::string> by_text_;  // printed program (no name) -> its name
+  int fresh_ = 0;
+};
+
+// Builds one tensor program by the buffer-dim convention of
+// docs/runtime_abi.md: a graph dim that is a constant or a plain variable is
+// kept; a compound one (`p + s`) becomes a fresh program variable (d0, d1,
+// ...), the same one wherever that dim appears. Variables that no buffer dim
+// binds become sym_params, passed by the call's shape(...) argument.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(LegalizeContext& ctx, std::string name_hint);
+
+  // An input buffer for graph value `arg` (a tensor, or a Prim scalar as a
+  // rank-0 buffer is NOT allowed: use scalar()); nullptr when its shape is
+  // unknown (after trying ctx.bind_tensor). The argument is remembered as
+  // the call's next input.
+  tir::Buffer input(const Expr& arg, const std::string& name);
+  // An output buffer for a tensor struct info with a shape; nullptr otherwise.
+  tir::Buffer output(const StructInfo& si, const std::string& name);
+
+  // The program-level counterpart of a graph-level symbolic value.
+  SymExpr sym(const SymExpr& graph_value);
+  // A Prim scalar operand as an immediate (constant) or a sym_param (an
+  // integer SymExpr) of `dtype`; nullopt when its value is unknown.
+  std::optional<tir::TExpr> scalar(const Expr& arg, DataType dtype);
+  // A graph dim mapped by the convention (what input/output use).
+  SymExpr dim(const SymExpr& graph_dim);
+
+  // Finishes the program, adds it to the module and returns the call_tir.
+  // The call's out= is the outputs' struct info (a tuple for several).
+  Expr finish(tir::Stmt body, const std::string& name_hint = "");
+
+  LegalizeContext& ctx() { return ctx_; }
+
+ private:
+  LegalizeContext& ctx_;
+  std::string name_;
+  std::vector<tir::Buffer> inputs_, outputs_;
+  std::vector<Expr> args_;
+  std::vector<StructInfo> out_sinfo_;
+  SymMap<SymExpr> dims_;             // graph dim -> program dim
+  std::vector<SymExpr> bound_;       // program variables bound by buffer dims
+  std::vector<SymExpr> sym_params_;  // program side
+  std::vector<SymExpr> sym_args_;    // graph side
+  SymMap<SymExpr> sym_map_;          // graph value -> sym_param var
+  int fresh_dims_ = 0;
+};
+
+}  // namespace relax

@@ -1,0 +1,225 @@
+// Legalisers of the reductions (ir/ops/reduce.cc): sum, mean, max, min,
+// prod, argmax, argmin, softmax, log_softmax and layer_norm. Narrow floats
+// (f16, bf16, f8) accumulate in f32. reduce_dynamic (axes read at run time)
+// is left to the VM lowering.
+#include <algorithm>
+
+#include "ir/ops/common.h"
+#include "passes/legalize/legalize.h"
+#include "passes/legalize/te.h"
+
+namespace relax {
+namespace {
+
+using namespace te;
+using tir::Intrinsic;
+
+// Which axes of a rank-n tensor are reduced (none listed: all).
+std::vector<bool> reduced_axes(const std::string& op, const std::vector<int64_t>& axes, int n) {
+  std::vector<bool> red(size_t(n), axes.empty());
+  for (int a : ops::normalize_axes(op, axes, n)) red[size_t(a)] = true;
+  return red;
+}
+
+// The input index from an output index (with or without the kept unit
+// dims) and the reduction index (the reduced axes in increasing order).
+Index input_index(const std::vector<bool>& red, bool keepdims, const Index& out, const Index& r) {
+  Index in;
+  size_t o = 0, k = 0;
+  for (size_t j = 0; j < red.size(); ++j) {
+    if (red[j]) {
+      in.push_back(r[k++]);
+      if (keepdims) ++o;
+    } else {
+      in.push_back(out[o++]);
+    }
+  }
+  return in;
+}
+
+std::vector<SymExpr> reduced_extents(const Buffer& x, const std::vector<bool>& red) {
+  std::vector<SymExpr> ext;
+  for (size_t j = 0; j < red.size(); ++j)
+    if (red[j]) ext.push_back(x->shape[j]);
+  return ext;
+}
+
+std::optional<Expr> legalize_reduce(LegalizeContext& ctx, const CallNode& call) {
+  const std::string& op = ops::op_name(call);
+  Attrs attrs = ops::attrs_of(call);
+  ProgramBuilder pb(ctx, op);
+  Buffer x = pb.input(call.args[0], "x");
+  Buffer y = pb.output(call.sinfo, "out");
+  if (!x || !y) return std::nullopt;
+  bool keepdims = attrs.get_bool("keepdims");
+  std::vector<bool> red = reduced_axes(op, attrs.get_ints("axis"), int(x->shape.size()));
+  std::vector<SymExpr> ext = reduced_extents(x, red);
+  DataType t = x->dtype;
+  DataType acc = compute_dtype(t);
+  Reducer r = op == "max"    ? max_reducer(acc)
+              : op == "min"  ? min_reducer(acc)
+              : op == "prod" ? prod_reducer(acc)
+                             : sum_reducer(acc);
+  if (t.is_bool() && (op == "sum" || op == "mean" || op == "prod")) return std::nullopt;
+  SymExpr count = num_elements(ext);
+  return pb.finish(compute_reduce(
+      y, ext, r, [&](const Index& i, const Index& k) { return cast(acc, load(x, input_index(red, keepdims, i, k))); },
+      [&](const Index&, const TExpr& a) {
+        if (op != "mean") return cast(t, a);
+        TExpr n = from_index(acc, count);
+        if (acc.is_float()) return cast(t, a / n);
+        return cast(t, tir::binary(tir::BinOp::Div, a, max_(n, one(acc))));
+      }));
+}
+
+std::optional<Expr> legalize_arg_reduce(LegalizeContext& ctx, const CallNode& call) {
+  const std::string& op = ops::op_name(call);
+  Attrs attrs = ops::attrs_of(call);
+  ProgramBuilder pb(ctx, op);
+  Buffer x = pb.input(call.args[0], "x");
+  Buffer y = pb.output(call.sinfo, "out");
+  if (!x || !y) return std::nullopt;
+  bool keepdims = attrs.get_bool("keepdims");
+  int ndim = int(x->shape.size());
+  std::vector<bool> red(size_t(ndim), false);
+  red[size_t(ops::normalize_axis(op, attrs.get_int("axis"), ndim))] = true;
+  std::vector<SymExpr> ext = reduced_extents(x, red);
+  DataType t = x->dtype;
+  bool is_max = op == "argmax";
+  LoopHints hints{true, false, ext[0]};
+  return pb.finish(loop_nest(
+      y->shape,
+      [&](const Index& i) {
+        Local best = local("best", t), at = local("at", DataType::i64());
+        Stmt scan = loop_nest(
+            ext,
+            [&](const Index& k) {
+              TExpr v = load(x, input_index(red, keepdims, i, k));
+              TExpr better = is_max ? gt(v, best.get()) : lt(v, best.get());
+              // The first NaN wins, as in numpy.
+              if (t.is_float())
+                better = or_(better, and_(intrin(Intrinsic::isnan, v), not_(intrin(Intrinsic::isnan, best.get()))));
+              return tir::make_seq({at.set(select(better, k[0], at.get())), best.set(select(better, v, best.get()))});
+            },
+            LoopHints{false, false, 1}, "k");
+        Stmt body = tir::make_seq({best.set(load(x, input_index(red, keepdims, i, {idx(0)}))), at.set(idx(0)), scan,
+                                   tir::make_store(y, i, at.get())});
+        return with_locals({best, at}, body);
+      },
+      hints));
+}
+
+// softmax and log_softmax along one axis: max, sum of exp(x - max), write.
+std::optional<Expr> legalize_softmax(LegalizeContext& ctx, const CallNode& call) {
+  const std::string& op = ops::op_name(call);
+  ProgramBuilder pb(ctx, op);
+  Buffer x = pb.input(call.args[0], "x");
+  Buffer y = pb.output(call.sinfo, "out");
+  if (!x || !y) return std::nullopt;
+  int ndim = int(x->shape.size());
+  size_t axis = size_t(ops::normalize_axis(op, ops::attrs_of(call).get_int("axis"), ndim));
+  std::vector<SymExpr> outer;
+  for (size_t j = 0; j < x->shape.size(); ++j)
+    if (j != axis) outer.push_back(x->shape[j]);
+  SymExpr len = x->shape[axis];
+  DataType t = x->dtype, acc = compute_dtype(t);
+  bool log_form = op == "log_softmax";
+  auto at = [&](const Index& o, const TExpr& j) {
+    Index i(o.begin(), o.begin() + axis);
+    i.push_back(j);
+    i.insert(i.end(), o.begin() + axis, o.end());
+    return i;
+  };
+  LoopHints hints{true, false, len * 3};
+  return pb.finish(loop_nest(
+      outer,
+      [&](const Index& o) {
+        Local m = local("m", acc), s = local("s", acc);
+        auto xv = [&](const TExpr& j) { return cast(acc, load(x, at(o, j))); };
+        Stmt max_loop = accumulate(
+            m, {len}, [&](const Index& k) { return xv(k[0]); }, [](auto& a, auto& v) { return max_(a, v); }, "k");
+        Stmt sum_loop = accumulate(
+            s, {len}, [&](const Index& k) { return intrin(Intrinsic::exp, xv(k[0]) - m.get()); },
+            [](auto& a, auto& v) { return a + v; }, "k");
+        LoopHints inner{false, true, 1};
+        Stmt write = loop_nest(
+            {len},
+            [&](const Index& k) {
+              TExpr v = log_form ? xv(k[0]) - m.get() - intrin(Intrinsic::log, s.get())
+                                 : intrin(Intrinsic::exp, xv(k[0]) - m.get()) / s.get();
+              return tir::make_store(y, at(o, k[0]), cast(t, v));
+            },
+            inner, "k");
+        return with_locals({m, s}, tir::make_seq({m.set(min_value(acc)), max_loop, s.set(zero(acc)), sum_loop, write}));
+      },
+      hints));
+}
+
+// layer_norm over `axes`: two passes (mean, then the biased variance).
+std::optional<Expr> legalize_layer_norm(LegalizeContext& ctx, const CallNode& call) {
+  Attrs attrs = ops::attrs_of(call);
+  ProgramBuilder pb(ctx, "layer_norm");
+  Buffer x = pb.input(call.args[0], "x");
+  Buffer gamma = pb.input(call.args[1], "gamma");
+  Buffer beta = pb.input(call.args[2], "beta");
+  Buffer y = pb.output(call.sinfo, "out");
+  if (!x || !gamma || !beta || !y) return std::nullopt;
+  int ndim = int(x->shape.size());
+  std::vector<int> axes = ops::normalize_axes("layer_norm", attrs.get_ints("axes"), ndim);
+  std::vector<int> outer_axes;
+  for (int j = 0; j < ndim; ++j)
+    if (std::find(axes.begin(), axes.end(), j) == axes.end()) outer_axes.push_back(j);
+  std::vector<SymExpr> outer, inner;
+  for (int j : outer_axes) outer.push_back(x->shape[size_t(j)]);
+  for (int j : axes) inner.push_back(x->shape[size_t(j)]);
+  DataType t = x->dtype, acc = compute_dtype(t);
+  double eps = attrs.get_float("epsilon", 1e-5);
+  auto xi = [&](const Index& o, const Index& r) {
+    Index i(size_t(ndim), nullptr);
+    for (size_t k = 0; k < outer_axes.size(); ++k) i[size_t(outer_axes[k])] = o[k];
+    for (size_t k = 0; k < axes.size(); ++k) i[size_t(axes[k])] = r[k];
+    return i;
+  };
+  SymExpr count = num_elements(inner);
+  LoopHints hints{true, false, count * 3};
+  return pb.finish(loop_nest(
+      outer,
+      [&](const Index& o) {
+        Local mean = local("mean", acc), var = local("var", acc);
+        auto xv = [&](const Index& r) { return cast(acc, load(x, xi(o, r))); };
+        TExpr n = from_index(acc, count);
+        Stmt sum = accumulate(
+            mean, inner, xv, [](auto& a, auto& v) { return a + v; }, "k");
+        Stmt sq = accumulate(
+            var, inner,
+            [&](const Index& r) {
+              TExpr d = xv(r) - mean.get();
+              return d * d;
+            },
+            [](auto& a, auto& v) { return a + v; }, "k");
+        Stmt write = loop_nest(
+            inner,
+            [&](const Index& r) {
+              TExpr norm = (xv(r) - mean.get()) * intrin(Intrinsic::rsqrt, var.get() / n + const_of(acc, eps));
+              TExpr v = norm * cast(acc, load(gamma, r)) + cast(acc, load(beta, r));
+              return tir::make_store(y, xi(o, r), cast(t, v));
+            },
+            LoopHints{false, true, 1}, "k");
+        return with_locals({mean, var}, tir::make_seq({mean.set(zero(acc)), sum, mean.set(mean.get() / n),
+                                                       var.set(zero(acc)), sq, write}));
+      },
+      hints));
+}
+
+}  // namespace
+
+void register_reduce_legalizers(LegalizerRegistry& reg) {
+  for (const char* op : {"sum", "mean", "max", "min", "prod"}) reg.add(op, legalize_reduce);
+  reg.add("argmax", legalize_arg_reduce);
+  reg.add("argmin", legalize_arg_reduce);
+  reg.add("softmax", legalize_softmax);
+  reg.add("log_softmax", legalize_softmax);
+  reg.add("layer_norm", legalize_layer_norm);
+}
+
+}  // namespace relax

@@ -1,0 +1,484 @@
+#include "tools/driver/build.h"
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "backends/target.h"
+#include "backends/vm/kernel_abi.h"
+#include "backends/vm/lower.h"
+#include "frontends/onnx/importer.h"
+#include "frontends/onnx/safetensors.h"
+#include "ir/error.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/analysis/dataflow_graph.h"
+#include "passes/analysis/memory_plan.h"
+#include "passes/analysis/op_pattern.h"
+#include "passes/pass.h"
+#include "passes/passes.h"
+#include "runtime/file_util.h"
+#include "runtime/kernel_library.h"
+#include "runtime/package.h"
+#include "runtime/vm.h"
+
+namespace fs = std::filesystem;
+
+namespace relax {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct LoadedModel {
+  IRModule mod;
+  NamedTensors weights;
+  std::vector<std::string> output_names;
+  // The files the build reads, relative to the model's folder: the model,
+  // then its external data or weights file.
+  std::vector<std::string> files;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+LoadedModel load_model(const std::string& path) {
+  LoadedModel m;
+  m.files.push_back(fs::path(path).filename().string());
+  if (ends_with(path, ".onnx")) {
+    onnx_fe::ImportedModel im = onnx_fe::import_onnx(path);
+    m.mod = std::move(im.mod);
+    m.weights = std::move(im.weights);
+    for (const auto& o : im.outputs) m.output_names.push_back(o.name);
+    m.files.insert(m.files.end(), im.data_files.begin(), im.data_files.end());
+    return m;
+  }
+  m.mod = parse_module_file(path);
+  std::string wfile = m.mod.attrs.get_string("weights", "");
+  if (!wfile.empty()) {
+    fs::path wpath = fs::path(path).parent_path() / wfile;
+    std::string bytes;
+    try {
+      bytes = rt::read_file(wpath.string());
+    } catch (const std::exception& e) {
+      fail(path, ": cannot read its weight file ", wpath.string(), ": ", e.what());
+    }
+    m.weights = decode_safetensors(bytes, wpath.string());
+    m.files.push_back(wfile);
+  }
+  return m;
+}
+
+std::vector<std::string> pass_list(const BuildOptions& opts) {
+  return pipeline("O" + std::to_string(std::clamp(opts.opt_level, 0, 2)), opts.target);
+}
+
+// The target's options: the given ones, the rest at their defaults.
+TargetOptions target_options(const BuildOptions& opts) {
+  return resolve_options(find_target(opts.target), opts.opt_level, opts.target_options);
+}
+
+// The target decides lowering (library offload, workspace lifting): the
+// module records it for the passes.
+void configure_target(IRModule& mod, const BuildOptions& opts) {
+  const Target& target = find_target(opts.target);
+  target.configure(mod, target_options(opts));
+}
+
+nlohmann::json dims_json(const StructInfo& si) {
+  nlohmann::json j;
+  if (const auto* t = as<TensorSI>(si)) {
+    j["kind"] = "tensor";
+    j["dtype"] = t->dtype.str();
+    if (t->shape) {
+      j["shape"] = nlohmann::json::array();
+      for (const SymExpr& d : *t->shape) {
+        if (d.is_const())
+          j["shape"].push_back(d.const_value());
+        else
+          j["shape"].push_back(to_string(d));
+      }
+    } else {
+      j["ndim"] = t->ndim;
+    }
+  } else {
+    j["kind"] = print_sinfo(si);
+  }
+  return j;
+}
+
+// --bound values become @main's sym_bounds attribute (merged with bounds
+// the module already records), so passes plan for them and the VM checks them.
+void record_bounds(IRModule& mod, const BuildOptions& opts) {
+  Function main = mod.function("main");
+  if (!main || opts.bounds.empty()) return;
+  std::map<std::string, Interval> bounds = function_bounds(main);
+  std::vector<SymExpr> vars;
+  for (const Var& p : main->params) collect_vars(p->sinfo, vars);
+  std::string known;
+  for (const SymExpr& v : vars) known += (known.empty() ? "" : ", ") + v.name();
+  for (const auto& [name, b] : opts.bounds) {
+    bool found = false;
+    for (const SymExpr& v : vars) found = found || v.name() == name;
+    if (!found)
+      fail("--bound ", name, ": the model's inputs have no symbolic dim of that name",
+           known.empty() ? std::string(" (they have none)") : " (they have: " + known + ")");
+    bounds[name] = b;
+  }
+  Attrs attrs = main->attrs;
+  attrs.set("sym_bounds", bounds_attr(bounds));
+  mod.add_function("main", make_function(main->params, main->body, main->ret, attrs));
+}
+
+PassOptions pass_options(const BuildOptions& opts) {
+  PassOptions po;
+  po.time_passes = opts.time_passes;
+  po.print_after = opts.print_after;
+  po.print_after_all = opts.print_after_all;
+  return po;
+}
+
+// The tensor type of @transform_params' result field k.
+const TensorSI* lifted_sinfo(const IRModule& mod, size_t k) {
+  Function t = mod.function("transform_params");
+  const auto* tu = t ? as<TupleSI>(t->ret) : nullptr;
+  const auto* ts = tu && k < tu->fields.size() ? as<TensorSI>(tu->fields[k]) : nullptr;
+  if (!ts || !ts->shape)
+    fail("internal error: the lifted constant ", lifted_constant_name(k), " has no field in @transform_params' result");
+  return ts;
+}
+
+// The activation memory of @main, for relax-inspect: symbolic sizes as
+// postfix code (rt::ShapePattern) over `vars`, lifetimes as binding indices.
+nlohmann::json memory_json(const Function& main) {
+  MemoryAnalysis m = analyze_memory(main);
+  std::vector<std::string> vars;
+  std::map<std::string, int64_t> index;
+  auto code = [&](const SymExpr& e) {
+    std::vector<int64_t> c;
+    sym_to_code(
+        e,
+        [&](const SymExpr& v) {
+          auto [it, fresh] = index.emplace(v.name(), int64_t(vars.size()));
+          if (fresh) vars.push_back(v.name());
+          return it->second;
+        },
+        c);
+    return c;
+  };
+  nlohmann::json j;
+  j["storages"] = nlohmann::json::array();
+  for (const PlannedStorage& s : m.storages)
+    j["storages"].push_back({{"nbytes", code(s.nbytes)}, {"def", s.binding}, {"escapes", s.escapes}});
+  j["tensors"] = nlohmann::json::array();
+  for (const ActivationTensor& t : m.tensors) {
+    if (!t.nbytes.defined()) continue;
+    j["tensors"].push_back({{"name", t.name},
+                            {"nbytes", code(t.nbytes)},
+                            {"def", t.binding},
+                            {"last_use", t.last_use},
+                            {"escapes", t.escapes},
+                            {"storage", t.storage}});
+  }
+  j["vars"] = vars;
+  return j;
+}
+
+struct Compiled {
+  VMLowered lowered;
+  TargetArtifact kernels;  // the target's sections (none without kernels)
+};
+
+// VM lowering and code generation of a module.
+Compiled compile_module(const IRModule& mod, const BuildOptions& opts) {
+  Compiled c;
+  c.lowered = lower_to_vm(mod);
+  std::vector<tir::Program> programs;
+  for (const std::string& name : c.lowered.programs) programs.push_back(mod.program(name));
+  if (programs.empty()) return c;
+  c.kernels = find_target(opts.target).compile(programs, target_options(opts));
+  for (std::string& k : c.lowered.exe.kernels) {
+    if (c.kernels.kernel_names.empty()) break;  // kernels are named by their programs
+    auto it = c.kernels.kernel_names.find(k);
+    if (it == c.kernels.kernel_names.end()) fail("codegen produced no kernel for @", k);
+    k = it->second;
+  }
+  return c;
+}
+
+// The section the cpu target's shared object is in (constant folding runs it).
+const std::string* cpu_kernels(const Compiled& c) {
+  for (const auto& [name, bytes] : c.kernels.sections)
+    if (name == "kernels.cpu") return &bytes;
+  return nullptr;
+}
+
+// Constant folding at build time: @transform_params (what
+// lift-transform-params moved out of @main) is compiled, run here with the
+// real kernels (the cpu target's, for this machine), and its results
+// become the package's weights "__lifted_K"; the function and the weights
+// only it read leave the package. Skipped when the kernels are for another
+// CPU than this one (--cpu) or folding is off: then the runtime runs
+// @transform_params at load.
+bool fold_transform_params(IRModule& mod, NamedTensors& weights, const BuildOptions& opts) {
+  auto cpu = opts.target_options.find("cpu");
+  bool other_cpu = cpu != opts.target_options.end() && cpu->second != "host";
+  if (!opts.fold_constants || other_cpu || !mod.function("transform_params")) return false;
+  IRModule sub = mod;
+  sub.remove("main");
+  sub = dead_code_elimination(sub);
+  BuildOptions host;  // folding runs here, on this cpu, whatever the target
+  host.target = "cpu";
+  host.opt_level = opts.opt_level;
+  Compiled c = compile_module(sub, host);
+  std::unique_ptr<rt::KernelLibrary> lib;
+  if (const std::string* so = cpu_kernels(c))
+    lib = rt::KernelLibrary::load(std::span(reinterpret_cast<const uint8_t*>(so->data()), so->size()),
+                                  "constant folding");
+  std::map<std::string, const HostTensor*> by_name;
+  for (const auto& [name, t] : weights) by_name[name] = &t;
+  rt::VirtualMachine vm(
+      c.lowered.exe,
+      [&](const std::string& name) {
+        auto it = by_name.find(name);
+        if (it == by_name.end()) return rt::Tensor();
+        const HostTensor& h = *it->second;
+        auto dtype = rt::DType::parse(h.dtype.str());
+        if (!dtype) fail("constant folding: weight '", name, "' has a dtype the runtime lacks: ", h.dtype.str());
+        rt::Tensor t = rt::Tensor::empty(*dtype, h.shape);
+        if (h.bytes.size() != t.nbytes())
+          fail("constant folding: weight '", name, "' has ", h.bytes.size(), " bytes, its type needs ", t.nbytes());
+        if (!h.bytes.empty()) std::memcpy(t.data(), h.bytes.data(), t.nbytes());
+        return t;
+      },
+      lib.get());
+  rt::Value r = vm.invoke("transform_params", {});
+  const std::vector<rt::Value>& fields = r.tuple("@transform_params' result");
+  for (size_t k = 0; k < fields.size(); ++k) {
+    const rt::Tensor& t = fields[k].tensor("a folded constant");
+    HostTensor h;
+    auto dtype = DataType::parse(t.dtype().str());
+    if (!dtype) fail("constant folding: result ", k, " has dtype ", t.dtype().str());
+    h.dtype = *dtype;
+    h.shape = t.shape();
+    const auto* p = static_cast<const uint8_t*>(t.data());
+    h.bytes.assign(p, p + t.nbytes());
+    weights.emplace_back(lifted_constant_name(k), std::move(h));
+  }
+  mod.remove("transform_params");
+  mod = dead_code_elimination(mod);
+  return true;
+}
+
+// Each file the build read, with its size and checksum64 (hex), as the
+// manifest's "build.sources" records them.
+nlohmann::json sources_json(const std::string& model, const std::vector<std::string>& files) {
+  nlohmann::json out = nlohmann::json::array();
+  fs::path dir = fs::path(model).parent_path();
+  for (const std::string& f : files) {
+    std::shared_ptr<const rt::MappedFile> file = rt::MappedFile::open((dir / f).string());
+    std::span<const uint8_t> bytes = file->bytes();
+    out.push_back({{"file", f}, {"bytes", bytes.size()}, {"checksum", rt::checksum64_hex(bytes.data(), bytes.size())}});
+  }
+  return out;
+}
+
+std::string compiler_name() { return std::string("relax ") + RELAX_VERSION; }
+
+// The manifest: what a user of the package needs to know without the model
+// (docs/runtime_abi.md); "weights" and "lifted" are filled by pack_weights.
+nlohmann::json manifest_json(const std::string& model, const LoadedModel& m, const IRModule& mod,
+                             const VMLowered& lowered, const BuildOptions& opts) {
+  Function main = mod.function("main");
+  nlohmann::json man;
+  man["format"] = 1;
+  man["compiler"] = compiler_name();
+  man["target"] = {{"kind", opts.target}};
+  for (const auto& [name, value] : target_options(opts).values) man["target"][name] = value;
+  man["model"] = fs::path(model).filename().string();
+  man["inputs"] = nlohmann::json::array();
+  for (const Var& p : main->params) {
+    nlohmann::json j = dims_json(p->sinfo);
+    j["name"] = p->name;
+    man["inputs"].push_back(j);
+  }
+  std::vector<StructInfo> outs;
+  if (const auto* t = as<TupleSI>(main->ret))
+    outs = t->fields;
+  else
+    outs.push_back(main->ret);
+  man["outputs"] = nlohmann::json::array();
+  man["output_is_tuple"] = as<TupleSI>(main->ret) != nullptr;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    nlohmann::json j = dims_json(outs[i]);
+    j["name"] = i < m.output_names.size() ? m.output_names[i] : "output_" + std::to_string(i);
+    man["outputs"].push_back(j);
+  }
+  man["bounds"] = nlohmann::json::object();
+  for (const auto& [name, b] : function_bounds(main)) man["bounds"][name] = {b.lo, b.hi};
+  man["memory"] = memory_json(main);
+  // What this package was built from and how: relax-build's batch mode
+  // skips a model whose package still matches (why_rebuild).
+  man["build"] = {{"compiler", compiler_name()},
+                  {"compiler_id", opts.compiler_id},
+                  {"options", options_key(opts)},
+                  {"sources", sources_json(model, m.files)}};
+
+  man["kernels"] = lowered.exe.kernels.size();
+  // Each kernel with the graph ops it computes (several when fused).
+  man["kernel_list"] = nlohmann::json::array();
+  for (const std::string& name : lowered.programs) {
+    tir::Program p = mod.program(name);
+    man["kernel_list"].push_back({{"name", p->name}, {"ops", program_ops(p)}});
+  }
+  return man;
+}
+
+// The weights section: the weights the bytecode uses, each 64-byte aligned,
+// listed in the manifest's "weights"; lifted constants not folded (computed
+// at load by @transform_params) are listed in its "lifted".
+std::string pack_weights(const std::string& model, const NamedTensors& weights, const IRModule& mod,
+                         const VMLowered& lowered, nlohmann::json& man) {
+  std::map<std::string, const HostTensor*> by_name;
+  for (const auto& [name, t] : weights) by_name[name] = &t;
+  std::string wbytes;
+  man["weights"] = nlohmann::json::array();
+  man["lifted"] = nlohmann::json::array();
+  for (const std::string& name : lowered.weights) {
+    std::optional<size_t> lifted = lifted_constant_index(name);
+    if (lifted && !by_name.count(name)) {  // not folded: computed at load by @transform_params
+      const TensorSI* t = lifted_sinfo(mod, *lifted);
+      std::vector<int64_t> shape;
+      for (const SymExpr& d : *t->shape) shape.push_back(d.const_value());
+      man["lifted"].push_back({{"name", name}, {"field", *lifted}, {"dtype", t->dtype.str()}, {"shape", shape}});
+      continue;
+    }
+    auto it = by_name.find(name);
+    if (it == by_name.end()) fail(model, ": the weight '", name, "' is used but not in the weight file");
+    const HostTensor& t = *it->second;
+    wbytes.resize((wbytes.size() + 63) / 64 * 64, '\0');
+    man["weights"].push_back({{"name", name},
+                              {"dtype", t.dtype.str()},
+                              {"shape", t.shape},
+                              {"offset", wbytes.size()},
+                              {"nbytes", t.bytes.size()}});
+    wbytes.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  }
+  return wbytes;
+}
+
+}  // namespace
+
+std::string options_key(const BuildOptions& opts) {
+  const Target& target = find_target(opts.target);
+  std::string key = cat("target=", opts.target, " O=", opts.opt_level);
+  if (std::string own = target.options_key(target_options(opts)); !own.empty()) key += " " + own;
+  key += opts.fold_constants ? " fold=1" : " fold=0";
+  for (const auto& [name, b] : opts.bounds) key += cat(" bound:", name, "=", b.lo, "..", b.hi);
+  return key;
+}
+
+std::vector<std::string> build_args(const BuildOptions& opts) {
+  std::vector<std::string> args{"--target", opts.target, "-O", std::to_string(opts.opt_level)};
+  for (const Target* t : all_targets())
+    for (const TargetOption& o : t->options()) {
+      auto it = opts.target_options.find(o.name);
+      if (it == opts.target_options.end()) continue;
+      if (!o.is_switch())
+        args.insert(args.end(), {o.flag, it->second});
+      else if (it->second == "0")
+        args.push_back(o.flag);
+    }
+  for (const auto& [name, b] : opts.bounds) args.insert(args.end(), {"--bound", cat(name, "=", b.lo, "..", b.hi)});
+  if (!opts.fold_constants) args.push_back("--no-fold");
+  return args;
+}
+
+std::string why_rebuild(const std::string& model, const std::string& package, const BuildOptions& opts) {
+  std::error_code ec;
+  if (!fs::exists(package, ec)) return "no package yet";
+  nlohmann::json build;
+  try {
+    rt::Package pkg = rt::Package::open(package);
+    build = nlohmann::json::parse(pkg.section_text("manifest")).value("build", nlohmann::json());
+  } catch (const std::exception& e) {
+    return cat("the package is not valid (", e.what(), ")");
+  }
+  if (!build.is_object() || !build.contains("sources")) return "the package records no build";
+  if (build.value("compiler", "") != compiler_name() || build.value("compiler_id", "") != opts.compiler_id)
+    return "built by another compiler";
+  if (build.value("options", "") != options_key(opts)) return "built with other options";
+  std::vector<std::string> files;
+  for (const auto& s : build["sources"]) files.push_back(s.value("file", ""));
+  if (files.empty() || files[0] != fs::path(model).filename().string()) return "built from another model";
+  try {
+    if (sources_json(model, files) != build["sources"]) return "the model changed";
+  } catch (const std::exception&) {
+    return "a file the model was built from is gone";
+  }
+  return "";
+}
+
+IRModule build_module(const std::string& model, const BuildOptions& opts) {
+  LoadedModel m = load_model(model);
+  configure_target(m.mod, opts);
+  record_bounds(m.mod, opts);
+  return run_passes(m.mod, pass_list(opts), pass_options(opts));
+}
+
+BuildReport build_package(const std::string& model, const std::string& out_path, const BuildOptions& opts) {
+  BuildReport report;
+  report.package_path = out_path;
+  auto t0 = Clock::now();
+  auto phase = [&](const char* name) {
+    auto t = Clock::now();
+    report.phase_seconds.emplace_back(name, std::chrono::duration<double>(t - t0).count());
+    t0 = t;
+  };
+
+  LoadedModel m = load_model(model);
+  phase("import");
+  configure_target(m.mod, opts);
+  record_bounds(m.mod, opts);
+  IRModule mod = run_passes(m.mod, pass_list(opts), pass_options(opts));
+  // A pass that broke the IR is a compiler bug: say so rather than build it.
+  if (std::vector<std::string> problems = verify(mod); !problems.empty())
+    fail(model, ": internal error: the IR is not well formed after the passes: ", problems[0],
+         problems.size() > 1 ? cat(" (and ", problems.size() - 1, " more)") : std::string());
+  if (!mod.function("main")) fail(model, ": the module has no @main function");
+  phase("passes");
+
+  if (fold_transform_params(mod, m.weights, opts)) phase("fold");
+
+  Compiled compiled = compile_module(mod, opts);
+  phase("codegen");
+
+  nlohmann::json man = manifest_json(model, m, mod, compiled.lowered, opts);
+  std::string weights = pack_weights(model, m.weights, mod, compiled.lowered, man);
+  rt::PackageWriter w;
+  w.add("manifest", man.dump(1));
+  w.add("bytecode", compiled.lowered.exe.serialize());
+  for (auto& [name, bytes] : compiled.kernels.sections) w.add(name, std::move(bytes));
+  w.add("graph", dataflow_graph(mod).dump());  // for relax-inspect --dot
+  w.add("weights", std::move(weights));
+  w.write(out_path);
+  phase("package");
+
+  report.num_kernels = compiled.lowered.exe.kernels.size();
+  report.inputs = man["inputs"];
+  report.outputs = man["outputs"];
+  report.num_weights = compiled.lowered.weights.size();
+  report.package_bytes = size_t(fs::file_size(out_path));
+  return report;
+}
+
+std::string kernel_source(const IRModule& mod, const BuildOptions& opts) {
+  VMLowered lowered = lower_to_vm(mod);
+  std::vector<tir::Program> programs;
+  for (const std::string& name : lowered.programs) programs.push_back(mod.program(name));
+  return find_target(opts.target).emit_source(programs, target_options(opts));
+}
+
+}  // namespace relax
