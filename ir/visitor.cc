@@ -45,12 +45,8 @@ void ExprVisitor::visit_if(const IfNode& n) {
 void ExprVisitor::visit_binding(const Binding& b) { visit(b.value); }
 
 void ExprVisitor::visit_seq(const SeqExprNode& seq) {
-  bool saved = in_dataflow_;
-  for (const BindingBlock& block : seq.blocks) {
-    in_dataflow_ = block.dataflow;
+  for (const BindingBlock& block : seq.blocks)
     for (const Binding& b : block.bindings) visit_binding(b);
-  }
-  in_dataflow_ = saved;
   visit(seq.body);
 }
 

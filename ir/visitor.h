@@ -19,7 +19,7 @@ class ExprVisitor {
   // Dispatches on the node's kind; a null expression is skipped.
   virtual void visit(const Expr& e);
   virtual void visit_seq(const SeqExprNode& seq);
-  // The binding's value (visit), with `in_dataflow_` telling its block's kind.
+  // The binding's value (visit).
   virtual void visit_binding(const Binding& b);
   virtual void visit_function(const FunctionNode& f);
 
@@ -31,8 +31,6 @@ class ExprVisitor {
   virtual void visit_if(const IfNode& n);
   // Constants, shapes, prim values, strings, global vars, ops.
   virtual void visit_leaf(const Expr& e) {}
-
-  bool in_dataflow_ = false;  // while visiting the bindings of a dataflow block
 };
 
 // Calls `f` on every expression reachable from `e`, pre-order: tuples'

@@ -474,6 +474,8 @@ Value* ProgramCodegen::emit_libm(const char* name, DataType t, std::vector<Value
   return out;
 }
 
+Value* ProgramCodegen::emit_shfl_xor(Value*, Value*) { error("shfl_xor: a warp shuffle outside a GPU kernel"); }
+
 Value* ProgramCodegen::emit_call(const tir::CallNodeT& c) {
   DataType t = c.args[0]->dtype;
   std::vector<Value*> args;
@@ -657,14 +659,6 @@ Value* ProgramCodegen::emit_cast(DataType to, DataType from, Value* v) {
   if (!narrow) return x;
   if (to.code == TypeCode::BFloat) return round_result(to, x);
   return emit_decode_narrow(to.code, emit_encode_narrow(to.code, x));
-}
-
-}  // namespace relax::llvmgen
-
-namespace relax::llvmgen {
-
-llvm::Value* ProgramCodegen::emit_shfl_xor(llvm::Value*, llvm::Value*) {
-  error("shfl_xor: a warp shuffle outside a GPU kernel");
 }
 
 }  // namespace relax::llvmgen

@@ -183,13 +183,12 @@ void ProgramCodegen::emit_allocate(const tir::AllocateNode& a) {
   Value* base = nullptr;
   Value* heap = nullptr;
   int64_t const_bytes = std::max<int64_t>((count * bits + 7) / 8, 1);
+  // A Shared buffer is the workgroup's memory where the backend has one.
   if (buf->scope == tir::Scope::Shared)
     base = shared_memory(buf, constant ? std::optional<uint64_t>(uint64_t(const_bytes)) : std::nullopt);
-  if (base) {
-    // the workgroup's memory
-  } else if (constant && uint64_t(const_bytes) <= kMaxStackBytes) {
+  if (!base && constant && uint64_t(const_bytes) <= kMaxStackBytes) {
     base = entry_alloca(b_.getInt8Ty(), uint64_t(const_bytes), 64);
-  } else {
+  } else if (!base) {
     if (!can_allocate_heap())
       error(cat("buffer '", buf->name, "' is allocated with a size known only at run time, which a GPU thread cannot"));
     Value* n = i64c(1);

@@ -162,6 +162,13 @@ class SymVars : public ExprVisitor {
 // One graph function -> one VM function.
 class FunctionLowering {
  public:
+  // The ops lower_call implements (vm_lowered_ops).
+  static std::vector<std::string> lowered_ops() {
+    std::vector<std::string> out;
+    for (const auto& [op, fn] : op_lowerings()) out.push_back(op);
+    return out;
+  }
+
   explicit FunctionLowering(ModuleLowering& m) : m_(m) {}
   rt::Function take() { return std::move(fn_); }
 
@@ -609,8 +616,8 @@ class FunctionLowering {
     static const std::map<std::string, OpLowerer> table = {
         {"call_tir", &FunctionLowering::lower_call_tir},
         {"call_library", &FunctionLowering::lower_call_library},
-        {"call_tir_dps", &FunctionLowering::lower_call_dps},
-        {"call_library_dps", &FunctionLowering::lower_call_dps},
+        {"call_tir_dps", &FunctionLowering::lower_call_tir_dps},
+        {"call_library_dps", &FunctionLowering::lower_call_library_dps},
         {"alloc_storage", &FunctionLowering::lower_alloc_storage},
         {"alloc_tensor", &FunctionLowering::lower_alloc_tensor},
         {"call_builtin", &FunctionLowering::lower_call_builtin},
@@ -624,14 +631,6 @@ class FunctionLowering {
     return table;
   }
 
- public:
-  static std::vector<std::string> lowered_ops() {
-    std::vector<std::string> out;
-    for (const auto& [op, fn] : op_lowerings()) out.push_back(op);
-    return out;
-  }
-
- private:
   // A kernel call: the arguments, the outputs, then the symbolic arguments
   // (a shape(...) literal) when `syms` is set.
   void emit_kernel_call(const std::string& program, std::vector<Arg> args, const Expr& syms, const char* what) {
@@ -666,16 +665,29 @@ class FunctionLowering {
     return pack_outputs(call.sinfo_args[0], outs);
   }
 
-  // call_tir_dps and call_library_dps: the destinations are given.
-  Arg lower_call_dps(const CallNode& call, const std::string& name) {
+  // call_tir_dps and call_library_dps: the destinations are given and
+  // returned (one tensor, or a tuple of several).
+  Arg lower_call_tir_dps(const CallNode& call, const std::string& name) {
+    std::vector<Arg> dests;
+    std::vector<Arg> args = dps_args(call, name, dests);
+    emit_kernel_call(as<GlobalVarNode>(call.args[0])->name, std::move(args),
+                     call.args.size() == 4 ? call.args[3] : Expr(), "call_tir_dps");
+    return dps_result(std::move(dests));
+  }
+  Arg lower_call_library_dps(const CallNode& call, const std::string& name) {
+    std::vector<Arg> dests;
+    std::vector<Arg> args = dps_args(call, name, dests);
+    emit_builtin(static_cast<const StringImmNode*>(call.args[0].get())->value, std::move(args));
+    return dps_result(std::move(dests));
+  }
+  // The arguments then the destinations, as a dps call passes them.
+  std::vector<Arg> dps_args(const CallNode& call, const std::string& name, std::vector<Arg>& dests) {
     std::vector<Arg> args = lower_args(call.args[1], name);
-    std::vector<Arg> dests = lower_args(call.args[2], name);
+    dests = lower_args(call.args[2], name);
     args.insert(args.end(), dests.begin(), dests.end());
-    if (call.op()->name == "call_tir_dps")
-      emit_kernel_call(as<GlobalVarNode>(call.args[0])->name, std::move(args),
-                       call.args.size() == 4 ? call.args[3] : Expr(), "call_tir_dps");
-    else
-      emit_builtin(static_cast<const StringImmNode*>(call.args[0].get())->value, std::move(args));
+    return args;
+  }
+  Arg dps_result(std::vector<Arg> dests) {
     if (dests.size() == 1) return dests[0];
     int t = new_reg();
     emit_builtin("relax.make_tuple", std::move(dests), t);

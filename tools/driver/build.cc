@@ -199,8 +199,8 @@ Compiled compile_module(const IRModule& mod, const BuildOptions& opts) {
   for (const std::string& name : c.lowered.programs) programs.push_back(mod.program(name));
   if (programs.empty()) return c;
   c.kernels = find_target(opts.target).compile(programs, target_options(opts));
+  if (c.kernels.kernel_names.empty()) return c;  // the kernels are named by their programs
   for (std::string& k : c.lowered.exe.kernels) {
-    if (c.kernels.kernel_names.empty()) break;  // kernels are named by their programs
     auto it = c.kernels.kernel_names.find(k);
     if (it == c.kernels.kernel_names.end()) fail("codegen produced no kernel for @", k);
     k = it->second;
