@@ -471,7 +471,28 @@ Tri Analyzer::prove_equal(const SymExpr& a, const SymExpr& b) const {
 Tri Analyzer::prove_not_equal(const SymExpr& a, const SymExpr& b) const { return negate(prove_equal(a, b)); }
 
 Tri Analyzer::prove_less_equal(const SymExpr& a, const SymExpr& b) const {
-  return at_least(range_of(*this, simplify(b - a)), 0);
+  Tri by_range = at_least(range_of(*this, simplify(b - a)), 0);
+  if (by_range != Tri::Unknown) return by_range;
+  // Ranges lose what min and max share with the other side (`min(s, 512)
+  // <= s` has the range of s - min(s, 512) unbounded below): take them apart.
+  // A min on the left (a max on the right) needs one operand to hold; a
+  // max on the left (a min on the right) needs both.
+  auto operands = [](const SymExpr& e) { return e->operands; };
+  if (a.kind() == SymKind::Min) {
+    for (const SymExpr& x : operands(a))
+      if (prove_less_equal(x, b) == Tri::Yes) return Tri::Yes;
+  } else if (a.kind() == SymKind::Max) {
+    std::vector<SymExpr> xs = operands(a);
+    if (prove_less_equal(xs[0], b) == Tri::Yes && prove_less_equal(xs[1], b) == Tri::Yes) return Tri::Yes;
+  }
+  if (b.kind() == SymKind::Max) {
+    for (const SymExpr& y : operands(b))
+      if (prove_less_equal(a, y) == Tri::Yes) return Tri::Yes;
+  } else if (b.kind() == SymKind::Min) {
+    std::vector<SymExpr> ys = operands(b);
+    if (prove_less_equal(a, ys[0]) == Tri::Yes && prove_less_equal(a, ys[1]) == Tri::Yes) return Tri::Yes;
+  }
+  return Tri::Unknown;
 }
 
 Tri Analyzer::prove_less(const SymExpr& a, const SymExpr& b) const {

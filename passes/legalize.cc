@@ -24,7 +24,7 @@ class Legalizer : public ExprMutator {
   void visit_binding(const Binding& b, std::vector<Binding>& out) override {
     Expr value = visit(b.value);
     if (!b.is_match_cast()) {
-      if (std::optional<Expr> r = legalize_call(value, out)) value = *r;
+      if (std::optional<Expr> r = legalize_call(value, b.var->name, out)) value = *r;
     }
     if (value == b.value) {
       out.push_back(b);
@@ -34,12 +34,12 @@ class Legalizer : public ExprMutator {
   }
 
  private:
-  std::optional<Expr> legalize_call(const Expr& e, std::vector<Binding>& out) {
+  std::optional<Expr> legalize_call(const Expr& e, const std::string& name, std::vector<Binding>& out) {
     const auto* c = as<CallNode>(e);
     if (!c || !c->op() || c->op()->lowered_by_vm()) return std::nullopt;
     const LegalizeFn* fn = reg_.find(c->op()->name);
     if (!fn) return std::nullopt;
-    ctx_.begin_call(in_dataflow_);
+    ctx_.begin_call(in_dataflow_, name);
     std::optional<Expr> r;
     try {
       r = (*fn)(ctx_, *c);

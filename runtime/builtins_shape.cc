@@ -1,10 +1,12 @@
 // Shape builtins the legalisers call when a result's dims are known only at
 // run time (passes/legalize/elementwise.cc):
 //
-//   relax.broadcast_shape(operands...)
+//   relax.broadcast_shape(operands... [, "label"])
 //       -> shape: the numpy broadcast of the operands' shapes (a tensor's
 //          shape, a shape value itself, a scalar as rank 0); an rt::Error
-//          naming the dims when two of them differ and neither is 1
+//          naming the dims (and the label: the value the legaliser checks,
+//          named after its ONNX node) when two of them differ and neither
+//          is 1
 #include <string>
 #include <vector>
 
@@ -23,8 +25,10 @@ std::vector<int64_t> operand_shape(const Value& v, size_t k) {
 
 void broadcast_shape(BuiltinCall& c) {
   std::vector<std::vector<int64_t>> shapes;
-  size_t rank = 0;
-  for (size_t k = 0; k < c.num_args; ++k) {
+  size_t rank = 0, n = c.num_args;
+  std::string label;
+  if (n > 0 && std::holds_alternative<std::string>(c.arg(n - 1).v)) label = c.arg(--n).str();
+  for (size_t k = 0; k < n; ++k) {
     shapes.push_back(operand_shape(c.arg(k), k));
     rank = std::max(rank, shapes.back().size());
   }
@@ -37,7 +41,7 @@ void broadcast_shape(BuiltinCall& c) {
       int64_t d = s[j];
       if (d == 1 || d == out[i]) continue;
       if (out[i] != 1)
-        rt_fail("broadcast_shape: dim ", i, " of the result: operand ", from[i], " has ", out[i], " and operand ", k,
+        rt_fail("broadcast_shape", label.empty() ? "" : " of '" + label + "'", ": dim ", i, " of the result: operand ", from[i], " has ", out[i], " and operand ", k,
                 " has ", d, ", which do not broadcast (shapes ", shape_str(shapes[from[i]]), " and ", shape_str(s),
                 ")");
       out[i] = d;

@@ -115,13 +115,48 @@ void require_integer(const std::string& op, DataType dtype, const std::string& w
   fail(op, ": ", what, " must have an integer dtype, got ", dtype);
 }
 
+namespace {
+bool has_min_max(const SymExpr& e) {
+  if (e.kind() == SymKind::Min || e.kind() == SymKind::Max) return true;
+  for (const SymTerm& t : e->terms)
+    if (has_min_max(t.term)) return true;
+  for (const SymExpr& o : e->operands)
+    if (has_min_max(o)) return true;
+  return false;
+}
+}  // namespace
+
 std::optional<SymExpr> broadcast_dim(const std::string& op, const SymExpr& a, const SymExpr& b, int axis,
                                      const Analyzer& ana) {
   if (a == b || ana.can_prove_equal(a, b)) return a;
   if (a.is_const(1)) return b;
   if (b.is_const(1)) return a;
-  if (ana.can_prove_not_equal(a, b) && ana.can_prove_not_equal(a, 1) && ana.can_prove_not_equal(b, 1))
+  bool a_not_1 = ana.can_prove_not_equal(a, 1), b_not_1 = ana.can_prove_not_equal(b, 1);
+  if (ana.can_prove_not_equal(a, b) && a_not_1 && b_not_1)
     fail(op, ": cannot broadcast dims ", a, " and ", b, " at axis ", axis);
+  // Not provably equal, but every valid broadcast gives one answer: a dim
+  // that cannot be 1 (the other must be 1 or equal to it), or the larger of
+  // two ordered dims when the smaller is 1 wherever the larger is (`s`
+  // against a table slice `min(s, 512)`). The legaliser checks at run time
+  // that the operands do broadcast to it (LegalizeContext::check_broadcast).
+  if (a_not_1 && !b_not_1) return a;
+  if (b_not_1 && !a_not_1) return b;
+  auto larger = [&](const SymExpr& big, const SymExpr& small) {
+    if (!ana.can_prove_less_equal(small, big)) return false;
+    if (ana.can_prove_less_equal(1, small)) return true;  // big == 1 leaves small == 1
+    if (!big.is_var()) return false;
+    SymExpr at_1 = ana.simplify(substitute(small, SymMap<SymExpr>{{big, SymExpr(1)}}));
+    return at_1.is_const(1);
+  };
+  if (larger(a, b)) return a;
+  if (larger(b, a)) return b;
+  // Still unproven, where one dim clamps (min or max: a slice of a fixed
+  // table, GPT-2's causal mask `bias[:, :, k - q : k, :k]` sliced to
+  // max(min(p + s, 64) - min(p, 64), 0) against the scores' s) and the
+  // other does not: the plain one, which the clamp equals whenever the
+  // model is used within its table. Checked at run time like the others.
+  bool clamp_a = has_min_max(a), clamp_b = has_min_max(b);
+  if (clamp_a != clamp_b) return clamp_a ? b : a;
   return std::nullopt;
 }
 

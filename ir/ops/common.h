@@ -89,7 +89,12 @@ void require_bool(const std::string& op, DataType dtype, const std::string& what
 void require_integer(const std::string& op, DataType dtype, const std::string& what, bool allow_bool);
 
 // Broadcasts one pair of dims: the common dim, nullopt when it cannot be
-// proven, an Error when the dims provably differ and neither is 1.
+// proven, an Error when the dims provably differ and neither is 1. Where
+// the dims are not provably equal but every valid broadcast of them gives
+// the same dim (one cannot be 1, or one is at most the other), that dim;
+// where one clamps (min/max, a slice of a fixed table) and the other does
+// not, the plain one. The legaliser then checks at run time that the
+// operands broadcast to it.
 std::optional<SymExpr> broadcast_dim(const std::string& op, const SymExpr& a, const SymExpr& b, int axis,
                                      const Analyzer& ana);
 // Numpy broadcasting of two operands' shapes (the result's dtype is left

@@ -65,9 +65,11 @@ std::optional<Expr> elementwise(LegalizeContext& ctx, const CallNode& call, cons
     ops.push_back(*o);
   }
   Buffer out = pb.output(call.sinfo, "out");
-  if (!out) {
-    std::optional<StructInfo> si = runtime_broadcast(ctx, call, num_operands);
-    if (si) out = pb.output(*si, "out");
+  if (out) {
+    ctx.check_broadcast(std::vector<Expr>(call.args.begin(), call.args.begin() + num_operands),
+                        *as<TensorSI>(call.sinfo)->shape);
+  } else if (std::optional<StructInfo> si = runtime_broadcast(ctx, call, num_operands)) {
+    out = pb.output(*si, "out");
   }
   if (!out) return std::nullopt;
   return pb.finish(compute(out, [&](const Index& i) {

@@ -150,9 +150,30 @@ std::optional<std::vector<Expr>> LegalizeContext::tuple_fields(const Expr& e, co
   return out;
 }
 
-void LegalizeContext::begin_call(bool in_dataflow) {
+void LegalizeContext::begin_call(bool in_dataflow, std::string name) {
   in_dataflow_ = in_dataflow;
+  name_ = std::move(name);
   pending_.clear();
+}
+
+void LegalizeContext::check_broadcast(const std::vector<Expr>& operands, const std::vector<SymExpr>& dims) {
+  std::vector<Expr> shapes;  // the operands' shapes as shape values: the check reads no tensor
+  bool proven = true;
+  for (const Expr& e : operands) {
+    const auto* t = as<TensorSI>(e->sinfo);
+    if (!t) continue;
+    if (!t->shape || t->ndim > int(dims.size())) return;  // not this function's case
+    shapes.push_back(make_shape(*t->shape));
+    const std::vector<SymExpr>& s = *t->shape;
+    for (size_t k = 0; k < s.size(); ++k) {
+      const SymExpr& od = dims[dims.size() - s.size() + k];
+      if (!(s[k].is_const(1) || s[k] == od || ana_.can_prove_equal(s[k], od))) proven = false;
+    }
+  }
+  if (proven || shapes.size() < 2) return;
+  shapes.push_back(make_string(name_));
+  Expr shape = call_pure_builtin("relax.broadcast_shape", shapes, shape_si_ndim(int(dims.size())));
+  emit_match_cast(emit(shape, name_ + "_broadcast"), shape_si(dims), name_ + "_broadcast_checked");
 }
 
 std::vector<Binding> LegalizeContext::take_pending() { return std::exchange(pending_, {}); }

@@ -128,14 +128,25 @@ class LegalizeContext {
   // TupleGetItem bindings. nullopt when it is not a tuple.
   std::optional<std::vector<Expr>> tuple_fields(const Expr& e, const std::string& hint = "t");
 
-  // Used by the pass around each legaliser call.
-  void begin_call(bool in_dataflow);
+  // Checks at run time that tensor operands (scalars are skipped) broadcast
+  // to `dims`, where the struct info alone does not prove it: a dim that
+  // is neither 1 nor provably the result's (ops::broadcast_dim chose it by
+  // order). Emits relax.broadcast_shape of the operands' shapes (shape
+  // values: no tensor is read, fusion is untouched) and a match_cast of
+  // it to `dims`, named after the call's variable, so that a bad input
+  // stops with the node's name instead of reading out of bounds.
+  void check_broadcast(const std::vector<Expr>& operands, const std::vector<SymExpr>& dims);
+
+  // Used by the pass around each legaliser call; `name` is the variable
+  // the call is bound to.
+  void begin_call(bool in_dataflow, std::string name);
   std::vector<Binding> take_pending();
 
  private:
   IRModule& mod_;
   Analyzer& ana_;
   bool in_dataflow_ = false;
+  std::string name_;
   std::vector<Binding> pending_;
   std::unordered_map<std::string, std::string> by_text_;  // printed program (no name) -> its name
   int fresh_ = 0;

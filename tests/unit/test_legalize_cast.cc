@@ -86,7 +86,7 @@ fn @main(x: Tensor[(5,), f32], h: Tensor[(7,), f16], i: Tensor[(5,), i32]) -> Te
 
 TEST_CASE("legalize: a broadcast of different dim variables gets its shape at run time") {
   std::string out = legalized(R"(
-fn @main(x: Tensor[(3, 2), f32], y: Tensor[(a, b), f32], c: Tensor[(b,), bool]) -> Tensor[ndim=2, f32] {
+fn @main(x: Tensor[(n, m), f32], y: Tensor[(a, b), f32], c: Tensor[(b,), bool]) -> Tensor[ndim=2, f32] {
   s: Tensor[ndim=2, f32] = subtract(x, y)
   w: Tensor[ndim=2, f32] = where(c, x, y)
   return s
@@ -97,8 +97,26 @@ fn @main(x: Tensor[(3, 2), f32], y: Tensor[(a, b), f32], c: Tensor[(b,), bool]) 
   CHECK(has(out, "call_pure_builtin(\"relax.broadcast_shape\", (x, y), out=Shape[ndim=2])"));
   CHECK(has(out, "call_pure_builtin(\"relax.broadcast_shape\", (c, x, y), out=Shape[ndim=2])"));
   CHECK(has(out, "Shape[(bcast_d0, bcast_d1)]"));
-  // x's dims are not 1: read as they are; y's are read with run-time selects.
-  CHECK(has(out, "a[i0, i1] - b[select(a_1 == 1, 0, i0), select(b_1 == 1, 0, i1)]"));
+  // Each operand is read with run-time selects.
+  CHECK(has(out, "a[select(n == 1, 0, i0), select(m == 1, 0, i1)] - b[select(a_1 == 1, 0, i0), select(b_1 == 1, 0, i1)]"));
+}
+
+TEST_CASE("legalize: a broadcast whose dim was chosen by order is checked at run time") {
+  std::string out = legalized(R"(
+fn @main(x: Tensor[(b, s, 8), f32], pos: Tensor[(1, min(s, 512), 8), f32], y: Tensor[(b, s, 8), f32]) -> Tensor[(b, s, 8), f32] {
+  h: Tensor[(b, s, 8), f32] = add(x, pos)
+  k: Tensor[(b, s, 8), f32] = add(h, y)
+  return k
+}
+)",
+                              {"add"});
+  INFO(out);
+  // The operands' shapes (no tensor is read) broadcast to h's, or the run stops naming h.
+  CHECK(has(out, "h_broadcast: Shape[ndim=3] = call_pure_builtin(\"relax.broadcast_shape\", (shape(b, s, 8), "
+                 "shape(1, min(s, 512), 8), \"h\"), out=Shape[ndim=3])"));
+  CHECK(has(out, "h_broadcast_checked = match_cast(h_broadcast, Shape[(b, s, 8)])"));
+  // k's operands have h's dims: nothing to check.
+  CHECK(!has(out, "k_broadcast"));
 }
 
 TEST_CASE("legalize: concat of parts whose other dims are different variables") {
@@ -133,4 +151,13 @@ TEST_CASE("runtime: relax.broadcast_shape") {
     CHECK(has(m, "has 2"));
     CHECK(has(m, "[3, 1] and [2, 4]"));
   }
+  // A label (the checked value's name) is named in the error.
+  try {
+    call_builtin("relax.broadcast_shape", {t, shape({2, 4}), std::string("/h.0/attn/Where_output_0")});
+    FAIL("expected an error");
+  } catch (const rt::Error& e) {
+    CHECK(has(e.what(), "broadcast_shape of '/h.0/attn/Where_output_0': dim 0"));
+  }
+  CHECK(call_builtin("relax.broadcast_shape", {t, shape({1, 1}), std::string("x")}).shape() ==
+        std::vector<int64_t>{3, 1});
 }

@@ -171,14 +171,30 @@ TEST_CASE("broadcasting: concrete and symbolic") {
   CHECK(infer_str("add", {tensor({n}), tensor({4, 1})}) == "Tensor[(4, n), f32]");
   // Unprovable: ndim-only, never a guess.
   CHECK(infer_str("add", {tensor({n, 4}), tensor({m, 4})}) == "Tensor[ndim=2, f32]");
-  CHECK(infer_str("add", {tensor({n}), tensor({4})}) == "Tensor[ndim=1, f32]");
+  // Not provably equal, but every valid broadcast has one result (checked
+  // at run time by the legaliser): a dim that cannot be 1 ...
+  CHECK(infer_str("add", {tensor({n}), tensor({4})}) == "Tensor[(4,), f32]");
+  // ... and the larger of two ordered dims where the smaller is 1 whenever
+  // the larger is: a position table sliced to min(s, 512), as BERT adds it.
+  SymExpr b = SymExpr::var("b"), s = SymExpr::var("s");
+  CHECK(infer_str("add", {tensor({b, s, 8}), tensor({1, min(s, SymExpr(512)), 8})}) == "Tensor[(b, s, 8), f32]");
+  CHECK(infer_str("where", {tensor({1, 1, min(s, SymExpr(64)), min(s, SymExpr(64))}, DataType::boolean()),
+                            tensor({b, 4, s, s}), tensor({})}) == "Tensor[(b, 4, s, s), f32]");
+  // GPT-2 with a KV cache: the causal mask bias[:, :, p : p + s, : p + s]
+  // has clamped dims no order proves; the scores' plain dims are taken.
+  SymExpr p = SymExpr::var("p"), total = min(p + s, SymExpr(64));
+  SymExpr rows = max(total - min(p, SymExpr(64)), SymExpr(0));
+  CHECK(infer_str("where", {tensor({1, 1, rows, total}, DataType::boolean()), tensor({b, 4, s, p + s}),
+                            tensor({})}) == "Tensor[(b, 4, s, p + s), f32]");
   // Provable mismatch.
   CHECK(infer_error("add", {tensor({2, 3}), tensor({2, 4})}) == "add: cannot broadcast dims 3 and 4 at axis 1");
   CHECK(infer_error("subtract", {tensor({n + 2, 3}), tensor({n + 3, 3})}) ==
         "subtract: cannot broadcast dims n + 2 and n + 3 at axis 0");
-  // n and n + 1 differ, but n (>= 0) may be 1, so may n + 1 (n + 1 >= 1) here.
+  // n and n + 1 differ, but n (>= 0) may be 1, so may n + 1 (n + 1 >= 1);
+  // n <= n + 1, yet n + 1 == 1 leaves n == 0, which broadcasts to 0: no dim.
   CHECK(infer_str("add", {tensor({n}), tensor({n + 1})}) == "Tensor[ndim=1, f32]");
-  CHECK(infer_str("add", {tensor({n + 1}), tensor({n + 2})}) == "Tensor[ndim=1, f32]");
+  // n + 2 cannot be 1: n + 1 must be 1.
+  CHECK(infer_str("add", {tensor({n + 1}), tensor({n + 2})}) == "Tensor[(n + 2,), f32]");
   // Unknown rank and ndim-only operands.
   CHECK(infer_str("add", {tensor({2, 3}), tensor_ndim(-1)}) == "Tensor[f32]");
   CHECK(infer_str("add", {tensor({2, 3}), tensor_ndim(3)}) == "Tensor[ndim=3, f32]");
