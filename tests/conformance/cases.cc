@@ -121,6 +121,8 @@ Result run_isolated(const std::function<Result()>& fn, int timeout_s) {
   return parse_child(msg, status, timeout_s);
 }
 
+int case_timeout(const Case& c, int timeout_s) { return c.folder == "light" ? 4 * timeout_s : timeout_s; }
+
 void run_all(const std::vector<Case>& cases, const std::function<Result(const Case&)>& fn, int timeout_s, int jobs,
              const std::function<void(const Case&, const Result&)>& done) {
   struct Running {
@@ -141,7 +143,7 @@ void run_all(const std::vector<Case>& cases, const std::function<Result(const Ca
       pid_t pid = fork();
       if (pid == 0) {
         close(fds[0]);
-        child([&] { return fn(c); }, fds[1], timeout_s);
+        child([&] { return fn(c); }, fds[1], case_timeout(c, timeout_s));
       }
       close(fds[1]);
       running.push_back({pid, fds[0], next++, "", false});
@@ -167,7 +169,8 @@ void run_all(const std::vector<Case>& cases, const std::function<Result(const Ca
       int status = 0;
       waitpid(running[i].pid, &status, 0);
       close(running[i].fd);
-      done(cases[running[i].index], parse_child(running[i].msg, status, timeout_s));
+      const Case& c = cases[running[i].index];
+      done(c, parse_child(running[i].msg, status, case_timeout(c, timeout_s)));
       running.erase(running.begin() + long(i));
     }
   }

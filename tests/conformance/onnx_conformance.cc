@@ -4,10 +4,11 @@
 //
 //   onnx-conformance [--target cpu] [-O 0|1|2] [--root DIR] [--filter REGEX] [-j N]
 //                    [--json FILE] [--table FILE] [--baseline DIR] [--write-baseline FILE]
+//                    [--keep DIR]
 //
 // Statuses, one per case, with the reason:
 //   pass         every output matches (rtol 1e-3, atol 1e-7 unless the case
-//                says otherwise below)
+//                says otherwise in check.cc)
 //   wrong        an output differs (the first difference is the reason)
 //   unsupported  the importer reports something unsupported
 //   build-error  importing, legalising, lowering or code generation failed
@@ -23,7 +24,6 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -38,12 +38,9 @@
 #endif
 #include "frontends/onnx/importer.h"
 #include "ir/error.h"
-#include "runtime/compare.h"
-#include "runtime/error.h"
-#include "runtime/model.h"
-#include "runtime/tensor_proto.h"
 #include "runtime/thread_pool.h"
 #include "tests/conformance/cases.h"
+#include "tests/conformance/check.h"
 
 namespace fs = std::filesystem;
 using namespace relax;
@@ -51,50 +48,7 @@ using namespace relax::conformance;
 
 namespace {
 
-// Cases whose expected values come from a random generator: only the dtype
-// and shape of their outputs can be compared.
-bool shape_only(const std::string& name) {
-  static const std::regex re("node/test_(bernoulli.*|training_dropout(_default|_mask|_default_mask)?)$");
-  return std::regex_match(name, re);
-}
-
-// Cases that need their own tolerance, each with the reason. Never loosen
-// the default for all.
-struct CaseTolerance {
-  const char* name;
-  rt::Tolerance tol;
-  const char* why;
-};
-const CaseTolerance kTolerances[] = {
-    {"node/test_dft_inverse",
-     {1e-3, 1e-6},
-     "the expected file holds float32 rounding noise (2e-7) where the result is 0"},
-    {"node/test_dft_inverse_opset19",
-     {1e-3, 1e-6},
-     "the expected file holds float32 rounding noise (2e-7) where the result is 0"},
-};
-
-rt::Tolerance tolerance_of(const std::string& name) {
-  for (const CaseTolerance& t : kTolerances)
-    if (name == t.name) return t.tol;
-  return {};
-}
-
-// The input ONNX builds for the light models: arange(n).reshape(shape) / n.
-rt::Tensor light_input(const rt::TensorDesc& d) {
-  std::vector<int64_t> shape;
-  for (const std::string& s : d.dims) {
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
-      rt::rt_fail("light model input '", d.name, "' has a symbolic dim ", s);
-    shape.push_back(std::stoll(s));
-  }
-  rt::Tensor t = rt::Tensor::empty(rt::DType::f32(), shape);
-  int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) t.data_as<float>()[i] = float(double(i) / double(n));
-  return t;
-}
-
-Result run_case(const Case& c, const BuildOptions& opts, bool build_only) {
+Result run_case(const Case& c, const BuildOptions& opts, bool build_only, const std::string& keep) {
   char tmpl[] = "/tmp/relax-conformance-XXXXXX";
   if (!mkdtemp(tmpl)) return {"crash", "mkdtemp failed"};
   std::string dir = tmpl;
@@ -117,36 +71,13 @@ Result run_case(const Case& c, const BuildOptions& opts, bool build_only) {
   } catch (const std::exception& e) {
     return {"build-error", first_line(e.what())};
   }
+  if (!keep.empty()) {
+    std::error_code ec;
+    fs::copy_file(pkg, fs::path(keep) / package_file_name(c), fs::copy_options::overwrite_existing, ec);
+    if (ec) return {"crash", "cannot keep the package in " + keep + ": " + ec.message()};
+  }
   if (build_only) return {"built", ""};
-  std::vector<rt::Tensor> outputs, expected;
-  try {
-    auto model = rt::Model::load(pkg);
-    std::vector<rt::Tensor> inputs;
-    if (c.folder == "light") {
-      for (const auto& d : model->inputs()) inputs.push_back(light_input(d));
-    } else {
-      for (const std::string& p : c.inputs) inputs.push_back(rt::read_tensor_proto(p).tensor);
-    }
-    for (const std::string& p : c.outputs) expected.push_back(rt::read_tensor_proto(p).tensor);
-    outputs = model->run(inputs);
-  } catch (const std::exception& e) {
-    return {"run-error", first_line(e.what())};
-  }
-  if (outputs.size() != expected.size())
-    return {"wrong",
-            "produced " + std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size())};
-  bool only_shape = shape_only(c.name);
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (only_shape) {
-      if (!(outputs[i].dtype() == expected[i].dtype()) || outputs[i].shape() != expected[i].shape())
-        return {"wrong",
-                "output " + std::to_string(i) + ": " + outputs[i].type_str() + ", expected " + expected[i].type_str()};
-      continue;
-    }
-    rt::Comparison cmp = rt::compare_tensors(outputs[i], expected[i], tolerance_of(c.name));
-    if (!cmp.ok) return {"wrong", "output " + std::to_string(i) + ": " + cmp.detail};
-  }
-  return {"pass", only_shape ? "random values: dtype and shape compared" : ""};
+  return check_package(c, pkg);
 }
 
 }  // namespace
@@ -171,11 +102,15 @@ int main(int argc, char** argv) {
   app.add_option("--baseline", baseline,
                  "fail if a case listed as passing in this file (a folder: <dataset>-<target>.txt) no longer passes");
   app.add_option("--write-baseline", write_baseline, "write the passing cases to this file");
-  app.add_option("--timeout", timeout_s, "seconds per case")->capture_default_str();
+  app.add_option("--timeout", timeout_s, "seconds per case (four times that for the light models)")->capture_default_str();
   app.add_flag("-v,--verbose", verbose, "print every case as it finishes");
   app.add_flag("--build-only", build_only,
                "build each case's package and stop (the cuda target without a CUDA driver too); --baseline then "
                "checks that every case passing on cpu builds");
+  std::string keep;
+  app.add_option("--keep", keep,
+                 "copy each built package into this folder (as node__test_abs.rpkg), for onnx-conformance-run to run "
+                 "on another machine");
   std::string arch = "sm_80";
   app.add_option("--arch", arch, "cuda: the GPU to compile for")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -213,10 +148,11 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (!keep.empty()) fs::create_directories(keep);
   auto start = std::chrono::steady_clock::now();
   std::map<std::string, Result> results;
   run_all(
-      cases, [&](const Case& c) { return run_case(c, opts, build_only); }, timeout_s, jobs,
+      cases, [&](const Case& c) { return run_case(c, opts, build_only, keep); }, timeout_s, jobs,
       [&](const Case& c, const Result& r) {
         results[c.name] = r;
         if (verbose) std::cout << r.status << "  " << c.name << "  " << r.reason << std::endl;
