@@ -1,8 +1,12 @@
-// ONNX converters: the com.microsoft contrib ops of exported transformers.
-// Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, LayerNormalization,
-// SimplifiedLayerNormalization, SkipLayerNormalization,
-// SkipSimplifiedLayerNormalization and Attention, composed from existing
-// graph ops (matmul, softmax, reductions, where and elementwise ops).
+// ONNX converters: the com.microsoft contrib ops of exported transformers
+// (what ONNX Runtime's transformer optimizer and generate() tooling write).
+// Gelu, BiasGelu, FastGelu, QuickGelu, GemmFastGelu, BiasAdd, BiasSoftmax,
+// FusedMatMul, LayerNormalization, SimplifiedLayerNormalization,
+// SkipLayerNormalization, SkipSimplifiedLayerNormalization,
+// EmbedLayerNormalization, RotaryEmbedding, MatMulNBits and Attention,
+// composed from existing graph ops (matmul, softmax, take, reductions, where,
+// bit and elementwise ops). Semantics from ONNX Runtime's CPU kernels
+// (contrib_ops/cpu/, where one exists) and its operator schemas.
 #include <cmath>
 #include <optional>
 
@@ -22,15 +26,53 @@ std::vector<Value> convert_bias_gelu(Context& ctx) {
   return {expr_value(op(ctx, "gelu", {add(ctx, ctx.expr(0), ctx.expr(1))}))};
 }
 
-// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), x = X + bias.
-std::vector<Value> convert_fast_gelu(Context& ctx) {
-  Expr x = ctx.has_input(1) ? add(ctx, ctx.expr(0), ctx.expr(1)) : ctx.expr(0);
-  DataType dt = ctx.dtype(0);
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+Expr fast_gelu(Context& ctx, Expr x) {
+  DataType dt = expr_dtype(x);
   Expr cube = mul(ctx, mul(ctx, x, x), x);
   Expr inner = add(ctx, x, mul(ctx, cube, scalar_like(ctx, dt, 0.044715)));
   Expr t = op(ctx, "tanh", {mul(ctx, inner, scalar_like(ctx, dt, std::sqrt(2.0 / M_PI)))});
   Expr half_x = mul(ctx, x, scalar_like(ctx, dt, 0.5));
-  return {expr_value(mul(ctx, half_x, add(ctx, t, scalar_like(ctx, dt, 1.0))))};
+  return mul(ctx, half_x, add(ctx, t, scalar_like(ctx, dt, 1.0)));
+}
+
+// FastGelu(X [+ bias]).
+std::vector<Value> convert_fast_gelu(Context& ctx) {
+  return {expr_value(fast_gelu(ctx, ctx.has_input(1) ? add(ctx, ctx.expr(0), ctx.expr(1)) : ctx.expr(0)))};
+}
+
+// GemmFastGelu (X, W, [bias]): FastGelu(MatMul(X, W) [+ bias]).
+std::vector<Value> convert_gemm_fast_gelu(Context& ctx) {
+  Expr y = op(ctx, "matmul", {ctx.expr(0), ctx.expr(1)});
+  if (ctx.has_input(2)) y = add(ctx, y, ctx.expr(2));
+  return {expr_value(fast_gelu(ctx, y))};
+}
+
+// BiasAdd (X, bias, skip): X + bias + skip.
+std::vector<Value> convert_bias_add(Context& ctx) {
+  return {expr_value(add(ctx, add(ctx, ctx.expr(0), ctx.expr(1)), ctx.expr(2)))};
+}
+
+// BiasSoftmax (data, bias; axis, is_inner_broadcast): softmax(data + bias)
+// over the dims from `axis` on, flattened (opset-11 style). Both broadcast
+// modes are numpy broadcasting of the bias's shape onto the data's.
+std::vector<Value> convert_bias_softmax(Context& ctx) {
+  Dims xs = ctx.bound_shape(0);
+  int nd = int(xs.size());
+  int64_t axis = ctx.attr_int("axis", 1);
+  if (axis < 0) axis += nd;
+  if (axis < 0 || axis >= nd) ctx.fail("axis ", ctx.attr_int("axis", 1), " out of range for rank ", nd);
+  Expr z = add(ctx, ctx.expr(0), ctx.expr(1));
+  if (axis == nd - 1) return {expr_value(op(ctx, "softmax", {z}, {{"axis", int64_t(-1)}}))};
+  SymExpr outer = 1, inner = 1;
+  for (int d = 0; d < nd; ++d) {
+    if (d < axis)
+      outer = outer * xs[size_t(d)];
+    else
+      inner = inner * xs[size_t(d)];
+  }
+  Expr flat = reshape(ctx, z, {simplify(ctx, outer), simplify(ctx, inner)});
+  return {expr_value(reshape(ctx, op(ctx, "softmax", {flat}, {{"axis", int64_t(-1)}}), xs))};
 }
 
 // x * sigmoid(alpha x).
@@ -134,7 +176,11 @@ Converter skip_layer_norm(bool simplified) {
   };
 }
 
-// ---- com.microsoft: Attention ---------------------------------------------------------------
+// ---- com.microsoft: Attention, MultiHeadAttention, GroupQueryAttention ----------------------
+
+Expr attend(Context& ctx, Expr q, Expr k, Expr v, const SymExpr& past_len, std::optional<Expr> mask,
+            std::optional<Expr> bias, bool causal);
+Expr rotate(Context& ctx, Expr x, Expr positions, Expr cos_cache, Expr sin_cache, bool interleaved);
 
 // x with the dims `want`: itself when they provably hold, an error when
 // one provably differs, else x match_cast to them (checked at run time).
@@ -219,25 +265,320 @@ std::vector<Value> convert_ms_attention(Context& ctx) {
   auto stacked = [&](Expr e) { return op(ctx, "expand_dims", {e}, {{"axis", Ints{0}}}); };
   Expr present = op(ctx, "concat", {make_tuple({stacked(k), stacked(v)})}, {{"axis", int64_t(0)}});
 
-  double scale = ctx.has_attr("scale") ? ctx.attr_float("scale")
-                                       : 1.0 / std::sqrt(double(const_dim(ctx, dims_of(ctx, q)[3], "head size")));
+  std::optional<Expr> mask = ctx.has_input(3) ? std::optional<Expr>(ctx.expr(3)) : std::nullopt;
+  std::optional<Expr> bias = ctx.has_input(5) ? std::optional<Expr>(ctx.expr(5)) : std::nullopt;
+  return {expr_value(attend(ctx, q, k, v, past_len, mask, bias, false)), expr_value(present)};
+}
+
+// q (B, N, S, H) attending to k, v (B, Nk, T, H) (each group of N / Nk query
+// heads shares a key head): softmax(scale q k^T + bias, masked) v as (B, S,
+// N * Hv). The node's attributes: scale (1 / sqrt(H) when 0 or absent),
+// unidirectional (key j allowed up to past_len + s), mask_filter_value (the
+// score of a masked key); `mask` as mask_allowed reads it.
+Expr attend(Context& ctx, Expr q, Expr k, Expr v, const SymExpr& past_len, std::optional<Expr> mask,
+            std::optional<Expr> bias, bool causal) {
+  DataType dt = expr_dtype(q);
+  Dims qd = dims_of(ctx, q), kd = dims_of(ctx, k);
+  int64_t heads = const_dim(ctx, qd[1], "head count"), kv_heads = const_dim(ctx, kd[1], "key head count");
+  if (heads % kv_heads) ctx.fail(heads, " query heads do not group over ", kv_heads, " key heads");
+  if (heads != kv_heads) {  // (B, Nk, T, H) -> (B, Nk, N / Nk, T, H) -> (B, N, T, H)
+    auto repeat = [&](Expr e) {
+      Dims d = dims_of(ctx, e);
+      Expr x = op(ctx, "expand_dims", {e}, {{"axis", Ints{2}}});
+      x = op(ctx, "broadcast_to", {x, make_shape({d[0], d[1], SymExpr(heads / kv_heads), d[2], d[3]})});
+      return reshape(ctx, x, {d[0], SymExpr(heads), d[2], d[3]});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  double scale = ctx.attr_float("scale", 0.0f);
+  if (scale == 0.0) scale = 1.0 / std::sqrt(double(const_dim(ctx, qd[3], "head size")));
   Expr scores = mul(ctx, op(ctx, "matmul", {q, permute(ctx, k, {0, 1, 3, 2})}), scalar_like(ctx, dt, scale));
-  if (ctx.has_input(5)) scores = add(ctx, scores, ctx.expr(5));
-  SymExpr batch = xd[0], seq = xd[1], total = dims_of(ctx, k)[2];
+  double softcap = ctx.attr_float("softcap", 0.0f);
+  if (softcap > 0)
+    scores = mul(ctx, op(ctx, "tanh", {mul(ctx, scores, scalar_like(ctx, dt, 1.0 / softcap))}),
+                 scalar_like(ctx, dt, softcap));
+  if (bias) scores = add(ctx, scores, *bias);
+  SymExpr batch = qd[0], seq = qd[2], total = kd[2];
   std::optional<Expr> allowed;
-  if (ctx.has_input(3)) allowed = mask_allowed(ctx, ctx.expr(3), batch, seq, total);
-  if (ctx.attr_int("unidirectional", 0)) {
+  if (mask) allowed = mask_allowed(ctx, *mask, batch, seq, total);
+  if (causal || ctx.attr_int("unidirectional", 0)) {
     Expr i = reshape(ctx, iota(ctx, seq), {seq, SymExpr(1)});
     Expr j = reshape(ctx, iota(ctx, total), {SymExpr(1), total});
-    Expr causal = op(ctx, "less_equal", {j, add(ctx, i, dim_scalar(ctx, past_len))});
-    allowed = allowed ? op(ctx, "logical_and", {*allowed, causal}) : causal;
+    Expr c = op(ctx, "less_equal", {j, add(ctx, i, dim_scalar(ctx, past_len))});
+    allowed = allowed ? op(ctx, "logical_and", {*allowed, c}) : c;
   }
   if (allowed) {
     Expr filter = scalar_like(ctx, dt, ctx.attr_float("mask_filter_value", -10000.0f));
     scores = add(ctx, scores, op(ctx, "where", {*allowed, scalar_like(ctx, dt, 0.0), filter}));
   }
   Expr probs = op(ctx, "softmax", {scores}, {{"axis", int64_t(-1)}});
-  return {expr_value(merge_heads(ctx, op(ctx, "matmul", {probs, v}))), expr_value(present)};
+  return merge_heads(ctx, op(ctx, "matmul", {probs, v}));
+}
+
+// x[begin:end] on axis 2 of a (B, S, D) tensor.
+Expr feature_slice(Context& ctx, Expr x, int64_t begin, int64_t end) {
+  return op(ctx, "strided_slice", {x}, {{"axes", Ints{2}}, {"begin", Dims{SymExpr(begin)}}, {"end", Dims{SymExpr(end)}}});
+}
+
+// MultiHeadAttention (query, [key], [value], [bias], [key_padding_mask],
+// [attention_bias], [past_key], [past_value]) -> (output, present_key,
+// present_value): query (B, S, D) and key, value (B, L, D) projected
+// already (bias [q | k | v] added before the heads split), or key, value
+// (B, N, L, H) as they are (cross attention, no k/v bias); past (B, N, P,
+// H) prepended. Packed QKV and shared buffers (ONNX Runtime's CUDA paths)
+// are not supported.
+std::vector<Value> convert_multi_head_attention(Context& ctx) {
+  int64_t heads = ctx.attr_int("num_heads");
+  if (heads < 1) ctx.fail("needs num_heads");
+  if (!ctx.has_input(1) || !ctx.has_input(2)) ctx.unsupported("packed QKV or KV (key and value absent)");
+  if (ctx.has_input(8) || ctx.has_input(9)) ctx.unsupported("past_sequence_length / cache_indirection (shared buffers)");
+  Expr q = ctx.expr(0), k = ctx.expr(1), v = ctx.expr(2);
+  int64_t d = const_dim(ctx, ctx.bound_shape(0)[2], "hidden size");
+  bool bnsh = ctx.bound_shape(1).size() == 4;
+  if (ctx.has_input(3)) {
+    Expr b = ctx.expr(3);
+    auto part = [&](int64_t begin, int64_t end) {
+      return op(ctx, "strided_slice", {b}, {{"axes", Ints{0}}, {"begin", Dims{SymExpr(begin)}}, {"end", Dims{SymExpr(end)}}});
+    };
+    int64_t total = const_dim(ctx, ctx.bound_shape(3)[0], "bias size");
+    q = add(ctx, q, part(0, d));
+    if (!bnsh) {
+      k = add(ctx, k, part(d, 2 * d));
+      v = add(ctx, v, part(2 * d, total));
+    }
+  }
+  q = split_heads(ctx, q, heads);
+  if (!bnsh) {
+    k = split_heads(ctx, k, heads);
+    v = split_heads(ctx, v, heads);
+  }
+  SymExpr past_len(0);
+  if (ctx.has_input(6) != ctx.has_input(7)) ctx.fail("past_key and past_value come together");
+  if (ctx.has_input(6)) {
+    past_len = ctx.bound_shape(6)[2];
+    k = op(ctx, "concat", {make_tuple({ctx.expr(6), k})}, {{"axis", int64_t(2)}});
+    v = op(ctx, "concat", {make_tuple({ctx.expr(7), v})}, {{"axis", int64_t(2)}});
+  }
+  std::optional<Expr> mask = ctx.has_input(4) ? std::optional<Expr>(ctx.expr(4)) : std::nullopt;
+  std::optional<Expr> bias = ctx.has_input(5) ? std::optional<Expr>(ctx.expr(5)) : std::nullopt;
+  return {expr_value(attend(ctx, q, k, v, past_len, mask, bias, false)), expr_value(k), expr_value(v)};
+}
+
+// GroupQueryAttention (query, [key], [value], [past_key], [past_value],
+// seqlens_k, total_sequence_length, [cos_cache], [sin_cache]) -> (output,
+// present_key, present_value): query (B, S, N H) (or packed [q | k | v]
+// heads when key is absent), key and value (B, S, Nk H); each group of N /
+// Nk query heads shares a key head. The present is the past (B, Nk, P, H)
+// with the new keys after it, and query row s sees keys j <= P + s that lie
+// below its batch's seqlens_k + 1: the layout of a past buffer holding
+// exactly the tokens so far. Rotary (do_rotary) turns Q and the new K at
+// positions P + s. Shared past/present buffers (a past longer than the
+// tokens so far), local_window_size, position_ids, attention_bias,
+// head_sink and smooth_softmax are not supported.
+std::vector<Value> convert_group_query_attention(Context& ctx) {
+  int64_t heads = ctx.attr_int("num_heads"), kv_heads = ctx.attr_int("kv_num_heads");
+  if (heads < 1 || kv_heads < 1 || heads % kv_heads) ctx.fail("needs num_heads, a multiple of kv_num_heads");
+  if (ctx.num_inputs() > 9 && ctx.has_input(9)) ctx.unsupported("position_ids");
+  if (ctx.num_inputs() > 10 && ctx.has_input(10)) ctx.unsupported("attention_bias");
+  if (ctx.num_inputs() > 11 && ctx.has_input(11)) ctx.unsupported("head_sink");
+  if (ctx.attr_int("smooth_softmax", 0)) ctx.unsupported("smooth_softmax");
+  if (ctx.attr_int("local_window_size", -1) >= 0) ctx.unsupported("local_window_size");
+  Dims qs = ctx.bound_shape(0);
+  Expr q = ctx.expr(0), k, v;
+  int64_t width = const_dim(ctx, qs[2], "query width");
+  if (ctx.has_input(1)) {
+    k = ctx.expr(1);
+    v = ctx.expr(2);
+  } else {
+    int64_t head = width / (heads + 2 * kv_heads);
+    k = feature_slice(ctx, q, heads * head, (heads + kv_heads) * head);
+    v = feature_slice(ctx, q, (heads + kv_heads) * head, width);
+    q = feature_slice(ctx, q, 0, heads * head);
+  }
+  q = split_heads(ctx, q, heads);
+  k = split_heads(ctx, k, kv_heads);
+  v = split_heads(ctx, v, kv_heads);
+  SymExpr past_len(0);
+  if (ctx.has_input(3)) past_len = ctx.bound_shape(3)[2];
+  if (ctx.attr_int("do_rotary", 0)) {
+    if (!ctx.has_input(7) || !ctx.has_input(8)) ctx.fail("do_rotary needs cos_cache and sin_cache");
+    Expr pos = add(ctx, iota(ctx, qs[1]), dim_scalar(ctx, past_len));
+    bool interleaved = ctx.attr_int("rotary_interleaved", 0) != 0;
+    q = rotate(ctx, q, pos, ctx.expr(7), ctx.expr(8), interleaved);
+    k = rotate(ctx, k, pos, ctx.expr(7), ctx.expr(8), interleaved);
+  }
+  if (ctx.has_input(3)) {
+    k = op(ctx, "concat", {make_tuple({ctx.expr(3), k})}, {{"axis", int64_t(2)}});
+    v = op(ctx, "concat", {make_tuple({ctx.expr(4), v})}, {{"axis", int64_t(2)}});
+  }
+  // Keys below each batch's seqlens_k + 1, as key lengths (B,).
+  Expr lengths = add(ctx, cast_to(ctx, ctx.expr(5), kI64), ctx.scalar(kI64, 1));
+  Expr out = attend(ctx, q, k, v, past_len, lengths, std::nullopt, /*causal=*/true);
+  return {expr_value(out), expr_value(k), expr_value(v)};
+}
+
+// ---- com.microsoft: EmbedLayerNormalization -------------------------------------------------
+
+// (input_ids, [segment_ids], word_embedding, position_embedding,
+// [segment_embedding], gamma, beta, [mask], [position_ids]) -> (output,
+// mask_index, embedding_sum): the embeddings' sum (positions 0..S-1 unless
+// position_ids, (B, S) or (1, S), are given) layer-normalised over the
+// hidden dim; mask_index counts each row's mask elements equal to 1 (zeros
+// without a mask), as ONNX Runtime's CPU kernel does.
+std::vector<Value> convert_embed_layer_norm(Context& ctx) {
+  Dims ids = ctx.bound_shape(0);
+  if (ids.size() != 2) ctx.fail("input_ids must be (batch, sequence), got rank ", ids.size());
+  Expr e = op(ctx, "take", {ctx.expr(2), ctx.expr(0)}, {{"axis", int64_t(0)}});
+  Expr positions = ctx.has_input(8)
+                       ? ctx.expr(8)
+                       : op(ctx, "arange", {make_shape({ids[1]}), ctx.scalar(kI64, 0), ctx.scalar(kI64, 1)});
+  e = add(ctx, e, op(ctx, "take", {ctx.expr(3), positions}, {{"axis", int64_t(0)}}));
+  if (ctx.has_input(1) != ctx.has_input(4)) ctx.fail("segment_ids and segment_embedding come together");
+  if (ctx.has_input(1)) e = add(ctx, e, op(ctx, "take", {ctx.expr(4), ctx.expr(1)}, {{"axis", int64_t(0)}}));
+  Normalized n = normalize(ctx, e, -1, false, ctx.attr_float("epsilon", 1e-12f), ctx.expr(5), ctx.expr(6));
+  const DataType i32 = DataType::i32();
+  Expr mask_index;
+  if (ctx.has_input(7)) {
+    Expr ones = op(ctx, "equal", {ctx.expr(7), ctx.scalar(ctx.dtype(7), 1)});
+    mask_index = op(ctx, "sum", {cast_to(ctx, ones, i32)}, {{"axis", Ints{1}}});
+  } else {
+    mask_index = op(ctx, "zeros", {make_shape({ids[0]})}, {{"dtype", i32}});
+  }
+  return {expr_value(n.y), expr_value(mask_index), expr_value(e)};
+}
+
+// ---- com.microsoft: RotaryEmbedding ------------------------------------------------------------
+
+// x[..., begin:end] on its last axis.
+Expr last_axis_slice(Context& ctx, Expr x, SymExpr begin, SymExpr end) {
+  int64_t last = int64_t(dims_of(ctx, x).size()) - 1;
+  return op(ctx, "strided_slice", {x}, {{"axes", Ints{last}}, {"begin", Dims{begin}}, {"end", Dims{end}}});
+}
+
+// x (B, N, S, H) with its first `rot` = 2 h features of each head rotated
+// by the angles of its position (cos_cache, sin_cache (max_sequence, h);
+// positions (S,) or (B, S)), the rest kept: interleaved=0 rotates the halves
+// (x[i], x[i + h]), 1 the pairs (x[2j], x[2j + 1]).
+Expr rotate(Context& ctx, Expr x, Expr positions, Expr cos_cache, Expr sin_cache, bool interleaved) {
+  Dims xs = dims_of(ctx, x), cs = dims_of(ctx, cos_cache);
+  if (cs.size() != 2) ctx.fail("cos_cache must be (max_sequence, rotary_dim / 2)");
+  int64_t half = const_dim(ctx, cs[1], "cos_cache width"), head = const_dim(ctx, xs[3], "head size");
+  int64_t rot = 2 * half;
+  if (rot > head) ctx.fail("rotary dim ", rot, " is more than the head size ", head);
+  auto angles = [&](Expr cache) {  // (B, S, h) or (S, h) -> (B, 1, S, h) or (1, S, h)
+    return op(ctx, "expand_dims", {op(ctx, "take", {cache, positions}, {{"axis", int64_t(0)}})}, {{"axis", Ints{-3}}});
+  };
+  Expr c = angles(cos_cache), si = angles(sin_cache);
+  Expr xr = rot < head ? last_axis_slice(ctx, x, 0, rot) : x;
+  Dims rs = dims_of(ctx, xr);
+  Expr x1, x2;
+  if (interleaved) {
+    Dims pairs = rs, halves = rs;
+    pairs.back() = SymExpr(half);
+    halves.back() = SymExpr(half);
+    pairs.push_back(SymExpr(2));
+    Expr p = reshape(ctx, xr, pairs);
+    x1 = reshape(ctx, last_axis_slice(ctx, p, 0, 1), halves);
+    x2 = reshape(ctx, last_axis_slice(ctx, p, 1, 2), halves);
+  } else {
+    x1 = last_axis_slice(ctx, xr, 0, half);
+    x2 = last_axis_slice(ctx, xr, half, rot);
+  }
+  Expr y1 = op(ctx, "subtract", {mul(ctx, x1, c), mul(ctx, x2, si)});
+  Expr y2 = add(ctx, mul(ctx, x2, c), mul(ctx, x1, si));
+  Expr y;
+  if (interleaved) {
+    auto col = [&](Expr e) { return op(ctx, "expand_dims", {e}, {{"axis", Ints{-1}}}); };
+    y = reshape(ctx, op(ctx, "concat", {make_tuple({col(y1), col(y2)})}, {{"axis", int64_t(-1)}}), rs);
+  } else {
+    y = op(ctx, "concat", {make_tuple({y1, y2})}, {{"axis", int64_t(-1)}});
+  }
+  if (rot < head) y = op(ctx, "concat", {make_tuple({y, last_axis_slice(ctx, x, rot, head)})}, {{"axis", int64_t(-1)}});
+  return y;
+}
+
+// RotaryEmbedding (input, position_ids, cos_cache, sin_cache; interleaved,
+// num_heads, rotary_embedding_dim): input (B, S, N H) or (B, N, S, H),
+// rotated per head (rotate); position_ids (B, S), or one offset: positions
+// offset .. offset + S - 1.
+std::vector<Value> convert_rotary_embedding(Context& ctx) {
+  Dims xs = ctx.bound_shape(0);
+  Dims cs = ctx.bound_shape(2);
+  if (cs.size() != 2) ctx.fail("cos_cache must be (max_sequence, rotary_dim / 2)");
+  int64_t half = const_dim(ctx, cs[1], "cos_cache width");
+  int64_t num_heads = ctx.attr_int("num_heads", 0), rot_attr = ctx.attr_int("rotary_embedding_dim", 0);
+  if (rot_attr > 0 && rot_attr != 2 * half) ctx.fail("rotary_embedding_dim ", rot_attr, " is not cos_cache's width x 2");
+  Expr x = ctx.expr(0);
+  SymExpr seq;
+  if (xs.size() == 3) {  // (B, S, N * H) -> (B, N, S, H)
+    int64_t hidden = const_dim(ctx, xs[2], "hidden size");
+    if (rot_attr > 0 && num_heads <= 0) ctx.fail("num_heads is required with rotary_embedding_dim");
+    int64_t head = rot_attr == 0 ? 2 * half : hidden / num_heads;
+    if (head <= 0 || hidden % head) ctx.fail("hidden size ", hidden, " is no multiple of the head size ", head);
+    x = permute(ctx, reshape(ctx, x, {xs[0], xs[1], SymExpr(hidden / head), SymExpr(head)}), {0, 2, 1, 3});
+    seq = xs[1];
+  } else if (xs.size() == 4) {
+    seq = xs[2];
+  } else {
+    ctx.fail("input must be (batch, sequence, hidden) or (batch, heads, sequence, head), got rank ", xs.size());
+  }
+  Dims ps = ctx.bound_shape(1);
+  Expr pos = ctx.expr(1);
+  if (ps.size() <= 1) {  // one offset
+    Expr offset = ps.empty() ? pos : reshape(ctx, pos, {});
+    pos = add(ctx, iota(ctx, seq), cast_to(ctx, offset, kI64));
+  }
+  Expr y = rotate(ctx, x, pos, ctx.expr(2), ctx.expr(3), ctx.attr_int("interleaved", 0) != 0);
+  if (xs.size() == 3) y = reshape(ctx, permute(ctx, y, {0, 2, 1, 3}), xs);
+  return {expr_value(y)};
+}
+
+// ---- com.microsoft: MatMulNBits ----------------------------------------------------------------
+
+// The 4-bit fields of a uint8 tensor (..., n) as (..., 2 n) integers,
+// low nibble first.
+Expr nibbles(Context& ctx, Expr packed) {
+  Dims d = dims_of(ctx, packed);
+  Expr b = cast_to(ctx, packed, DataType::i32());
+  Expr lo = op(ctx, "bitwise_and", {b, ctx.scalar(DataType::i32(), 15)});
+  Expr hi = op(ctx, "right_shift", {b, ctx.scalar(DataType::i32(), 4)});
+  auto col = [&](Expr v) { return op(ctx, "expand_dims", {v}, {{"axis", Ints{-1}}}); };
+  Dims out(d.begin(), d.end() - 1);
+  out.push_back(simplify(ctx, d.back() * 2));
+  return reshape(ctx, op(ctx, "concat", {make_tuple({col(lo), col(hi)})}, {{"axis", int64_t(-1)}}), out);
+}
+
+// (A, B, scales, [zero_points], [g_idx], [bias]; K, N, bits, block_size):
+// A (..., K) times the 4-bit weight W (N, K) transposed, plus bias. B holds
+// W as (N, blocks, block_size / 2) bytes, low nibble first; W[n, k] =
+// (q[n, k] - zero[n, k / block_size]) * scale[n, k / block_size], the zero
+// point 8 unless given (packed 4-bit like B, or in the scales' dtype).
+std::vector<Value> convert_matmul_nbits(Context& ctx) {
+  int64_t K = ctx.attr_int("K", 0), N = ctx.attr_int("N", 0), bits = ctx.attr_int("bits", 4);
+  int64_t bs = ctx.attr_int("block_size", 0);
+  if (bits != 4) ctx.unsupported(cat("bits=", bits));
+  if (K <= 0 || N <= 0 || bs < 16 || (bs & (bs - 1))) ctx.fail("K, N and block_size (a power of 2, >= 16) are required");
+  if (ctx.has_input(4)) ctx.unsupported("g_idx");
+  int64_t blocks = (K + bs - 1) / bs;
+  DataType dt = ctx.dtype(0);
+  Expr q = cast_to(ctx, reshape(ctx, nibbles(ctx, ctx.expr(1)), {N, blocks, bs}), dt);
+  Expr scale = reshape(ctx, cast_to(ctx, ctx.expr(2), dt), {N, blocks, 1});
+  Expr zero;
+  if (!ctx.has_input(3)) {
+    zero = ctx.scalar(dt, 8);
+  } else if (ctx.dtype(3) == DataType::u(8)) {
+    Expr z = nibbles(ctx, reshape(ctx, ctx.expr(3), {N, (blocks + 1) / 2}));
+    zero = reshape(ctx, cast_to(ctx, last_axis_slice(ctx, z, 0, blocks), dt), {N, blocks, 1});
+  } else {
+    zero = reshape(ctx, cast_to(ctx, ctx.expr(3), dt), {N, blocks, 1});
+  }
+  Expr w = mul(ctx, op(ctx, "subtract", {q, zero}), scale);
+  w = reshape(ctx, w, {N, blocks * bs});
+  if (blocks * bs != K) w = last_axis_slice(ctx, w, 0, K);
+  Expr y = op(ctx, "matmul", {ctx.expr(0), permute(ctx, w, {1, 0})});
+  if (ctx.has_input(5)) y = add(ctx, y, ctx.expr(5));
+  return {expr_value(y)};
 }
 
 }  // namespace
@@ -247,13 +588,24 @@ void register_contrib_converters(ConverterRegistry& r) {
   r.add(ms, "Gelu", 1, convert_gelu);
   r.add(ms, "BiasGelu", 1, convert_bias_gelu);
   r.add(ms, "FastGelu", 1, convert_fast_gelu);
+  r.add(ms, "GemmFastGelu", 1, convert_gemm_fast_gelu);
+  r.add(ms, "BiasAdd", 1, convert_bias_add);
+  r.add(ms, "BiasSoftmax", 1, convert_bias_softmax);
+  r.add(ms, "EmbedLayerNormalization", 1, convert_embed_layer_norm);
+  r.add(ms, "RotaryEmbedding", 1, convert_rotary_embedding);
+  r.add(ms, "MatMulNBits", 1, convert_matmul_nbits);
   r.add(ms, "QuickGelu", 1, convert_quick_gelu);
   r.add(ms, "FusedMatMul", 1, convert_fused_matmul);
   r.add(ms, "LayerNormalization", 1, layer_norm(false));
   r.add(ms, "SimplifiedLayerNormalization", 1, layer_norm(true));
+  // ONNX Runtime registers it in the ONNX domain, where its optimizer and
+  // generate() tooling write it (an RMS norm of Llama-style models).
+  r.add("", "SimplifiedLayerNormalization", 1, layer_norm(true));
   r.add(ms, "SkipLayerNormalization", 1, skip_layer_norm(false));
   r.add(ms, "SkipSimplifiedLayerNormalization", 1, skip_layer_norm(true));
   r.add(ms, "Attention", 1, convert_ms_attention);
+  r.add(ms, "MultiHeadAttention", 1, convert_multi_head_attention);
+  r.add(ms, "GroupQueryAttention", 1, convert_group_query_attention);
 }
 
 }  // namespace relax::onnx_fe
