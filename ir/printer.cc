@@ -319,17 +319,24 @@ std::string Printer::attr_value(const AttrValue& v, bool typed) {
   return "?";
 }
 
-// `name=value, ...` without braces. With `op`, values of the declared type
-// print in their typed form, and those equal to the declared default not at
-// all.
+// `name=value, ...` without braces. With `op`, in the op's declared order
+// (the order the parser gives them back, whatever order a frontend set them
+// in: printed text is canonical), values of the declared type in their typed
+// form, and those equal to the declared default not at all.
 std::string Printer::attrs(const Attrs& a, const OpInfo* op) {
+  std::vector<std::pair<std::string, const AttrValue*>> order;
+  if (op)
+    for (const AttrSpec& spec : op->attrs)
+      if (const AttrValue* v = a.find(spec.name)) order.push_back({spec.name, v});
+  for (const auto& [k, v] : a)
+    if (!op || !op->find_attr(k)) order.push_back({k, &v});
   std::string s;
-  for (const auto& [k, v] : a) {
+  for (const auto& [k, v] : order) {
     const AttrSpec* spec = op ? op->find_attr(k) : nullptr;
-    bool typed = spec && spec->type == attr_type_of(v);
-    if (typed && spec->default_value && *spec->default_value == v) continue;  // the parser fills it in
+    bool typed = spec && spec->type == attr_type_of(*v);
+    if (typed && spec->default_value && *spec->default_value == *v) continue;  // the parser fills it in
     if (!s.empty()) s += ", ";
-    s += (is_identifier(k) ? k : quote_string(k)) + "=" + attr_value(v, typed);
+    s += (is_identifier(k) ? k : quote_string(k)) + "=" + attr_value(*v, typed);
   }
   return s;
 }

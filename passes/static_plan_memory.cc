@@ -70,9 +70,12 @@ class Planner : public ExprMutator {
             storages.push_back(Storage{a.nbytes, i});
             continue;
           }
+          // At its upper bound only where every variable of the size has
+          // a declared one: a clamp in the size (a slice to min(n, 2^62))
+          // bounds it too, at what no machine holds.
           SymExpr size = a.nbytes;
           int64_t hi = ana.bound(size).hi;
-          if (!size.is_const() && hi != Interval::kPosInf) size = SymExpr(hi);
+          if (!size.is_const() && hi != Interval::kPosInf && all_bounded(size, bounds)) size = SymExpr(hi);
           storage_of[t] = pick(size, i, storages, free_list, ana);
         }
       }
@@ -121,6 +124,12 @@ class Planner : public ExprMutator {
   }
 
  private:
+  static bool all_bounded(const SymExpr& size, const std::map<std::string, Interval>& bounds) {
+    for (const SymExpr& v : free_vars(size))
+      if (!bounds.count(v.name())) return false;
+    return true;
+  }
+
   static void bind_bounds(const StructInfo& si, const std::map<std::string, Interval>& bounds, Analyzer& ana) {
     std::vector<SymExpr> vars;
     collect_vars(si, vars);

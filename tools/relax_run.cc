@@ -58,14 +58,19 @@ std::vector<Tensor> named_inputs(const Model& m, const std::vector<std::string>&
     if (eq == std::string::npos) rt_fail("--input expects NAME=FILE, got '", s, "'");
     files[s.substr(0, eq)] = s.substr(eq + 1);
   }
+  std::string names;
+  for (const TensorDesc& d : m.inputs()) names += (names.empty() ? "'" : ", '") + d.name + "'";
+  for (const auto& [name, file] : files) {
+    bool known = false;
+    for (const TensorDesc& d : m.inputs()) known = known || d.name == name;
+    if (!known) rt_fail("--input ", name, ": the model has no input of that name (its inputs: ", names, ")");
+  }
   std::vector<Tensor> out;
   for (const TensorDesc& d : m.inputs()) {
     auto it = files.find(d.name);
-    if (it == files.end()) rt_fail("no --input for the model's input '", d.name, "'");
+    if (it == files.end()) rt_fail("no --input for the model's input '", d.name, "' (its inputs: ", names, ")");
     out.push_back(read_input(it->second));
-    files.erase(it);
   }
-  if (!files.empty()) rt_fail("the model has no input named '", files.begin()->first, "'");
   return out;
 }
 

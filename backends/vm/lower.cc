@@ -210,9 +210,14 @@ class FunctionLowering {
     // Two rounds, so a dim `n + 1` of the first parameter can be checked
     // after a later parameter binds n.
     std::vector<std::function<void()>> deferred;
+    // The model's names of the inputs (attribute input_names, set by the
+    // importer where the IR's differ) name them in the checks' errors.
+    const auto* names = f->attrs.find("input_names") ? std::get_if<std::vector<std::string>>(f->attrs.find("input_names"))
+                                                     : nullptr;
     for (size_t i = 0; i < f->params.size(); ++i) {
       const Var& p = f->params[i];
-      std::string ctx = "input '" + p->name + "' (" + sinfo_text(p->sinfo) + ")";
+      std::string name = names && names->size() == f->params.size() ? (*names)[i] : p->name;
+      std::string ctx = "input '" + name + "' (" + sinfo_text(p->sinfo) + ")";
       match(Arg::reg(reg_of_[p.get()]), p->sinfo, ctx, &deferred);
     }
     for (auto& d : deferred) d();

@@ -91,6 +91,12 @@ class Context {
   DataType dtype(size_t i);
   int ndim(size_t i);  // -1: unknown rank
   std::optional<std::vector<SymExpr>> shape(size_t i);
+  // Input i's dims where the converter cannot do without them: its shape,
+  // or, where only its rank is known (or `rank` gives it: the op fixes it),
+  // fresh variables bound at run time by a match_cast of the input, which
+  // then stands for input i. No gap in shape deduction stops an import
+  // where the rank is known; an unknown rank is unsupported.
+  std::vector<SymExpr> bound_shape(size_t i, int rank = -1);
   // Elements of input i when known symbolically (from `sym`, or from small
   // integer constant data); nullopt otherwise.
   std::optional<std::vector<SymExpr>> sym_values(size_t i) const;

@@ -175,10 +175,21 @@ Expr resize_roi(Context& ctx, size_t i, size_t rank, const Ints& axes) {
 
 // Resize (opsets 10, 11, 13, 18, 19): inputs X, roi, scales, sizes (opset
 // 10: X, scales).
+// X's rank: its own, or, where unknown and no `axes` narrows them, the
+// length of sizes or scales, which then name every axis.
+int resize_rank(Context& ctx, size_t scales_in, size_t sizes_in) {
+  if (ctx.ndim(0) >= 0 || ctx.has_attr("axes")) return known_rank(ctx, 0);
+  for (size_t i : {sizes_in, scales_in}) {
+    auto s = i < ctx.num_inputs() && ctx.has_input(i) ? ctx.shape(i) : std::nullopt;
+    if (s && s->size() == 1 && (*s)[0].is_const() && (*s)[0].const_value() > 0) return int((*s)[0].const_value());
+  }
+  return known_rank(ctx, 0);
+}
+
 std::vector<Value> convert_resize(Context& ctx) {
-  int nd = known_rank(ctx, 0);
-  Dims xs = known_shape(ctx, 0);
   size_t scales_in = ctx.opset() < 11 ? 1 : 2, roi_in = 1, sizes_in = 3;
+  int nd = resize_rank(ctx, scales_in, sizes_in);
+  Dims xs = ctx.bound_shape(0, nd);
   Ints axes = ctx.attr_ints("axes");
   for (int64_t& a : axes) a = a < 0 ? a + nd : a;
   if (axes.empty()) axes = range_ints(0, nd);

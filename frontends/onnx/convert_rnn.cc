@@ -59,7 +59,11 @@ void set_activations(Context& ctx, const Layer& layer, int dirs, Attrs& attrs) {
   std::vector<float> alphas = ctx.attr_floats("activation_alpha"), betas = ctx.attr_floats("activation_beta");
   size_t next_alpha = 0, next_beta = 0;
   std::vector<double> alpha, beta;
-  for (std::string& n : names) {
+  for (size_t k = 0; k < names.size(); ++k) {
+    std::string& n = names[k];
+    // An empty name (some exporters write activations=["", ""]) is the
+    // default activation of that position.
+    if (n.empty()) n = layer.default_activations[k % per_dir];
     const Activation* a = find_activation(n);
     if (!a) ctx.unsupported(cat("activation '", n, "'"));
     n = a->name;

@@ -445,7 +445,14 @@ ImportedModel Importer::run() {
   if (!bindings.empty()) blocks.push_back(BindingBlock{false, std::move(bindings)});
   SeqExpr seq = make_seq(std::move(blocks), body);
   ensure_struct_info(seq, InferContext{ana_, &mod_});
-  mod_.add_function("main", make_function(params, seq, seq->sinfo));
+  // The model's own input names where the IR's differ (input.1 -> input_1):
+  // packages, relax-run and the VM's checks speak the model's.
+  Attrs attrs;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < params.size(); ++i) names.push_back(out.inputs[i].name);
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i]->name != names[i]) attrs.set("input_names", names);
+  mod_.add_function("main", make_function(params, seq, seq->sinfo, attrs));
   // The outputs as the body computes them: dims bound by match_cast inside
   // the function (data-dependent ones) keep their names here, while the
   // function's declared return erases them.
@@ -603,6 +610,17 @@ std::optional<std::vector<SymExpr>> Context::shape(size_t i) {
   auto* t = as<TensorSI>(si);
   if (!t || !t->shape) return std::nullopt;
   return *t->shape;
+}
+
+std::vector<SymExpr> Context::bound_shape(size_t i, int rank) {
+  if (auto s = shape(i)) return *s;
+  int r = ndim(i) >= 0 ? ndim(i) : rank;
+  if (r < 0) unsupported(cat("input ", i, " of unknown rank"));
+  std::string name = node_.input(int(i));
+  std::vector<SymExpr> dims;
+  for (int k = 0; k < r; ++k) dims.push_back(fresh_sym(cat(name, "_d", k)));
+  inputs_[i] = expr_value(emit_match_cast(expr(i), tensor_si(dtype(i), dims), name));
+  return dims;
 }
 
 std::optional<std::vector<SymExpr>> Context::sym_values(size_t i) const {

@@ -24,11 +24,7 @@ inline int known_rank(Context& ctx, size_t i) {
   return r;
 }
 
-inline Dims known_shape(Context& ctx, size_t i) {
-  auto s = ctx.shape(i);
-  if (!s) ctx.unsupported(cat("input ", i, " of unknown shape"));
-  return *s;
-}
+inline Dims known_shape(Context& ctx, size_t i) { return ctx.bound_shape(i); }
 
 inline Ints range_ints(int64_t begin, int64_t end) {
   Ints v;

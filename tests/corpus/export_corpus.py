@@ -199,6 +199,180 @@ class BertModel(nn.Module):
         return x, torch.tanh(self.pooler(x[:, 0]))
 
 
+# ---- T5's encoder, with relative position buckets (modeling_t5.py) ------------------------
+
+class T5Attention(nn.Module):
+    def __init__(self, d_model, heads, has_bias, buckets=32, max_distance=128):
+        super().__init__()
+        self.heads, self.d_kv, self.buckets, self.max_distance = heads, d_model // heads, buckets, max_distance
+        self.q, self.k, self.v, self.o = (nn.Linear(d_model, d_model, bias=False) for _ in range(4))
+        self.relative_attention_bias = nn.Embedding(buckets, heads) if has_bias else None
+
+    def bucket(self, relative_position):
+        num_buckets = self.buckets // 2  # bidirectional
+        ret = (relative_position > 0).to(torch.long) * num_buckets
+        n = torch.abs(relative_position)
+        max_exact = num_buckets // 2
+        is_small = n < max_exact
+        large = max_exact + (torch.log(n.float() / max_exact) / math.log(self.max_distance / max_exact)
+                             * (num_buckets - max_exact)).to(torch.long)
+        large = torch.min(large, torch.full_like(large, num_buckets - 1))
+        return ret + torch.where(is_small, n, large)
+
+    def compute_bias(self, q_len, k_len):
+        context = torch.arange(q_len, dtype=torch.long)[:, None]
+        memory = torch.arange(k_len, dtype=torch.long)[None, :]
+        values = self.relative_attention_bias(self.bucket(memory - context))
+        return values.permute([2, 0, 1]).unsqueeze(0)
+
+    def forward(self, x, mask, position_bias=None):
+        b, s = x.shape[:2]
+        shape = lambda t: t.view(b, -1, self.heads, self.d_kv).transpose(1, 2)  # noqa: E731
+        q, k, v = shape(self.q(x)), shape(self.k(x)), shape(self.v(x))
+        scores = torch.matmul(q, k.transpose(3, 2))
+        if position_bias is None:
+            position_bias = self.compute_bias(s, s) + mask
+        w = F.softmax(scores + position_bias, dim=-1)
+        y = torch.matmul(w, v).transpose(1, 2).contiguous().view(b, -1, self.heads * self.d_kv)
+        return self.o(y), position_bias
+
+
+class T5LayerNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d) + 0.1 * torch.randn(d)), eps
+
+    def forward(self, x):
+        var = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(var + self.eps))
+
+
+class T5Encoder(nn.Module):
+    def __init__(self, vocab=120, d_model=32, heads=4, layers=2, d_ff=64):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.attn = nn.ModuleList([T5Attention(d_model, heads, i == 0) for i in range(layers)])
+        self.ln_attn = nn.ModuleList([T5LayerNorm(d_model) for _ in range(layers)])
+        self.ff = nn.ModuleList([nn.Sequential(nn.Linear(d_model, d_ff, bias=False), nn.ReLU(),
+                                               nn.Linear(d_ff, d_model, bias=False)) for _ in range(layers)])
+        self.ln_ff = nn.ModuleList([T5LayerNorm(d_model) for _ in range(layers)])
+        self.final = T5LayerNorm(d_model)
+
+    def forward(self, input_ids, attention_mask):
+        x = self.embed(input_ids)
+        mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        bias = None
+        for attn, ln_a, ff, ln_f in zip(self.attn, self.ln_attn, self.ff, self.ln_ff):
+            y, bias = attn(ln_a(x), mask, bias)
+            x = x + y
+            x = x + ff(ln_f(x))
+        return self.final(x)
+
+
+# ---- A pre-norm encoder block, as Whisper's and ViT's modeling code write it --------------
+
+class PreNormBlock(nn.Module):
+    def __init__(self, d_model, heads):
+        super().__init__()
+        self.heads, self.d = heads, d_model // heads
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.qkv, self.proj = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+        self.fc1, self.fc2 = nn.Linear(d_model, 2 * d_model), nn.Linear(2 * d_model, d_model)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        qkv = self.qkv(self.ln1(x)).reshape(b, n, 3, self.heads, self.d).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        w = (q @ k.transpose(-2, -1)) * self.d ** -0.5
+        y = (w.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, n, c)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+# ---- A Whisper-like encoder: conv stem, sliced sinusoidal positions ----------------------
+
+class WhisperEncoder(nn.Module):
+    def __init__(self, mels=16, d_model=32, heads=4, layers=2, max_frames=64):
+        super().__init__()
+        self.conv1 = nn.Conv1d(mels, d_model, kernel_size=3, padding=1)
+        self.conv2 = nn.Conv1d(d_model, d_model, kernel_size=3, stride=2, padding=1)
+        self.register_buffer("embed_positions", torch.randn(max_frames, d_model) * 0.1)
+        self.layers = nn.Sequential(*[PreNormBlock(d_model, heads) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d_model)
+
+    def forward(self, input_features):
+        x = F.gelu(self.conv1(input_features))
+        x = F.gelu(self.conv2(x)).permute(0, 2, 1)
+        x = x + self.embed_positions[:x.shape[1]]
+        return self.ln(self.layers(x))
+
+
+# ---- ViT: patches by a strided conv, a class token, learned positions ---------------------
+
+class ViT(nn.Module):
+    def __init__(self, image=32, patch=8, d_model=32, heads=4, layers=2, classes=10):
+        super().__init__()
+        self.patch = nn.Conv2d(3, d_model, patch, stride=patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, d_model) * 0.1)
+        self.pos = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, d_model) * 0.1)
+        self.encoder = nn.Sequential(*[PreNormBlock(d_model, heads) for _ in range(layers)])
+        self.head = nn.Linear(d_model, classes)
+
+    def forward(self, pixel_values):
+        x = self.patch(pixel_values).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.head(self.encoder(x)[:, 0])
+
+
+# ---- Recurrent models ----------------------------------------------------------------------
+
+class GRUTagger(nn.Module):
+    def __init__(self, vocab=50, d=16, hidden=24, tags=7):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.gru = nn.GRU(d, hidden, num_layers=2, batch_first=True, bidirectional=True)
+        self.out = nn.Linear(2 * hidden, tags)
+
+    def forward(self, tokens):
+        y, h = self.gru(self.embed(tokens))
+        return self.out(y).log_softmax(-1), h
+
+
+class LSTMForecaster(nn.Module):
+    def __init__(self, features=6, hidden=20):
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, num_layers=1, batch_first=False)
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, x, h0, c0):
+        y, (h, c) = self.lstm(x, (h0, c0))
+        return self.head(y[-1]), h, c
+
+
+# ---- A detection head: scores, TopK, boxes gathered, NMS -------------------------------------
+
+class DetectHead(nn.Module):
+    def __init__(self, channels=8, anchors=3, classes=4):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1), nn.ReLU(),
+                                  nn.Conv2d(channels, channels, 3, stride=2, padding=1), nn.ReLU())
+        self.cls = nn.Conv2d(channels, anchors * classes, 1)
+        self.box = nn.Conv2d(channels, anchors * 4, 1)
+        self.classes = classes
+
+    def forward(self, images):
+        f = self.body(images)
+        b = images.shape[0]
+        scores = self.cls(f).permute(0, 2, 3, 1).reshape(b, -1, self.classes).sigmoid()
+        boxes = self.box(f).permute(0, 2, 3, 1).reshape(b, -1, 4)
+        # boxes as (y1, x1, y2, x2) with y2 > y1, x2 > x1
+        boxes = torch.cat([boxes[..., :2], boxes[..., :2] + boxes[..., 2:].abs() + 0.1], dim=-1)
+        best, _ = scores.max(-1)
+        k = min(16, best.shape[1])
+        top, idx = best.topk(k, dim=1)
+        return top, torch.gather(boxes, 1, idx.unsqueeze(-1).expand(-1, -1, 4))
+
+
 # ---- the corpus ----------------------------------------------------------------------------
 
 def gpt2_cases(past_layers):
@@ -218,6 +392,10 @@ def bert_cases():
         mask[0, s - 1:] = 0
         out.append((f"b{b}_s{s}", (torch.randint(0, 100, (b, s)), mask, torch.randint(0, 2, (b, s)))))
     return out
+
+
+def seq_cases(make, shapes):
+    return [(f"b{b}_s{s}", make(b, s)) for b, s in shapes]
 
 
 def models():
@@ -243,6 +421,42 @@ def models():
                    outputs=["last_hidden_state", "pooler_output"],
                    axes={"input_ids": seq, "attention_mask": seq, "token_type_ids": seq,
                          "last_hidden_state": seq, "pooler_output": {0: "batch_size"}})
+    torch.manual_seed(2)
+
+    def t5_inputs(b, s):
+        mask = torch.ones(b, s, dtype=torch.long)
+        mask[-1, s // 2:] = 0
+        return torch.randint(0, 120, (b, s)), mask
+    yield dict(name="t5_encoder", model=T5Encoder().eval(), cases=seq_cases(t5_inputs, [(1, 4), (2, 13), (1, 40)]),
+               opset=17, inputs=["input_ids", "attention_mask"], outputs=["last_hidden_state"],
+               axes={"input_ids": seq, "attention_mask": seq, "last_hidden_state": seq})
+    torch.manual_seed(3)
+    yield dict(name="whisper_encoder", model=WhisperEncoder().eval(),
+               cases=seq_cases(lambda b, s: (torch.randn(b, 16, s),), [(1, 8), (2, 30), (1, 100)]), opset=17,
+               inputs=["input_features"], outputs=["last_hidden_state"],
+               axes={"input_features": {0: "batch_size", 2: "frames"}, "last_hidden_state": {0: "batch_size"}})
+    torch.manual_seed(4)
+    yield dict(name="vit", model=ViT().eval(), cases=[(f"b{b}", (torch.randn(b, 3, 32, 32),)) for b in (1, 3)],
+               opset=17, inputs=["pixel_values"], outputs=["logits"],
+               axes={"pixel_values": {0: "batch_size"}, "logits": {0: "batch_size"}})
+    torch.manual_seed(5)
+    yield dict(name="gru_tagger", model=GRUTagger().eval(),
+               cases=seq_cases(lambda b, s: (torch.randint(0, 50, (b, s)),), [(1, 1), (2, 9), (3, 25)]), opset=14,
+               inputs=["tokens"], outputs=["tags", "h_n"],
+               axes={"tokens": seq, "tags": seq, "h_n": {1: "batch_size"}})
+    torch.manual_seed(6)
+    yield dict(name="lstm_forecaster", model=LSTMForecaster().eval(),
+               cases=[(f"t{t}_b{b}", (torch.randn(t, b, 6), torch.randn(1, b, 20), torch.randn(1, b, 20)))
+                      for t, b in ((1, 1), (12, 2), (30, 4))], opset=14, inputs=["x", "h0", "c0"],
+               outputs=["y", "h_n", "c_n"],
+               axes={"x": {0: "time", 1: "batch"}, "h0": {1: "batch"}, "c0": {1: "batch"}, "y": {0: "batch"},
+                     "h_n": {1: "batch"}, "c_n": {1: "batch"}})
+    torch.manual_seed(7)
+    yield dict(name="detect_head", model=DetectHead().eval(),
+               cases=[(f"b{b}_{h}x{w}", (torch.randn(b, 3, h, w),)) for b, h, w in ((1, 16, 16), (2, 24, 40))],
+               opset=17, inputs=["images"], outputs=["scores", "boxes"],
+               axes={"images": {0: "batch", 2: "height", 3: "width"}, "scores": {0: "batch"},
+                     "boxes": {0: "batch"}})
 
 
 def save_pb(t, path):

@@ -29,6 +29,22 @@ EXPECTED = {
     "gpt2_hf_past": dict(named=True, match_casts=0),
     "bert_hf_op14": dict(named=True, match_casts=0),
     "bert_hf_op17": dict(named=True, match_casts=0),
+    "t5_encoder": dict(named=True, match_casts=0),
+    "whisper_encoder": dict(named=True, match_casts=0),
+    "vit": dict(named=True, match_casts=0),
+    # Known wrong on vulkan (lavapipe), a silent wrong answer under
+    # investigation: a GRU whose time loop runs more than about 95,000
+    # inner iterations per invocation (input 48, hidden 24, 20+ steps)
+    # returns garbage on vulkan; cpu is right. Strict: a case listed here
+    # that comes out right fails the test until it is removed.
+    "gru_tagger": dict(named=True, match_casts=0, known_wrong={"vulkan": {"b3_s25"}}),
+    "lstm_forecaster": dict(named=True, match_casts=0),
+    "detect_head": dict(named=True, match_casts=0),
+    # export_contrib.py: com.microsoft graphs against ONNX Runtime's outputs
+    "bert_ort_fused": dict(named=True, match_casts=0),
+    "llm_ort_fused": dict(named=True, match_casts=0),
+    "attention_ort": dict(named=True, match_casts=0),
+    "contrib_misc": dict(named=True, match_casts=0),
 }
 
 
@@ -73,15 +89,16 @@ def check_model(args, name, tmp):
         if b.returncode != 0:
             row[target] = {"built": False, "right": 0, "error": b.stderr.strip()[-500:]}
             continue
-        right, errors = 0, []
+        right, errors, wrong = 0, [], []
         for case in cases:
             r = run([os.path.join(args.bin, "relax-run"), pkg, "--test-data", os.path.join(HERE, "data", name, case),
                      "--atol", "1e-5"])
             if r.returncode == 0:
                 right += 1
             else:
+                wrong.append(case)
                 errors.append(f"{case}: {(r.stderr.strip() or r.stdout.strip())[-300:]}")
-        row[target] = {"built": True, "right": right, "errors": errors}
+        row[target] = {"built": True, "right": right, "errors": errors, "wrong": wrong}
     return row
 
 
@@ -98,8 +115,13 @@ def problems_of(row, targets):
         r = row[t]
         if not r["built"]:
             out.append(f"{t}: build failed: {r['error']}")
-        elif r["right"] != len(row["cases"]):
-            out.append(f"{t}: {r['right']} of {len(row['cases'])} cases right: {r['errors']}")
+        elif set(r["wrong"]) != want.get("known_wrong", {}).get(t, set()):
+            known = want.get("known_wrong", {}).get(t, set())
+            if set(r["wrong"]) - known:
+                out.append(f"{t}: {r['right']} of {len(row['cases'])} cases right: {r['errors']}")
+            if known - set(r["wrong"]):
+                out.append(f"{t}: {sorted(known - set(r['wrong']))} listed as known wrong now come out right: "
+                           "remove them from EXPECTED")
     return out
 
 
@@ -126,6 +148,9 @@ def main():
             for pr in problems_of(row, args.targets):
                 print(f"    FAIL {pr}")
                 failures += 1
+            for t, known in EXPECTED[name].get("known_wrong", {}).items():
+                if t in args.targets:
+                    print(f"    known wrong on {t}: {sorted(known)}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -130,7 +130,27 @@ def main():
         check(r.returncode == 1 and "input 'x'" in r.stderr and "dim 1 is 7, expected 8" in r.stderr,
               f"wrong input shape: exit {r.returncode}: {r.stderr}")
         r = run(rrun, pkg, "--input", "y=" + os.path.join(tmp, "x.npy"))
-        check(r.returncode == 1 and "'x'" in r.stderr, f"missing input: {r.stderr}")
+        check(r.returncode == 1 and "--input y: the model has no input of that name (its inputs: 'x')" in r.stderr,
+              f"unknown input: {r.stderr}")
+
+        # The package keeps the model's own names: an ONNX input "input.1"
+        # (the IR's parameter input_1) is --input input.1 and named so in
+        # errors; the IR's name is refused, listing the real ones.
+        dotted = mlp()
+        dotted.graph.input[0].name = "input.1"
+        dotted.graph.node[0].input[0] = "input.1"
+        save(dotted, os.path.join(tmp, "dotted.onnx"))
+        dpkg = os.path.join(tmp, "dotted.rpkg")
+        r = run(build, os.path.join(tmp, "dotted.onnx"), "-o", dpkg)
+        check(r.returncode == 0, f"relax-build dotted: {r.stderr}")
+        r = run(rrun, dpkg, "--input", "input.1=" + os.path.join(tmp, "x.npy"), "--json")
+        check(r.returncode == 0 and json.loads(r.stdout)["outputs"][0]["name"] == "out/put:0",
+              f"--input input.1: exit {r.returncode}: {r.stderr}")
+        r = run(rrun, dpkg, "--input", "input_1=" + os.path.join(tmp, "x.npy"))
+        check(r.returncode == 1 and "--input input_1: the model has no input of that name (its inputs: 'input.1')"
+              in r.stderr, f"the IR's name: {r.stderr}")
+        r = run(rrun, dpkg, "--input", "input.1=" + os.path.join(tmp, "bad.npy"))
+        check(r.returncode == 1 and "input 'input.1'" in r.stderr, f"wrong shape names input.1: {r.stderr}")
 
         # --bound: a dim outside its declared range is refused, naming it.
         bounded = os.path.join(tmp, "bounded.rpkg")

@@ -297,3 +297,47 @@ TEST_CASE("inconsistent types are errors naming the node") {
   e = error_of(write_model("matmul.onnx", mismatch));
   CHECK(e.find("node 'proj' (MatMul, opset 17): matmul: inner dims 768 and 512 differ") != std::string::npos);
 }
+
+TEST_CASE("GRU and LSTM: an empty activation name is that position's default") {
+  // Some exporters spell a default as "" (activations=["", ""]).
+  auto gru = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"s", "b", "4"});
+    add_input(g, "w", onnx_fe::kFloat, {"1", "9", "4"});
+    add_input(g, "r", onnx_fe::kFloat, {"1", "9", "3"});
+    auto* n = add_node(g, "GRU", {"x", "w", "r"}, {"y"}, "gru_1");
+    auto* hs = n->add_attribute();
+    hs->set_name("hidden_size");
+    hs->set_type(onnx::AttributeProto::INT);
+    hs->set_i(3);
+    auto* acts = n->add_attribute();
+    acts->set_name("activations");
+    acts->set_type(onnx::AttributeProto::STRINGS);
+    acts->add_strings("Relu");
+    acts->add_strings("");
+    g->add_output()->set_name("y");
+  });
+  auto r = onnx_fe::import_onnx(write_model("gru_empty_acts.onnx", gru));
+  std::string text = print_module(r.mod);
+  INFO(text);
+  CHECK(text.find("activations=[\"Relu\", \"Tanh\"]") != std::string::npos);
+}
+
+TEST_CASE("an input of unknown rank whose op fixes the rank gets fresh dims bound at run time") {
+  // Resize with scales of 4 values: x (no shape at all) is rank 4.
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {});
+    g->mutable_input(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+    auto* sc = g->add_initializer();
+    sc->set_name("scales");
+    sc->set_data_type(onnx_fe::kFloat);
+    sc->add_dims(4);
+    for (float f : {1.0f, 1.0f, 2.0f, 2.0f}) sc->add_float_data(f);
+    add_node(g, "Resize", {"x", "", "scales"}, {"y"}, "up");
+    g->add_output()->set_name("y");
+  });
+  auto r = onnx_fe::import_onnx(write_model("resize_unknown_rank.onnx", m));
+  std::string text = print_module(r.mod);
+  INFO(text);
+  CHECK(text.find("match_cast(x, Tensor[(x_d0, x_d1, x_d2, x_d3), f32])") != std::string::npos);
+  CHECK(text.find("Tensor[(x_d0, x_d1, x_d2 * 2, x_d3 * 2), f32]") != std::string::npos);
+}

@@ -293,3 +293,16 @@ TEST_CASE("roundtrip: an empty module prints as nothing") {
   CHECK(print_module(IRModule()) == "");
   CHECK(print_module(parse_module("  # only a comment\n")) == "");
 }
+
+TEST_CASE("roundtrip: a call's attributes print in the op's order, whatever order they were set in") {
+  // A frontend sets max_pool's strides before its pool_size; the parser
+  // gives them back in the op's declared order. Printed text is canonical:
+  // print(parse(print(ir))) == print(ir).
+  Expr x = make_var("x", tensor_si(DataType::f32(), {SymExpr(1), SymExpr(2), SymExpr(8), SymExpr(8)}));
+  Attrs a;
+  a.set("ceil_mode", AttrValue(true));
+  a.set("strides", AttrValue(std::vector<int64_t>{2, 2}));
+  a.set("pool_size", AttrValue(std::vector<int64_t>{3, 3}));
+  std::string text = print_expr(make_op_call("max_pool", {x}, a));
+  CHECK(text == "max_pool(x, pool_size=[3, 3], strides=[2, 2], ceil_mode=true)");
+}

@@ -34,7 +34,9 @@ using Clock = std::chrono::steady_clock;
 struct LoadedModel {
   IRModule mod;
   NamedTensors weights;
-  std::vector<std::string> output_names;
+  // The model's own names of @main's inputs and outputs (an ONNX
+  // "input.1" is the parameter input_1 in the IR): the package keeps these.
+  std::vector<std::string> input_names, output_names;
   // The files the build reads, relative to the model's folder: the model,
   // then its external data or weights file.
   std::vector<std::string> files;
@@ -51,11 +53,15 @@ LoadedModel load_model(const std::string& path) {
     onnx_fe::ImportedModel im = onnx_fe::import_onnx(path);
     m.mod = std::move(im.mod);
     m.weights = std::move(im.weights);
+    for (const auto& i : im.inputs) m.input_names.push_back(i.name);
     for (const auto& o : im.outputs) m.output_names.push_back(o.name);
     m.files.insert(m.files.end(), im.data_files.begin(), im.data_files.end());
     return m;
   }
   m.mod = parse_module_file(path);
+  if (Function main = m.mod.function("main"))
+    if (const AttrValue* names = main->attrs.find("input_names"))
+      if (const auto* v = std::get_if<std::vector<std::string>>(names)) m.input_names = *v;
   std::string wfile = m.mod.attrs.get_string("weights", "");
   if (!wfile.empty()) {
     fs::path wpath = fs::path(path).parent_path() / wfile;
@@ -299,9 +305,10 @@ nlohmann::json manifest_json(const std::string& model, const LoadedModel& m, con
   for (const auto& [name, value] : target_options(opts).values) man["target"][name] = value;
   man["model"] = fs::path(model).filename().string();
   man["inputs"] = nlohmann::json::array();
-  for (const Var& p : main->params) {
+  for (size_t i = 0; i < main->params.size(); ++i) {
+    const Var& p = main->params[i];
     nlohmann::json j = dims_json(p->sinfo);
-    j["name"] = p->name;
+    j["name"] = m.input_names.size() == main->params.size() ? m.input_names[i] : p->name;
     man["inputs"].push_back(j);
   }
   std::vector<StructInfo> outs;
