@@ -32,11 +32,12 @@ EXPECTED = {
     "t5_encoder": dict(named=True, match_casts=0),
     "whisper_encoder": dict(named=True, match_casts=0),
     "vit": dict(named=True, match_casts=0),
-    # Known wrong on vulkan (lavapipe), a silent wrong answer under
-    # investigation: a GRU whose time loop runs more than about 95,000
-    # inner iterations per invocation (input 48, hidden 24, 20+ steps)
-    # returns garbage on vulkan; cpu is right. Strict: a case listed here
-    # that comes out right fails the test until it is removed.
+    # Known wrong on vulkan (lavapipe), a silent wrong answer: lavapipe
+    # stops a loop after 65,535 iterations in one invocation, counted across
+    # the iterations of the loops around it, without an error. The GRU's
+    # input-projection loop runs steps x 3 hidden x input times in its one
+    # invocation per batch row (25 x 72 x 48 here). cpu is right. Strict: a
+    # case listed here that comes out right fails the test until removed.
     "gru_tagger": dict(named=True, match_casts=0, known_wrong={"vulkan": {"b3_s25"}}),
     "lstm_forecaster": dict(named=True, match_casts=0),
     "detect_head": dict(named=True, match_casts=0),
