@@ -212,8 +212,8 @@ class FunctionLowering {
     std::vector<std::function<void()>> deferred;
     // The model's names of the inputs (attribute input_names, set by the
     // importer where the IR's differ) name them in the checks' errors.
-    const auto* names = f->attrs.find("input_names") ? std::get_if<std::vector<std::string>>(f->attrs.find("input_names"))
-                                                     : nullptr;
+    const AttrValue* given = f->attrs.find("input_names");
+    const auto* names = given ? std::get_if<std::vector<std::string>>(given) : nullptr;
     for (size_t i = 0; i < f->params.size(); ++i) {
       const Var& p = f->params[i];
       std::string name = names && names->size() == f->params.size() ? (*names)[i] : p->name;

@@ -28,6 +28,11 @@ inline Expr reshape(Context& ctx, Expr x, Dims shape) { return op(ctx, "reshape"
 // x with its dims permuted to `axes`.
 inline Expr permute(Context& ctx, Expr x, Ints axes) { return op(ctx, "permute_dims", {x}, {{"axes", axes}}); }
 
+// x[begin:end] along `axis`.
+inline Expr slice_axis(Context& ctx, Expr x, int64_t axis, SymExpr begin, SymExpr end) {
+  return op(ctx, "strided_slice", {x}, {{"axes", Ints{axis}}, {"begin", Dims{begin}}, {"end", Dims{end}}});
+}
+
 // a * b (broadcasting).
 inline Expr mul(Context& ctx, Expr a, Expr b) { return op(ctx, "multiply", {a, b}); }
 
@@ -103,5 +108,14 @@ inline Expr merge_heads(Context& ctx, Expr x) {
   Dims d = dims_of(ctx, x);
   return reshape(ctx, permute(ctx, x, {0, 2, 1, 3}), {d[0], d[2], simplify(ctx, d[1] * d[3])});
 }
+
+// ---- Rotary position embedding -----------------------------------------------------
+
+// x (B, S, H, D) with the first `rot` features of each head rotated by the
+// angles cos and sin (B or 1, S, rot / 2): pairs (x1, x2) become (x1 cos -
+// x2 sin, x1 sin + x2 cos), pairs adjacent (interleaved) or the two halves;
+// the other features kept. ONNX's RotaryEmbedding and com.microsoft's
+// RotaryEmbedding and GroupQueryAttention (convert_attention.cc).
+Expr rotate_heads(Context& ctx, Expr x, Expr cos, Expr sin, SymExpr rot, bool interleaved);
 
 }  // namespace relax::onnx_fe

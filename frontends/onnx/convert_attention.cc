@@ -143,12 +143,11 @@ std::vector<Value> convert_attention(Context& ctx) {
 
 // ---- RotaryEmbedding (opset 23) -------------------------------------------------------
 
-// Rotates pairs (x1, x2) of the first rotary_embedding_dim features of each
-// head by the cached angles: (x1 cos - x2 sin, x1 sin + x2 cos); pairs are
-// adjacent (interleaved) or the two halves.
+// The first rotary_embedding_dim features of each head rotated by the cached
+// angles (rotate_heads), gathered at position_ids when given.
 std::vector<Value> convert_rotary(Context& ctx) {
   int nd = known_rank(ctx, 0);
-  Dims xs = known_shape(ctx, 0);
+  Dims xs = ctx.bound_shape(0);
   Expr x = ctx.expr(0);
   Dims bshd;  // (B, S, H, D)
   if (nd == 4) {
@@ -164,38 +163,12 @@ std::vector<Value> convert_rotary(Context& ctx) {
   }
   SymExpr rot = bshd[3];
   if (int64_t r = ctx.attr_int("rotary_embedding_dim", 0)) rot = SymExpr(r);
-  SymExpr half = ctx.ana().simplify(floordiv(rot, SymExpr(2)));
   Expr cos = ctx.expr(1), sin = ctx.expr(2);
   if (ctx.has_input(3)) {
     cos = op(ctx, "take", {cos, ctx.expr(3)}, {{"axis", int64_t(0)}});
     sin = op(ctx, "take", {sin, ctx.expr(3)}, {{"axis", int64_t(0)}});
   }
-  cos = op(ctx, "expand_dims", {cos}, {{"axis", Ints{2}}});
-  sin = op(ctx, "expand_dims", {sin}, {{"axis", Ints{2}}});
-  bool interleaved = ctx.attr_int("interleaved", 0) != 0;
-  bool partial = !ctx.ana().can_prove_equal(rot, bshd[3]);
-  Expr x_rot = partial ? slice(ctx, x, 3, 0, rot) : x;
-  Expr x1, x2;
-  if (interleaved) {
-    Expr pairs = reshape(ctx, x_rot, {bshd[0], bshd[1], bshd[2], half, SymExpr(2)});
-    x1 = op(ctx, "squeeze", {slice(ctx, pairs, 4, 0, 1)}, {{"axis", Ints{4}}});
-    x2 = op(ctx, "squeeze", {slice(ctx, pairs, 4, 1, 2)}, {{"axis", Ints{4}}});
-  } else {
-    x1 = slice(ctx, x_rot, 3, 0, half);
-    x2 = slice(ctx, x_rot, 3, half, rot);
-  }
-  Expr real = op(ctx, "subtract", {op(ctx, "multiply", {cos, x1}), op(ctx, "multiply", {sin, x2})});
-  Expr imag = op(ctx, "add", {op(ctx, "multiply", {sin, x1}), op(ctx, "multiply", {cos, x2})});
-  Expr rotated;
-  if (interleaved) {
-    Expr pairs = concat(
-        ctx, {op(ctx, "expand_dims", {real}, {{"axis", Ints{4}}}), op(ctx, "expand_dims", {imag}, {{"axis", Ints{4}}})},
-        4);
-    rotated = reshape(ctx, pairs, {bshd[0], bshd[1], bshd[2], rot});
-  } else {
-    rotated = concat(ctx, {real, imag}, 3);
-  }
-  if (partial) rotated = concat(ctx, {rotated, slice(ctx, x, 3, rot, bshd[3])}, 3);
+  Expr rotated = rotate_heads(ctx, x, cos, sin, rot, ctx.attr_int("interleaved", 0) != 0);
   Expr y = nd == 4 ? op(ctx, "permute_dims", {rotated}, {{"axes", Ints{0, 2, 1, 3}}}) : reshape(ctx, rotated, xs);
   return {expr_value(y)};
 }
@@ -293,6 +266,40 @@ std::vector<Value> convert_flex_attention(Context& ctx) {
 }
 
 }  // namespace
+
+Expr rotate_heads(Context& ctx, Expr x, Expr cos, Expr sin, SymExpr rot, bool interleaved) {
+  Dims bshd = dims_of(ctx, x);
+  if (bshd.size() != 4) ctx.fail("rotary: expected a (batch, sequence, heads, head size) operand");
+  SymExpr half = ctx.ana().simplify(floordiv(rot, SymExpr(2)));
+  cos = op(ctx, "expand_dims", {cos}, {{"axis", Ints{2}}});
+  sin = op(ctx, "expand_dims", {sin}, {{"axis", Ints{2}}});
+  bool partial = !ctx.ana().can_prove_equal(rot, bshd[3]);
+  Expr x_rot = partial ? slice_axis(ctx, x, 3, 0, rot) : x;
+  Expr x1, x2;
+  if (interleaved) {
+    Expr pairs = reshape(ctx, x_rot, {bshd[0], bshd[1], bshd[2], half, SymExpr(2)});
+    x1 = op(ctx, "squeeze", {slice_axis(ctx, pairs, 4, 0, 1)}, {{"axis", Ints{4}}});
+    x2 = op(ctx, "squeeze", {slice_axis(ctx, pairs, 4, 1, 2)}, {{"axis", Ints{4}}});
+  } else {
+    x1 = slice_axis(ctx, x_rot, 3, 0, half);
+    x2 = slice_axis(ctx, x_rot, 3, half, rot);
+  }
+  Expr real = op(ctx, "subtract", {mul(ctx, cos, x1), mul(ctx, sin, x2)});
+  Expr imag = add(ctx, mul(ctx, sin, x1), mul(ctx, cos, x2));
+  Expr rotated;
+  if (interleaved) {
+    Expr pairs = op(ctx, "concat",
+                    {make_tuple({op(ctx, "expand_dims", {real}, {{"axis", Ints{4}}}),
+                                 op(ctx, "expand_dims", {imag}, {{"axis", Ints{4}}})})},
+                    {{"axis", int64_t(4)}});
+    rotated = reshape(ctx, pairs, {bshd[0], bshd[1], bshd[2], rot});
+  } else {
+    rotated = op(ctx, "concat", {make_tuple({real, imag})}, {{"axis", int64_t(3)}});
+  }
+  if (partial)
+    rotated = op(ctx, "concat", {make_tuple({rotated, slice_axis(ctx, x, 3, rot, bshd[3])})}, {{"axis", int64_t(3)}});
+  return rotated;
+}
 
 void register_attention_converters(ConverterRegistry& r) {
   r.add("Attention", 23, convert_attention);

@@ -178,9 +178,6 @@ Converter skip_layer_norm(bool simplified) {
 
 // ---- com.microsoft: Attention, MultiHeadAttention, GroupQueryAttention ----------------------
 
-Expr attend(Context& ctx, Expr q, Expr k, Expr v, const SymExpr& past_len, std::optional<Expr> mask,
-            std::optional<Expr> bias, bool causal);
-Expr rotate(Context& ctx, Expr x, Expr positions, Expr cos_cache, Expr sin_cache, bool interleaved);
 
 // x with the dims `want`: itself when they provably hold, an error when
 // one provably differs, else x match_cast to them (checked at run time).
@@ -211,63 +208,13 @@ Expr mask_allowed(Context& ctx, Expr mask, const SymExpr& batch, const SymExpr& 
   Expr j = reshape(ctx, iota(ctx, total), {SymExpr(1), SymExpr(1), SymExpr(1), total});
   Expr idx = cast_to(ctx, mask, kI64);
   auto per_batch = [&](const SymExpr& begin) {
-    Expr s = op(ctx, "strided_slice", {idx},
-                {{"axes", Ints{0}}, {"begin", Dims{begin}}, {"end", Dims{simplify(ctx, begin + batch)}}});
+    Expr s = slice_axis(ctx, idx, 0, begin, simplify(ctx, begin + batch));
     return reshape(ctx, s, {batch, SymExpr(1), SymExpr(1), SymExpr(1)});
   };
   Expr allowed = op(ctx, "less", {j, per_batch(SymExpr(0))});
   if (ctx.ana().can_prove_equal(md[0], batch)) return allowed;
   if (!ctx.ana().can_prove_equal(md[0], simplify(ctx, batch * 2))) ctx.unsupported("this mask_index length");
   return op(ctx, "logical_and", {allowed, op(ctx, "greater_equal", {j, per_batch(batch)})});
-}
-
-// Multi-head attention over input (B, S, D) with merged Q/K/V weights
-// (D, Hq + Hk + Hv) and bias; past (2, B, N, P, H) is prepended to K and V,
-// which form the present. Masked scores (mask_index, unidirectional) are set
-// to mask_filter_value; attention_bias is added.
-std::vector<Value> convert_ms_attention(Context& ctx) {
-  if (ctx.attr_int("do_rotary", 0)) ctx.unsupported("do_rotary");
-  if (ctx.attr_int("past_present_share_buffer", 0)) ctx.unsupported("past_present_share_buffer");
-  int64_t heads = ctx.attr_int("num_heads");
-  if (heads < 1) ctx.fail("needs num_heads");
-  DataType dt = ctx.dtype(0);
-  Expr qkv = op(ctx, "matmul", {ctx.expr(0), ctx.expr(1)});
-  if (ctx.has_input(2)) qkv = add(ctx, qkv, ctx.expr(2));
-  const Dims& xd = dims_of(ctx, qkv);
-  if (xd.size() != 3) ctx.fail("input must have rank 3");
-  Ints sizes = ctx.attr_ints("qkv_hidden_sizes");
-  if (sizes.empty()) {
-    int64_t total = const_dim(ctx, xd[2], "hidden size");
-    sizes = {total / 3, total / 3, total / 3};
-  }
-  if (sizes.size() != 3) ctx.fail("qkv_hidden_sizes must have 3 values");
-  Expr part[3];
-  int64_t at = 0;
-  for (int p = 0; p < 3; ++p) {
-    Expr s = op(ctx, "strided_slice", {qkv},
-                {{"axes", Ints{2}}, {"begin", Dims{SymExpr(at)}}, {"end", Dims{SymExpr(at + sizes[size_t(p)])}}});
-    part[p] = split_heads(ctx, s, heads);
-    at += sizes[size_t(p)];
-  }
-  Expr q = part[0], k = part[1], v = part[2];
-  SymExpr past_len(0);
-  if (ctx.has_input(4)) {
-    Expr past = ctx.expr(4);
-    auto half = [&](int64_t i) {
-      Expr s = op(ctx, "strided_slice", {past},
-                  {{"axes", Ints{0}}, {"begin", Dims{SymExpr(i)}}, {"end", Dims{SymExpr(i + 1)}}});
-      return op(ctx, "squeeze", {s}, {{"axis", Ints{0}}});
-    };
-    past_len = dims_of(ctx, past)[3];
-    k = op(ctx, "concat", {make_tuple({half(0), k})}, {{"axis", int64_t(2)}});
-    v = op(ctx, "concat", {make_tuple({half(1), v})}, {{"axis", int64_t(2)}});
-  }
-  auto stacked = [&](Expr e) { return op(ctx, "expand_dims", {e}, {{"axis", Ints{0}}}); };
-  Expr present = op(ctx, "concat", {make_tuple({stacked(k), stacked(v)})}, {{"axis", int64_t(0)}});
-
-  std::optional<Expr> mask = ctx.has_input(3) ? std::optional<Expr>(ctx.expr(3)) : std::nullopt;
-  std::optional<Expr> bias = ctx.has_input(5) ? std::optional<Expr>(ctx.expr(5)) : std::nullopt;
-  return {expr_value(attend(ctx, q, k, v, past_len, mask, bias, false)), expr_value(present)};
 }
 
 // q (B, N, S, H) attending to k, v (B, Nk, T, H) (each group of N / Nk query
@@ -316,9 +263,62 @@ Expr attend(Context& ctx, Expr q, Expr k, Expr v, const SymExpr& past_len, std::
   return merge_heads(ctx, op(ctx, "matmul", {probs, v}));
 }
 
-// x[begin:end] on axis 2 of a (B, S, D) tensor.
-Expr feature_slice(Context& ctx, Expr x, int64_t begin, int64_t end) {
-  return op(ctx, "strided_slice", {x}, {{"axes", Ints{2}}, {"begin", Dims{SymExpr(begin)}}, {"end", Dims{SymExpr(end)}}});
+// The cached angles at `positions` ((B, S) or (1, S)), as rotate_heads takes
+// them, and the rotary dim (twice the caches' width).
+struct Angles {
+  Expr cos, sin;
+  SymExpr rot;
+};
+Angles gather_angles(Context& ctx, Expr positions, Expr cos_cache, Expr sin_cache) {
+  Dims cs = dims_of(ctx, cos_cache);
+  if (cs.size() != 2) ctx.fail("cos_cache must be (max_sequence, rotary_dim / 2)");
+  auto at = [&](Expr cache) { return op(ctx, "take", {cache, positions}, {{"axis", int64_t(0)}}); };
+  return {at(cos_cache), at(sin_cache), simplify(ctx, cs[1] * 2)};
+}
+
+// Multi-head attention over input (B, S, D) with merged Q/K/V weights
+// (D, Hq + Hk + Hv) and bias; past (2, B, N, P, H) is prepended to K and V,
+// which form the present. Masked scores (mask_index, unidirectional) are set
+// to mask_filter_value; attention_bias is added.
+std::vector<Value> convert_ms_attention(Context& ctx) {
+  if (ctx.attr_int("do_rotary", 0)) ctx.unsupported("do_rotary");
+  if (ctx.attr_int("past_present_share_buffer", 0)) ctx.unsupported("past_present_share_buffer");
+  int64_t heads = ctx.attr_int("num_heads");
+  if (heads < 1) ctx.fail("needs num_heads");
+  DataType dt = ctx.dtype(0);
+  Expr qkv = op(ctx, "matmul", {ctx.expr(0), ctx.expr(1)});
+  if (ctx.has_input(2)) qkv = add(ctx, qkv, ctx.expr(2));
+  const Dims& xd = dims_of(ctx, qkv);
+  if (xd.size() != 3) ctx.fail("input must have rank 3");
+  Ints sizes = ctx.attr_ints("qkv_hidden_sizes");
+  if (sizes.empty()) {
+    int64_t total = const_dim(ctx, xd[2], "hidden size");
+    sizes = {total / 3, total / 3, total / 3};
+  }
+  if (sizes.size() != 3) ctx.fail("qkv_hidden_sizes must have 3 values");
+  Expr part[3];
+  int64_t at = 0;
+  for (int p = 0; p < 3; ++p) {
+    part[p] = split_heads(ctx, slice_axis(ctx, qkv, 2, at, at + sizes[size_t(p)]), heads);
+    at += sizes[size_t(p)];
+  }
+  Expr q = part[0], k = part[1], v = part[2];
+  SymExpr past_len(0);
+  if (ctx.has_input(4)) {
+    Expr past = ctx.expr(4);
+    auto half = [&](int64_t i) {
+      return op(ctx, "squeeze", {slice_axis(ctx, past, 0, i, i + 1)}, {{"axis", Ints{0}}});
+    };
+    past_len = dims_of(ctx, past)[3];
+    k = op(ctx, "concat", {make_tuple({half(0), k})}, {{"axis", int64_t(2)}});
+    v = op(ctx, "concat", {make_tuple({half(1), v})}, {{"axis", int64_t(2)}});
+  }
+  auto stacked = [&](Expr e) { return op(ctx, "expand_dims", {e}, {{"axis", Ints{0}}}); };
+  Expr present = op(ctx, "concat", {make_tuple({stacked(k), stacked(v)})}, {{"axis", int64_t(0)}});
+
+  std::optional<Expr> mask = optional_input(ctx, 3);
+  std::optional<Expr> bias = optional_input(ctx, 5);
+  return {expr_value(attend(ctx, q, k, v, past_len, mask, bias, false)), expr_value(present)};
 }
 
 // MultiHeadAttention (query, [key], [value], [bias], [key_padding_mask],
@@ -338,9 +338,7 @@ std::vector<Value> convert_multi_head_attention(Context& ctx) {
   bool bnsh = ctx.bound_shape(1).size() == 4;
   if (ctx.has_input(3)) {
     Expr b = ctx.expr(3);
-    auto part = [&](int64_t begin, int64_t end) {
-      return op(ctx, "strided_slice", {b}, {{"axes", Ints{0}}, {"begin", Dims{SymExpr(begin)}}, {"end", Dims{SymExpr(end)}}});
-    };
+    auto part = [&](int64_t begin, int64_t end) { return slice_axis(ctx, b, 0, begin, end); };
     int64_t total = const_dim(ctx, ctx.bound_shape(3)[0], "bias size");
     q = add(ctx, q, part(0, d));
     if (!bnsh) {
@@ -360,8 +358,8 @@ std::vector<Value> convert_multi_head_attention(Context& ctx) {
     k = op(ctx, "concat", {make_tuple({ctx.expr(6), k})}, {{"axis", int64_t(2)}});
     v = op(ctx, "concat", {make_tuple({ctx.expr(7), v})}, {{"axis", int64_t(2)}});
   }
-  std::optional<Expr> mask = ctx.has_input(4) ? std::optional<Expr>(ctx.expr(4)) : std::nullopt;
-  std::optional<Expr> bias = ctx.has_input(5) ? std::optional<Expr>(ctx.expr(5)) : std::nullopt;
+  std::optional<Expr> mask = optional_input(ctx, 4);
+  std::optional<Expr> bias = optional_input(ctx, 5);
   return {expr_value(attend(ctx, q, k, v, past_len, mask, bias, false)), expr_value(k), expr_value(v)};
 }
 
@@ -392,22 +390,28 @@ std::vector<Value> convert_group_query_attention(Context& ctx) {
     v = ctx.expr(2);
   } else {
     int64_t head = width / (heads + 2 * kv_heads);
-    k = feature_slice(ctx, q, heads * head, (heads + kv_heads) * head);
-    v = feature_slice(ctx, q, (heads + kv_heads) * head, width);
-    q = feature_slice(ctx, q, 0, heads * head);
+    k = slice_axis(ctx, q, 2, heads * head, (heads + kv_heads) * head);
+    v = slice_axis(ctx, q, 2, (heads + kv_heads) * head, width);
+    q = slice_axis(ctx, q, 2, 0, heads * head);
+  }
+  SymExpr past_len(0);
+  if (ctx.has_input(3)) past_len = ctx.bound_shape(3)[2];
+  if (ctx.attr_int("do_rotary", 0)) {  // Q and the new K at positions P .. P + S - 1
+    if (!ctx.has_input(7) || !ctx.has_input(8)) ctx.fail("do_rotary needs cos_cache and sin_cache");
+    Expr pos = reshape(ctx, add(ctx, iota(ctx, qs[1]), dim_scalar(ctx, past_len)), {SymExpr(1), qs[1]});
+    Angles a = gather_angles(ctx, pos, ctx.expr(7), ctx.expr(8));
+    bool interleaved = ctx.attr_int("rotary_interleaved", 0) != 0;
+    auto turn = [&](Expr e, int64_t n) {  // (B, S, n H) -> (B, S, n, H), rotated, back
+      Dims d = dims_of(ctx, e);
+      Expr r = reshape(ctx, e, {d[0], d[1], SymExpr(n), simplify(ctx, floordiv(d[2], SymExpr(n)))});
+      return reshape(ctx, rotate_heads(ctx, r, a.cos, a.sin, a.rot, interleaved), d);
+    };
+    q = turn(q, heads);
+    k = turn(k, kv_heads);
   }
   q = split_heads(ctx, q, heads);
   k = split_heads(ctx, k, kv_heads);
   v = split_heads(ctx, v, kv_heads);
-  SymExpr past_len(0);
-  if (ctx.has_input(3)) past_len = ctx.bound_shape(3)[2];
-  if (ctx.attr_int("do_rotary", 0)) {
-    if (!ctx.has_input(7) || !ctx.has_input(8)) ctx.fail("do_rotary needs cos_cache and sin_cache");
-    Expr pos = add(ctx, iota(ctx, qs[1]), dim_scalar(ctx, past_len));
-    bool interleaved = ctx.attr_int("rotary_interleaved", 0) != 0;
-    q = rotate(ctx, q, pos, ctx.expr(7), ctx.expr(8), interleaved);
-    k = rotate(ctx, k, pos, ctx.expr(7), ctx.expr(8), interleaved);
-  }
   if (ctx.has_input(3)) {
     k = op(ctx, "concat", {make_tuple({ctx.expr(3), k})}, {{"axis", int64_t(2)}});
     v = op(ctx, "concat", {make_tuple({ctx.expr(4), v})}, {{"axis", int64_t(2)}});
@@ -432,7 +436,7 @@ std::vector<Value> convert_embed_layer_norm(Context& ctx) {
   Expr e = op(ctx, "take", {ctx.expr(2), ctx.expr(0)}, {{"axis", int64_t(0)}});
   Expr positions = ctx.has_input(8)
                        ? ctx.expr(8)
-                       : op(ctx, "arange", {make_shape({ids[1]}), ctx.scalar(kI64, 0), ctx.scalar(kI64, 1)});
+                       : iota(ctx, ids[1]);
   e = add(ctx, e, op(ctx, "take", {ctx.expr(3), positions}, {{"axis", int64_t(0)}}));
   if (ctx.has_input(1) != ctx.has_input(4)) ctx.fail("segment_ids and segment_embedding come together");
   if (ctx.has_input(1)) e = add(ctx, e, op(ctx, "take", {ctx.expr(4), ctx.expr(1)}, {{"axis", int64_t(0)}}));
@@ -450,75 +454,27 @@ std::vector<Value> convert_embed_layer_norm(Context& ctx) {
 
 // ---- com.microsoft: RotaryEmbedding ------------------------------------------------------------
 
-// x[..., begin:end] on its last axis.
-Expr last_axis_slice(Context& ctx, Expr x, SymExpr begin, SymExpr end) {
-  int64_t last = int64_t(dims_of(ctx, x).size()) - 1;
-  return op(ctx, "strided_slice", {x}, {{"axes", Ints{last}}, {"begin", Dims{begin}}, {"end", Dims{end}}});
-}
-
-// x (B, N, S, H) with its first `rot` = 2 h features of each head rotated
-// by the angles of its position (cos_cache, sin_cache (max_sequence, h);
-// positions (S,) or (B, S)), the rest kept: interleaved=0 rotates the halves
-// (x[i], x[i + h]), 1 the pairs (x[2j], x[2j + 1]).
-Expr rotate(Context& ctx, Expr x, Expr positions, Expr cos_cache, Expr sin_cache, bool interleaved) {
-  Dims xs = dims_of(ctx, x), cs = dims_of(ctx, cos_cache);
-  if (cs.size() != 2) ctx.fail("cos_cache must be (max_sequence, rotary_dim / 2)");
-  int64_t half = const_dim(ctx, cs[1], "cos_cache width"), head = const_dim(ctx, xs[3], "head size");
-  int64_t rot = 2 * half;
-  if (rot > head) ctx.fail("rotary dim ", rot, " is more than the head size ", head);
-  auto angles = [&](Expr cache) {  // (B, S, h) or (S, h) -> (B, 1, S, h) or (1, S, h)
-    return op(ctx, "expand_dims", {op(ctx, "take", {cache, positions}, {{"axis", int64_t(0)}})}, {{"axis", Ints{-3}}});
-  };
-  Expr c = angles(cos_cache), si = angles(sin_cache);
-  Expr xr = rot < head ? last_axis_slice(ctx, x, 0, rot) : x;
-  Dims rs = dims_of(ctx, xr);
-  Expr x1, x2;
-  if (interleaved) {
-    Dims pairs = rs, halves = rs;
-    pairs.back() = SymExpr(half);
-    halves.back() = SymExpr(half);
-    pairs.push_back(SymExpr(2));
-    Expr p = reshape(ctx, xr, pairs);
-    x1 = reshape(ctx, last_axis_slice(ctx, p, 0, 1), halves);
-    x2 = reshape(ctx, last_axis_slice(ctx, p, 1, 2), halves);
-  } else {
-    x1 = last_axis_slice(ctx, xr, 0, half);
-    x2 = last_axis_slice(ctx, xr, half, rot);
-  }
-  Expr y1 = op(ctx, "subtract", {mul(ctx, x1, c), mul(ctx, x2, si)});
-  Expr y2 = add(ctx, mul(ctx, x2, c), mul(ctx, x1, si));
-  Expr y;
-  if (interleaved) {
-    auto col = [&](Expr e) { return op(ctx, "expand_dims", {e}, {{"axis", Ints{-1}}}); };
-    y = reshape(ctx, op(ctx, "concat", {make_tuple({col(y1), col(y2)})}, {{"axis", int64_t(-1)}}), rs);
-  } else {
-    y = op(ctx, "concat", {make_tuple({y1, y2})}, {{"axis", int64_t(-1)}});
-  }
-  if (rot < head) y = op(ctx, "concat", {make_tuple({y, last_axis_slice(ctx, x, rot, head)})}, {{"axis", int64_t(-1)}});
-  return y;
-}
 
 // RotaryEmbedding (input, position_ids, cos_cache, sin_cache; interleaved,
 // num_heads, rotary_embedding_dim): input (B, S, N H) or (B, N, S, H),
-// rotated per head (rotate); position_ids (B, S), or one offset: positions
-// offset .. offset + S - 1.
+// rotated per head (rotate_heads); position_ids (B, S), or one offset:
+// positions offset .. offset + S - 1.
 std::vector<Value> convert_rotary_embedding(Context& ctx) {
   Dims xs = ctx.bound_shape(0);
-  Dims cs = ctx.bound_shape(2);
-  if (cs.size() != 2) ctx.fail("cos_cache must be (max_sequence, rotary_dim / 2)");
-  int64_t half = const_dim(ctx, cs[1], "cos_cache width");
+  int64_t half = const_dim(ctx, ctx.bound_shape(2)[1], "cos_cache width");
   int64_t num_heads = ctx.attr_int("num_heads", 0), rot_attr = ctx.attr_int("rotary_embedding_dim", 0);
   if (rot_attr > 0 && rot_attr != 2 * half) ctx.fail("rotary_embedding_dim ", rot_attr, " is not cos_cache's width x 2");
   Expr x = ctx.expr(0);
   SymExpr seq;
-  if (xs.size() == 3) {  // (B, S, N * H) -> (B, N, S, H)
+  if (xs.size() == 3) {  // (B, S, N * H) -> (B, S, N, H)
     int64_t hidden = const_dim(ctx, xs[2], "hidden size");
     if (rot_attr > 0 && num_heads <= 0) ctx.fail("num_heads is required with rotary_embedding_dim");
     int64_t head = rot_attr == 0 ? 2 * half : hidden / num_heads;
     if (head <= 0 || hidden % head) ctx.fail("hidden size ", hidden, " is no multiple of the head size ", head);
-    x = permute(ctx, reshape(ctx, x, {xs[0], xs[1], SymExpr(hidden / head), SymExpr(head)}), {0, 2, 1, 3});
+    x = reshape(ctx, x, {xs[0], xs[1], SymExpr(hidden / head), SymExpr(head)});
     seq = xs[1];
-  } else if (xs.size() == 4) {
+  } else if (xs.size() == 4) {  // (B, N, S, H) -> (B, S, N, H)
+    x = permute(ctx, x, {0, 2, 1, 3});
     seq = xs[2];
   } else {
     ctx.fail("input must be (batch, sequence, hidden) or (batch, heads, sequence, head), got rank ", xs.size());
@@ -527,11 +483,11 @@ std::vector<Value> convert_rotary_embedding(Context& ctx) {
   Expr pos = ctx.expr(1);
   if (ps.size() <= 1) {  // one offset
     Expr offset = ps.empty() ? pos : reshape(ctx, pos, {});
-    pos = add(ctx, iota(ctx, seq), cast_to(ctx, offset, kI64));
+    pos = reshape(ctx, add(ctx, iota(ctx, seq), cast_to(ctx, offset, kI64)), {SymExpr(1), seq});
   }
-  Expr y = rotate(ctx, x, pos, ctx.expr(2), ctx.expr(3), ctx.attr_int("interleaved", 0) != 0);
-  if (xs.size() == 3) y = reshape(ctx, permute(ctx, y, {0, 2, 1, 3}), xs);
-  return {expr_value(y)};
+  Angles a = gather_angles(ctx, pos, ctx.expr(2), ctx.expr(3));
+  Expr y = rotate_heads(ctx, x, a.cos, a.sin, a.rot, ctx.attr_int("interleaved", 0) != 0);
+  return {expr_value(xs.size() == 3 ? reshape(ctx, y, xs) : permute(ctx, y, {0, 2, 1, 3}))};
 }
 
 // ---- com.microsoft: MatMulNBits ----------------------------------------------------------------
@@ -543,10 +499,11 @@ Expr nibbles(Context& ctx, Expr packed) {
   Expr b = cast_to(ctx, packed, DataType::i32());
   Expr lo = op(ctx, "bitwise_and", {b, ctx.scalar(DataType::i32(), 15)});
   Expr hi = op(ctx, "right_shift", {b, ctx.scalar(DataType::i32(), 4)});
-  auto col = [&](Expr v) { return op(ctx, "expand_dims", {v}, {{"axis", Ints{-1}}}); };
   Dims out(d.begin(), d.end() - 1);
   out.push_back(simplify(ctx, d.back() * 2));
-  return reshape(ctx, op(ctx, "concat", {make_tuple({col(lo), col(hi)})}, {{"axis", int64_t(-1)}}), out);
+  auto col = [&](Expr e) { return op(ctx, "expand_dims", {e}, {{"axis", Ints{-1}}}); };
+  Expr pairs = op(ctx, "concat", {make_tuple({col(lo), col(hi)})}, {{"axis", int64_t(-1)}});
+  return reshape(ctx, pairs, out);
 }
 
 // (A, B, scales, [zero_points], [g_idx], [bias]; K, N, bits, block_size):
@@ -569,13 +526,13 @@ std::vector<Value> convert_matmul_nbits(Context& ctx) {
     zero = ctx.scalar(dt, 8);
   } else if (ctx.dtype(3) == DataType::u(8)) {
     Expr z = nibbles(ctx, reshape(ctx, ctx.expr(3), {N, (blocks + 1) / 2}));
-    zero = reshape(ctx, cast_to(ctx, last_axis_slice(ctx, z, 0, blocks), dt), {N, blocks, 1});
+    zero = reshape(ctx, cast_to(ctx, slice_axis(ctx, z, 1, 0, blocks), dt), {N, blocks, 1});
   } else {
     zero = reshape(ctx, cast_to(ctx, ctx.expr(3), dt), {N, blocks, 1});
   }
   Expr w = mul(ctx, op(ctx, "subtract", {q, zero}), scale);
   w = reshape(ctx, w, {N, blocks * bs});
-  if (blocks * bs != K) w = last_axis_slice(ctx, w, 0, K);
+  if (blocks * bs != K) w = slice_axis(ctx, w, 1, 0, K);
   Expr y = op(ctx, "matmul", {ctx.expr(0), permute(ctx, w, {1, 0})});
   if (ctx.has_input(5)) y = add(ctx, y, ctx.expr(5));
   return {expr_value(y)};

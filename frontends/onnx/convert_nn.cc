@@ -163,7 +163,7 @@ std::vector<Value> convert_conv_transpose(Context& ctx) {
 // absent: k - 1 steps) followed by the input, with an optional SiLU; the
 // last k - 1 steps of that concatenation are the present state.
 std::vector<Value> convert_causal_conv(Context& ctx) {
-  Dims xs = known_shape(ctx, 0), ws = known_shape(ctx, 1);
+  Dims xs = ctx.bound_shape(0), ws = ctx.bound_shape(1);
   if (xs.size() != 3 || ws.size() != 3) ctx.fail("input and weight must have rank 3");
   std::string act = ctx.attr_string("activation", "none");
   if (act != "none" && act != "silu" && act != "swish") ctx.fail("unknown activation '", act, "'");
@@ -176,7 +176,7 @@ std::vector<Value> convert_causal_conv(Context& ctx) {
   y = add_bias(ctx, y, 2, 3);
   if (act != "none") y = op(ctx, "silu", {y});
   SymExpr total = ctx.ana().simplify(xs[2] + history);
-  return {expr_value(y), expr_value(slice(ctx, padded, 2, xs[2], total))};
+  return {expr_value(y), expr_value(slice_axis(ctx, padded, 2, xs[2], total))};
 }
 
 // ---- Pooling -----------------------------------------------------------------------
@@ -233,7 +233,7 @@ std::vector<Value> convert_max_unpool(Context& ctx) {
   if (ctx.has_input(2)) {
     out = shape_input(ctx, 2, "unpool");
   } else {
-    Dims xs = known_shape(ctx, 0);
+    Dims xs = ctx.bound_shape(0);
     Geometry g = read_geometry(ctx, sp, std::nullopt, std::nullopt);
     if (int(g.kernel.size()) != sp) ctx.fail("kernel_shape must have ", sp, " values");
     out = {xs[0], xs[1]};
@@ -340,7 +340,7 @@ std::vector<Value> convert_layer_norm(Context& ctx) {
 // per group (opset 18).
 std::vector<Value> convert_group_norm(Context& ctx) {
   int nd = known_rank(ctx, 0);
-  Dims xs = known_shape(ctx, 0);
+  Dims xs = ctx.bound_shape(0);
   int64_t groups = ctx.attr_int("num_groups");
   if (groups < 1) ctx.fail("num_groups ", groups, " is not positive");
   DataType dtype = ctx.dtype(0), stash = stash_dtype(ctx, dtype);

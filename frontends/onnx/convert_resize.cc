@@ -71,7 +71,7 @@ ResizeSpec resize_runtime_scales(Context& ctx, size_t i, const Dims& xs, const I
   Expr given = op(ctx, "astype", {ctx.expr(i)}, {{"dtype", DataType::f32()}});
   Expr full = join_pieces(ctx, int64_t(xs.size()), [&](int64_t a) {
     int64_t k = axis_index(axes, a);
-    return k < 0 ? float_vector(ctx, {1.0}, "one") : slice(ctx, given, 0, k, k + 1);
+    return k < 0 ? float_vector(ctx, {1.0}, "one") : slice_axis(ctx, given, 0, k, k + 1);
   });
   Expr prod = op(ctx, "multiply", {shape_tensor(ctx, ctx.expr(0), f64), op(ctx, "astype", {full}, {{"dtype", f64}})});
   Expr sizes = op(ctx, "astype", {op(ctx, "floor", {prod})}, {{"dtype", DataType::i64()}});
@@ -93,7 +93,7 @@ ResizeSpec resize_runtime_aspect(Context& ctx, size_t i, const Dims& xs, const I
   Expr int_dims = shape_tensor(ctx, ctx.expr(0), DataType::i64());
   Expr sizes = join_pieces(ctx, int64_t(xs.size()), [&](int64_t a) {
     int64_t k = axis_index(axes, a);
-    return k < 0 ? slice(ctx, int_dims, 0, a, a + 1) : slice(ctx, resized, 0, k, k + 1);
+    return k < 0 ? slice_axis(ctx, int_dims, 0, a, a + 1) : slice_axis(ctx, resized, 0, k, k + 1);
   });
   Expr scale32 = op(ctx, "astype", {scale}, {{"dtype", DataType::f32()}});
   Expr scales = join_pieces(ctx, int64_t(xs.size()), [&](int64_t a) {
@@ -160,7 +160,7 @@ Expr resize_roi(Context& ctx, size_t i, size_t rank, const Ints& axes) {
     return join_pieces(ctx, int64_t(2 * rank), [&](int64_t j) {
       int64_t a = j % int64_t(rank), k = axis_index(axes, a), end = j / int64_t(rank);
       if (k < 0) return float_vector(ctx, {double(end)}, end ? "one" : "zero");
-      return slice(ctx, given, 0, end * n + k, end * n + k + 1);
+      return slice_axis(ctx, given, 0, end * n + k, end * n + k + 1);
     });
   }
   if (roi->size() != 2 * axes.size()) ctx.fail("roi has ", roi->size(), " values for ", axes.size(), " axes");
@@ -234,7 +234,7 @@ std::vector<Value> convert_resize(Context& ctx) {
 // linear resizing by the scales (an attribute at opset 7, an input after).
 std::vector<Value> convert_upsample(Context& ctx) {
   int nd = known_rank(ctx, 0);
-  Dims xs = known_shape(ctx, 0);
+  Dims xs = ctx.bound_shape(0);
   Ints all = range_ints(0, nd);
   ResizeSpec spec;
   if (ctx.opset() < 9) {

@@ -24,7 +24,6 @@ inline int known_rank(Context& ctx, size_t i) {
   return r;
 }
 
-inline Dims known_shape(Context& ctx, size_t i) { return ctx.bound_shape(i); }
 
 inline Ints range_ints(int64_t begin, int64_t end) {
   Ints v;
@@ -32,9 +31,6 @@ inline Ints range_ints(int64_t begin, int64_t end) {
   return v;
 }
 
-inline Expr slice(Context& ctx, Expr x, int64_t axis, SymExpr begin, SymExpr end) {
-  return op(ctx, "strided_slice", {x}, {{"axes", Ints{axis}}, {"begin", Dims{begin}}, {"end", Dims{end}}});
-}
 
 inline Expr concat(Context& ctx, std::vector<Expr> xs, int64_t axis) {
   return op(ctx, "concat", {make_tuple(std::move(xs))}, {{"axis", axis}});

@@ -23,12 +23,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
-#include <regex>
 
 #include "backends/vm/lower.h"
 #include "runtime/cuda.h"
@@ -41,6 +38,7 @@
 #include "runtime/thread_pool.h"
 #include "tests/conformance/cases.h"
 #include "tests/conformance/check.h"
+#include "tests/conformance/session.h"
 
 namespace fs = std::filesystem;
 using namespace relax;
@@ -84,51 +82,27 @@ Result run_case(const Case& c, const BuildOptions& opts, bool build_only, const 
 
 int main(int argc, char** argv) {
   CLI::App app{"onnx-conformance: build, run and check every ONNX backend test case on a target."};
-  std::string root, filter = ".*", json_path, table_path, baseline, write_baseline;
+  Session session;
+  session.jobs = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   BuildOptions opts;
-  int jobs = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  int timeout_s = 120;
-  bool verbose = false, build_only = false;
+  std::string write_baseline, keep, arch = "sm_80";
+  bool build_only = false;
   app.add_option("--target", opts.target, "the target")->capture_default_str();
   app.add_option("-O", opts.opt_level, "the pass pipeline the cases build with: 0, 1 or 2")
       ->check(CLI::Range(0, 2))
       ->capture_default_str();
-  app.add_option("--root", root,
-                 "the test data (default: ../shared/onnx-backend-tests, else Debian's libonnx-testdata)");
-  app.add_option("--filter", filter, "only cases whose name (e.g. node/test_abs) matches this regex");
-  app.add_option("-j,--jobs", jobs, "cases run at once")->capture_default_str();
-  app.add_option("--json", json_path, "write every case's status and reason to this file");
-  app.add_option("--table", table_path, "write the readable report (summary and every case not passing) to this file");
-  app.add_option("--baseline", baseline,
-                 "fail if a case listed as passing in this file (a folder: <dataset>-<target>.txt) no longer passes");
+  session.add_options(app);
   app.add_option("--write-baseline", write_baseline, "write the passing cases to this file");
-  app.add_option("--timeout", timeout_s, "seconds per case (four times that for the light models)")->capture_default_str();
-  app.add_flag("-v,--verbose", verbose, "print every case as it finishes");
   app.add_flag("--build-only", build_only,
                "build each case's package and stop (the cuda target without a CUDA driver too); --baseline then "
                "checks that every case passing on cpu builds");
-  std::string keep;
   app.add_option("--keep", keep,
                  "copy each built package into this folder (as node__test_abs.rpkg), for onnx-conformance-run to run "
                  "on another machine");
-  std::string arch = "sm_80";
   app.add_option("--arch", arch, "cuda: the GPU to compile for")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   opts.target_options["arch"] = arch;
-
-  std::string dataset, dataset_key = "custom";
-  if (root.empty())
-    default_dataset(RELAX_SOURCE_DIR, root, dataset, dataset_key);
-  else
-    dataset = root;
-  if (!fs::is_directory(root)) {
-    std::cerr << "onnx-conformance: no test data at " << root << "\n";
-    return 1;
-  }
-  std::regex re(filter);
-  std::vector<Case> cases;
-  for (Case& c : find_cases(root))
-    if (std::regex_search(c.name, re)) cases.push_back(std::move(c));
+  if (!session.select("onnx-conformance")) return 1;
   // Each child compiles with one thread; kernels run on one thread too, so
   // parallel cases do not fight over the cores.
   rt::ThreadPool::set_global_num_threads(1);
@@ -149,44 +123,19 @@ int main(int argc, char** argv) {
   }
 
   if (!keep.empty()) fs::create_directories(keep);
-  auto start = std::chrono::steady_clock::now();
-  std::map<std::string, Result> results;
-  run_all(
-      cases, [&](const Case& c) { return run_case(c, opts, build_only, keep); }, timeout_s, jobs,
-      [&](const Case& c, const Result& r) {
-        results[c.name] = r;
-        if (verbose) std::cout << r.status << "  " << c.name << "  " << r.reason << std::endl;
-      });
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  std::vector<std::string> statuses = {"pass", "wrong", "unsupported", "build-error", "run-error", "crash"};
-  if (build_only) statuses = {"built", "unsupported", "build-error", "crash"};
-  std::string table =
-      summary_table("ONNX conformance on " + opts.target + " at -O" + std::to_string(opts.opt_level) + ": " + dataset +
-                        ", " + std::to_string(cases.size()) + " cases, " + std::to_string(int(secs)) + " s",
-                    cases, results, statuses);
-  std::cout << "\n" << table;
-  if (!table_path.empty()) {
-    std::ofstream out(table_path);
-    out << table << "\n";
-    for (const auto& [name, r] : results)
-      if (r.status != "pass" && r.status != "built") out << r.status << "  " << name << "  " << r.reason << "\n";
-  }
-  if (!json_path.empty())
-    write_json(json_path,
-               {{"dataset", dataset}, {"target", opts.target}, {"opt_level", opts.opt_level}, {"seconds", secs}},
-               statuses, results);
+  session.run([&](const Case& c) { return run_case(c, opts, build_only, keep); });
   if (!write_baseline.empty()) {
     std::ofstream out(write_baseline);
-    out << "# Cases of the ONNX backend test data that pass on " << opts.target << " (" << dataset << ").\n"
+    out << "# Cases of the ONNX backend test data that pass on " << opts.target << " (" << session.dataset << ").\n"
         << "# Written by onnx-conformance --write-baseline; CI fails if one of them stops passing.\n";
-    for (const auto& [name, r] : results)
+    for (const auto& [name, r] : session.results)
       if (r.status == "pass") out << name << "\n";
   }
-  auto rank = [](const std::string& status) { return status == "pass" || status == "built" ? 0 : 1; };
-  if (!baseline.empty() &&
-      check_baseline(baseline, dataset_key + "-" + (build_only ? std::string("cpu") : opts.target) + ".txt", results,
-                     "pass", rank) > 0)
-    return 1;
-  return 0;
+  std::vector<std::string> statuses = {"pass", "wrong", "unsupported", "build-error", "run-error", "crash"};
+  if (build_only) statuses = {"built", "unsupported", "build-error", "crash"};
+  int lost = session.report(
+      "ONNX conformance on " + opts.target + " at -O" + std::to_string(opts.opt_level), statuses, {"pass", "built"},
+      {{"target", opts.target}, {"opt_level", opts.opt_level}},
+      session.dataset_key + "-" + (build_only ? std::string("cpu") : opts.target) + ".txt");
+  return lost > 0 ? 1 : 0;
 }
