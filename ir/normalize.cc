@@ -33,6 +33,7 @@ const char* si_kind_text(const StructInfo& si) {
     case SIKind::Tensor: return "Tensor";
     case SIKind::Tuple: return "Tuple";
     case SIKind::Func: return "Func";
+    case SIKind::List: return "List";
   }
   return "?";
 }
@@ -130,6 +131,13 @@ class SignatureBinder {
   // argument is not checked here.
   void check(const StructInfo& p, const StructInfo& a, const std::string& where) {
     if (p->kind == SIKind::Object || a->kind == SIKind::Object) return;
+    // A list's length and elements are checked at run time.
+    if (p->kind == SIKind::List || a->kind == SIKind::List) {
+      if (is_base_of(p, a, ana_) == Tri::No)
+        fail("call to ", callee_, ": ", where, " (", si_kind_text(a), ") does not fit the parameter's ",
+             si_kind_text(p));
+      return;
+    }
     if (p->kind != a->kind)
       fail("call to ", callee_, ": ", where, " is a ", si_kind_text(a), " but the parameter expects a ",
            si_kind_text(p));

@@ -224,6 +224,13 @@ StructInfo Parser::sinfo() {
     expect("]");
     return tuple_si(std::move(fields));
   }
+  if (k == "List") {
+    next();
+    if (!accept("[")) return list_si(nullptr);
+    StructInfo elem = sinfo();
+    expect("]");
+    return list_si(std::move(elem));
+  }
   if (k == "Func") {
     next();
     expect("[");
@@ -248,7 +255,7 @@ StructInfo Parser::sinfo() {
     expect("]");
     return params ? func_si(std::move(*params), ret, pure) : opaque_func_si(ret, pure);
   }
-  error(t, "expected a struct info (Object, Prim, Shape, Tensor, Tuple or Func) but found " + t.describe());
+  error(t, "expected a struct info (Object, Prim, Shape, Tensor, Tuple, List or Func) but found " + t.describe());
 }
 
 // ---- Attributes ------------------------------------------------------------------------

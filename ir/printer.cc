@@ -270,6 +270,10 @@ std::string Printer::sinfo(const StructInfo& si) {
       auto* t = as<TupleSI>(si);
       return "Tuple[" + join(t->fields, [this](const StructInfo& f) { return sinfo(f); }) + "]";
     }
+    case SIKind::List: {
+      const StructInfo& e = as<ListSI>(si)->elem;
+      return e ? "List[" + sinfo(e) + "]" : "List";
+    }
     case SIKind::Func: {
       auto* f = as<FuncSI>(si);
       std::string s = "Func[";

@@ -40,6 +40,16 @@ StructInfo tensor_si_ndim(DataType dtype, int ndim) {
 
 StructInfo tuple_si(std::vector<StructInfo> fields) { return std::make_shared<TupleSI>(std::move(fields)); }
 
+StructInfo list_si(StructInfo elem) {
+  if (const auto* t = as<TensorSI>(elem); t && t->shape) {
+    bool constant = std::all_of(t->shape->begin(), t->shape->end(), [](const SymExpr& d) { return d.is_const(); });
+    if (!constant) elem = tensor_si_ndim(t->dtype, t->ndim);
+  } else if (elem && !as<TensorSI>(elem)) {
+    elem = object_si();  // lists hold tensors; anything else is not tracked
+  }
+  return std::make_shared<ListSI>(std::move(elem));
+}
+
 StructInfo func_si(std::vector<StructInfo> params, StructInfo ret, bool pure) {
   return std::make_shared<FuncSI>(std::move(params), std::move(ret), pure);
 }
@@ -171,6 +181,11 @@ Tri struct_info_equal(const StructInfo& a, const StructInfo& b, const Analyzer& 
     }
     case SIKind::Tuple: return list_equal(as<TupleSI>(a)->fields, as<TupleSI>(b)->fields, ana);
     case SIKind::Func: return func_equal(*as<FuncSI>(a), b, ana);
+    case SIKind::List: {
+      const StructInfo &x = as<ListSI>(a)->elem, &y = as<ListSI>(b)->elem;
+      if (!x || !y) return !x && !y ? Tri::Yes : Tri::No;
+      return struct_info_equal(x, y, ana);
+    }
   }
   return Tri::No;
 }
@@ -239,6 +254,15 @@ Tri is_base_of(const StructInfo& base, const StructInfo& derived, const Analyzer
   RELAX_CHECK(base && derived, "is_base_of on a null struct info");
   if (base->kind == SIKind::Object) return Tri::Yes;
   if (derived->kind == SIKind::Object) return Tri::Unknown;  // the object may fit at run time
+  if (const auto* l = as<ListSI>(base)) {
+    // A tuple fits a list when each of its fields fits the list's element.
+    if (const auto* t = as<TupleSI>(derived)) {
+      Tri r = Tri::Yes;
+      for (const StructInfo& f : t->fields) r = tri_and(r, l->elem ? is_base_of(l->elem, f, ana) : Tri::No);
+      return r;
+    }
+  }
+  if (as<TupleSI>(base) && as<ListSI>(derived)) return Tri::Unknown;  // a list may have the tuple's length
   if (base->kind != derived->kind) return Tri::No;
   switch (base->kind) {
     case SIKind::Prim: return prim_base_of(*as<PrimSI>(base), *as<PrimSI>(derived), ana);
@@ -254,6 +278,11 @@ Tri is_base_of(const StructInfo& base, const StructInfo& derived, const Analyzer
     }
     case SIKind::Tuple: return tuple_base_of(*as<TupleSI>(base), *as<TupleSI>(derived), ana);
     case SIKind::Func: return func_base_of(*as<FuncSI>(base), derived, ana);
+    case SIKind::List: {
+      const StructInfo &b = as<ListSI>(base)->elem, &d = as<ListSI>(derived)->elem;
+      if (!d) return Tri::Yes;
+      return b ? is_base_of(b, d, ana) : Tri::No;
+    }
     case SIKind::Object: break;
   }
   return Tri::Yes;
@@ -289,6 +318,27 @@ StructInfo unify_func(const FuncSI& a, const StructInfo& b_si, const Analyzer& a
 StructInfo unify(const StructInfo& a, const StructInfo& b, const Analyzer& ana) {
   RELAX_CHECK(a && b, "unify on a null struct info");
   if (a == b) return a;
+  // Lists, and tuples of tensors of different lengths, unify as a list of
+  // what all their values fit.
+  auto list_items = [](const StructInfo& s, std::vector<StructInfo>& out) {
+    if (const auto* l = as<ListSI>(s)) {
+      if (l->elem) out.push_back(l->elem);
+      return true;
+    }
+    const auto* t = as<TupleSI>(s);
+    if (!t || !std::all_of(t->fields.begin(), t->fields.end(), [](const StructInfo& f) { return as<TensorSI>(f); }))
+      return false;
+    out.insert(out.end(), t->fields.begin(), t->fields.end());
+    return true;
+  };
+  bool same_tuples = as<TupleSI>(a) && as<TupleSI>(b) && as<TupleSI>(a)->fields.size() == as<TupleSI>(b)->fields.size();
+  if ((as<ListSI>(a) || as<ListSI>(b) || (as<TupleSI>(a) && as<TupleSI>(b))) && !same_tuples) {
+    std::vector<StructInfo> items;
+    if (!list_items(a, items) || !list_items(b, items)) return object_si();
+    StructInfo elem;
+    for (const StructInfo& e : items) elem = elem ? unify(elem, e, ana) : e;
+    return list_si(elem);
+  }
   if (a->kind != b->kind || a->kind == SIKind::Object) return object_si();
   switch (a->kind) {
     case SIKind::Prim: {
@@ -317,7 +367,8 @@ StructInfo unify(const StructInfo& a, const StructInfo& b, const Analyzer& ana) 
       return tuple_si(std::move(f));
     }
     case SIKind::Func: return unify_func(*as<FuncSI>(a), b, ana);
-    case SIKind::Object: break;
+    case SIKind::Object:
+    case SIKind::List: break;
   }
   return object_si();
 }
@@ -364,7 +415,8 @@ std::vector<SymExpr> definable_in_params(const FuncSI& f) {
 StructInfo erase_vars(const StructInfo& si, const VarPred& in_scope) {
   if (!si) return si;
   switch (si->kind) {
-    case SIKind::Object: return si;
+    case SIKind::Object:
+    case SIKind::List: return si;  // a list's element mentions no variable
     case SIKind::Prim: {
       auto p = as<PrimSI>(si);
       if (!p->value.defined() || mentions_only(p->value, in_scope)) return si;
@@ -424,7 +476,8 @@ StructInfo substitute(const StructInfo& si, const SymMap<SymExpr>& map) {
   if (!si || map.empty()) return si;
   bool changed = false;
   switch (si->kind) {
-    case SIKind::Object: return si;
+    case SIKind::Object:
+    case SIKind::List: return si;
     case SIKind::Prim: {
       auto p = as<PrimSI>(si);
       if (!p->value.defined()) return si;
@@ -488,7 +541,8 @@ void collect_lone_dims(const std::optional<std::vector<SymExpr>>& dims, std::vec
 void collect_vars(const StructInfo& si, std::vector<SymExpr>& out) {
   if (!si) return;
   switch (si->kind) {
-    case SIKind::Object: return;
+    case SIKind::Object:
+    case SIKind::List: return;
     case SIKind::Prim:
       if (as<PrimSI>(si)->value.defined()) relax::collect_vars(as<PrimSI>(si)->value, out);
       return;
@@ -526,6 +580,7 @@ void collect_definable_vars(const StructInfo& si, std::vector<SymExpr>& out) {
       for (const StructInfo& f : as<TupleSI>(si)->fields) collect_definable_vars(f, out);
       return;
     case SIKind::Object:
+    case SIKind::List:
     case SIKind::Func: return;
   }
 }
@@ -561,6 +616,10 @@ bool struct_info_same(const StructInfo& a, const StructInfo& b) {
       return x->dtype == y->dtype && x->ndim == y->ndim && x->shape == y->shape;
     }
     case SIKind::Tuple: return list_same(as<TupleSI>(a)->fields, as<TupleSI>(b)->fields);
+    case SIKind::List: {
+      const StructInfo &x = as<ListSI>(a)->elem, &y = as<ListSI>(b)->elem;
+      return x && y ? struct_info_same(x, y) : !x && !y;
+    }
     case SIKind::Func: {
       auto x = as<FuncSI>(a), y = as<FuncSI>(b);
       if (x->pure != y->pure || x->params.has_value() != y->params.has_value()) return false;

@@ -7,6 +7,10 @@
 //                            dtype may be Void (unknown); shape dims are
 //                            SymExprs; ndim == -1 means unknown rank.
 //   Tuple(fields)            a tuple of values.
+//   List(elem)               a list of any length whose values all fit
+//                            `elem` (ONNX sequences); `elem` is a tensor
+//                            whose dims are constants or unknown (null:
+//                            nothing known yet, the empty list's).
 //   Func(params? -> ret)     a function; params unknown for opaque callees.
 //
 // Deduction degrades gracefully: when a rule cannot prove something it
@@ -25,7 +29,7 @@
 
 namespace relax {
 
-enum class SIKind : uint8_t { Object, Prim, Shape, Tensor, Tuple, Func };
+enum class SIKind : uint8_t { Object, Prim, Shape, Tensor, Tuple, Func, List };
 
 struct StructInfoNode {
   explicit StructInfoNode(SIKind k) : kind(k) {}
@@ -65,6 +69,11 @@ struct TupleSI : StructInfoNode {
   std::vector<StructInfo> fields;
 };
 
+struct ListSI : StructInfoNode {
+  explicit ListSI(StructInfo e) : StructInfoNode(SIKind::List), elem(std::move(e)) {}
+  StructInfo elem;  // null: nothing known (no element seen yet)
+};
+
 struct FuncSI : StructInfoNode {
   FuncSI(std::optional<std::vector<StructInfo>> p, StructInfo r, bool pure)
       : StructInfoNode(SIKind::Func), params(std::move(p)), ret(std::move(r)), pure(pure) {}
@@ -81,6 +90,10 @@ StructInfo shape_si_ndim(int ndim);  // ndim -1: unknown
 StructInfo tensor_si(DataType dtype, std::vector<SymExpr> shape);
 StructInfo tensor_si_ndim(DataType dtype, int ndim);  // ndim -1: unknown rank
 StructInfo tuple_si(std::vector<StructInfo> fields);
+// A list of `elem`s; `elem` is made free of symbolic variables (a tensor
+// keeps its dims only when all are constants), so that a list's struct info
+// never depends on a scope: its values' shapes differ from one to the next.
+StructInfo list_si(StructInfo elem);
 StructInfo func_si(std::vector<StructInfo> params, StructInfo ret, bool pure = true);
 StructInfo opaque_func_si(StructInfo ret, bool pure = false);
 
@@ -106,6 +119,10 @@ inline const TensorSI* as<TensorSI>(const StructInfo& si) {
 template <>
 inline const TupleSI* as<TupleSI>(const StructInfo& si) {
   return si && si->kind == SIKind::Tuple ? static_cast<const TupleSI*>(si.get()) : nullptr;
+}
+template <>
+inline const ListSI* as<ListSI>(const StructInfo& si) {
+  return si && si->kind == SIKind::List ? static_cast<const ListSI*>(si.get()) : nullptr;
 }
 template <>
 inline const FuncSI* as<FuncSI>(const StructInfo& si) {

@@ -123,6 +123,7 @@ class ShapeSimplifier : public ExprMutator {
         return std::make_shared<FuncSI>(params, ret, f->pure);
       }
       case SIKind::Object:
+      case SIKind::List:
         return si;
     }
     return si;

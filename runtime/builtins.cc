@@ -204,6 +204,7 @@ void register_control_builtins();  // runtime/builtins_control.cc
 void register_blas_builtins();     // runtime/builtins_blas.cc
 void register_data_builtins();     // runtime/builtins_data.cc
 void register_shape_builtins();    // runtime/builtins_shape.cc
+void register_list_builtins();     // runtime/builtins_list.cc
 void register_cuda_builtins();     // runtime/cuda.cc
 
 void register_core_builtins() {
@@ -211,6 +212,7 @@ void register_core_builtins() {
   register_blas_builtins();
   register_data_builtins();
   register_shape_builtins();
+  register_list_builtins();
   register_cuda_builtins();
   register_builtin("relax.match_shape", match_shape, /*touches_data=*/false);
   register_builtin("relax.make_shape", make_shape_b, /*touches_data=*/false);

@@ -40,8 +40,13 @@ struct Value {
   // With `sym`: the dtype and rank of the tensor it stands for.
   DataType sym_dtype = DataType::i64();
   bool sym_scalar = false;  // rank 0 (one element) rather than rank 1
+  // An ONNX sequence whose elements are known at import time
+  // (SequenceConstruct, a split into known parts, ...): they keep their
+  // shapes and symbolic values. A sequence known only at run time is an
+  // `expr` of List struct info (convert_sequence.cc).
+  std::shared_ptr<const std::vector<Value>> seq;
 
-  bool absent() const { return !expr && !data && !sym; }
+  bool absent() const { return !expr && !data && !sym && !seq; }
 };
 
 // Builds a symbolic Value: the elements `v` of a rank-1 (or, with scalar,
@@ -192,6 +197,8 @@ const ConverterRegistry& converters();
 //                TreeEnsemble
 //   contrib      com.microsoft: Gelu variants, FusedMatMul, layer norms, Attention
 //   random       random generators, Dropout, Optional on plain tensors
+//   sequence     SequenceConstruct/At/Insert/Erase/Length/Empty,
+//                SplitToSequence, ConcatFromSequence
 void register_elementwise_converters(ConverterRegistry& r);
 void register_shape_converters(ConverterRegistry& r);
 void register_tensor_converters(ConverterRegistry& r);
@@ -205,5 +212,6 @@ void register_rnn_converters(ConverterRegistry& r);
 void register_ml_converters(ConverterRegistry& r);
 void register_contrib_converters(ConverterRegistry& r);
 void register_random_converters(ConverterRegistry& r);
+void register_sequence_converters(ConverterRegistry& r);
 
 }  // namespace relax::onnx_fe

@@ -22,6 +22,7 @@ const ConverterRegistry& converters() {
     register_ml_converters(reg);
     register_contrib_converters(reg);
     register_random_converters(reg);
+    register_sequence_converters(reg);
   });
   return reg;
 }

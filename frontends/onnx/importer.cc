@@ -363,6 +363,11 @@ Expr Importer::graph_outputs(const onnx::GraphProto& g) {
 
 Expr Importer::materialize(const Value& v, const std::string& hint) {
   if (v.expr) return v.expr;
+  if (v.seq) {
+    std::vector<Expr> items;
+    for (const Value& e : *v.seq) items.push_back(materialize(e, hint));
+    return emit(make_tuple(std::move(items)), hint);
+  }
   if (v.data) return add_weight(*v.data, hint);
   if (v.sym) {
     const std::vector<SymExpr>& s = *v.sym;
@@ -588,7 +593,7 @@ Expr Context::expr(size_t i) {
 
 StructInfo Context::sinfo(size_t i) {
   const Value& v = input(i);
-  if (v.expr) return sinfo_of(v.expr);
+  if (v.expr || v.seq) return sinfo_of(expr(i));
   if (v.data) return tensor_si(v.data->dtype, std::vector<SymExpr>(v.data->shape.begin(), v.data->shape.end()));
   if (v.sym) {
     if (v.sym_scalar) return tensor_si(v.sym_dtype, {});

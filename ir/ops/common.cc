@@ -49,6 +49,8 @@ const char* kind_name(const StructInfo& si) {
       return "Tuple";
     case SIKind::Func:
       return "Func";
+    case SIKind::List:
+      return "List";
   }
   return "?";
 }

@@ -33,6 +33,7 @@ void register_control_ops(OpRegistry& reg);    // loops, scans (ir/ops/control.c
 void register_quant_ops(OpRegistry& reg);      // quantization, integer ops, recurrent cells (ir/ops/quant.cc)
 void register_attention_ops(OpRegistry& reg);  // linear_attention (ir/ops/attention.cc)
 void register_random_ops(OpRegistry& reg);     // random number generation (ir/ops/random.cc)
+void register_list_ops(OpRegistry& reg);       // ONNX sequences: list_at, list_insert, ... (ir/ops/list.cc)
 
 namespace ops {
 

@@ -19,6 +19,7 @@ void register_all_ops(OpRegistry& reg) {
   register_quant_ops(reg);
   register_attention_ops(reg);
   register_random_ops(reg);
+  register_list_ops(reg);
 }
 
 }  // namespace relax

@@ -12,6 +12,9 @@
 //       with unit dims k, the reduction extents e and the result dims o,
 //       bound by a match_cast; the program reduces x[i + r] over r < e for
 //       every i < k (k, e sym_params) and writes the flat position of i.
+//   list_at, list_insert, list_erase, list_length, list_split, list_concat
+//       call_pure_builtin("relax.list_<op>", (operands..., attributes as
+//       prims)): lists are VM tuples, built and read by the runtime.
 //   dynamic_strided_slice
 //       call_pure_builtin("relax.slice_params") gives the result dims n, the first
 //       index b and the step p - m per dim (ONNX Slice's clamping done
@@ -168,9 +171,27 @@ std::optional<Expr> legalize_bitcast(LegalizeContext& ctx, const CallNode& call)
   return ctx.call_pure_builtin("relax.reinterpret", {call.args[0], make_prim_int(packed)}, call.sinfo);
 }
 
+// ---- lists (ONNX sequences) ----------------------------------------------------------
+
+// list_<op>(args...) -> relax.list_<op>(args..., attributes as prims).
+std::optional<Expr> legalize_list(LegalizeContext& ctx, const CallNode& call) {
+  const std::string& op = ops::op_name(call);
+  std::vector<Expr> args(call.args.begin(), call.args.end());
+  Attrs attrs = ops::attrs_of(call);
+  if (op == "list_split") {
+    args.insert(args.begin() + 1, {make_prim_int(attrs.get_int("axis")), make_prim_bool(attrs.get_bool("keepdims"))});
+  } else if (op == "list_concat") {
+    args.push_back(make_prim_int(attrs.get_int("axis")));
+    args.push_back(make_prim_bool(attrs.get_bool("new_axis")));
+  }
+  return ctx.call_pure_builtin("relax." + op, std::move(args), call.sinfo);
+}
+
 }  // namespace
 
 void register_dynamic_legalizers(LegalizerRegistry& reg) {
+  for (const char* op : {"list_at", "list_insert", "list_erase", "list_length", "list_split", "list_concat"})
+    reg.add(op, legalize_list);
   reg.add("bitcast", legalize_bitcast);
   reg.add("topk", legalize_topk);
   reg.add("nonzero", legalize_nonzero);

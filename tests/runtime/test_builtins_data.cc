@@ -179,3 +179,51 @@ TEST_CASE("builtins say whether they touch tensor data (the VM waits for recorde
     CHECK_MESSAGE(!builtin_touches_data(name), name);
   CHECK(builtin_touches_data("relax.no_such_builtin"));  // unknown: the safe answer
 }
+
+TEST_CASE("builtins: lists (ONNX sequences) insert copies, positions count from the end, errors name the op") {
+  Value empty = make_tuple({});
+  Tensor a = f32({2}, {1, 2}), b = f32({3}, {3, 4, 5});
+  Value l = call("relax.list_insert", {empty, a});
+  l = call("relax.list_insert", {l, b, i64({}, {0})});  // at the front
+  REQUIRE(l.tuple().size() == 2);
+  CHECK(values<float>(call("relax.list_at", {l, i64({}, {0})})) == std::vector<float>{3, 4, 5});
+  CHECK(values<float>(call("relax.list_at", {l, i64({}, {-1})})) == std::vector<float>{1, 2});
+  // The list holds a copy: writing the inserted tensor later does not change it.
+  a.data_as<float>()[0] = 9;
+  CHECK(values<float>(call("relax.list_at", {l, Value(int64_t(1))})) == std::vector<float>{1, 2});
+  CHECK(values<int64_t>(call("relax.list_length", {l})) == std::vector<int64_t>{2});
+  CHECK(error_of([&] { call("relax.list_at", {l, i64({}, {2})}); }) ==
+        "SequenceAt: position 2 is out of range for a sequence of length 2");
+  CHECK(error_of([&] { call("relax.list_insert", {l, i64({1}, {1})}); }).find("SequenceInsert: a i64 tensor") == 0);
+  Value e = call("relax.list_erase", {l});
+  REQUIRE(e.tuple().size() == 1);
+  CHECK(values<float>(e.tuple()[0]) == std::vector<float>{3, 4, 5});
+  CHECK(error_of([&] { call("relax.list_erase", {empty}); }) == "SequenceErase: the sequence is empty");
+
+  // Split [2, 5] along axis 1: by a scalar 2 (uneven last), by lengths, into unit parts without the axis.
+  Tensor x = f32({2, 5}, {0, 1, 2, 3, 4, 10, 11, 12, 13, 14});
+  Value s = call("relax.list_split", {x, Value(int64_t(1)), Value(int64_t(1)), i64({}, {2})});
+  REQUIRE(s.tuple().size() == 3);
+  CHECK(s.tuple()[2].tensor().shape() == std::vector<int64_t>{2, 1});
+  CHECK(values<float>(s.tuple()[1]) == std::vector<float>{2, 3, 12, 13});
+  s = call("relax.list_split", {x, Value(int64_t(-1)), Value(int64_t(0)), i64({2}, {1, 4})});
+  REQUIRE(s.tuple().size() == 2);
+  CHECK(s.tuple()[1].tensor().shape() == std::vector<int64_t>{2, 4});  // keepdims applies to a scalar split only
+  CHECK(error_of([&] { call("relax.list_split", {x, Value(int64_t(1)), Value(int64_t(1)), i64({2}, {1, 3})}); }) ==
+        "SplitToSequence: split sums to 4 but the axis has length 5");
+  s = call("relax.list_split", {x, Value(int64_t(0)), Value(int64_t(0))});
+  REQUIRE(s.tuple().size() == 2);
+  CHECK(s.tuple()[1].tensor().shape() == std::vector<int64_t>{5});
+
+  // Concatenated back along axis 1, and stacked along a new axis.
+  Value parts = call("relax.list_split", {x, Value(int64_t(1)), Value(int64_t(1)), i64({}, {2})});
+  Value joined = call("relax.list_concat", {parts, Value(int64_t(1)), Value(int64_t(0))});
+  CHECK(joined.tensor().shape() == std::vector<int64_t>{2, 5});
+  CHECK(values<float>(joined) == values<float>(Value(x)));
+  Value rows = call("relax.list_split", {x, Value(int64_t(0)), Value(int64_t(0))});
+  Value stacked = call("relax.list_concat", {rows, Value(int64_t(1)), Value(int64_t(1))});
+  CHECK(stacked.tensor().shape() == std::vector<int64_t>{5, 2});
+  CHECK(values<float>(stacked) == std::vector<float>{0, 10, 1, 11, 2, 12, 3, 13, 4, 14});
+  CHECK(error_of([&] { call("relax.list_concat", {empty, Value(int64_t(0)), Value(int64_t(0))}); }) ==
+        "ConcatFromSequence: the sequence is empty");
+}

@@ -65,7 +65,7 @@ TEST_CASE("parser errors: tokens and literals") {
         "t.relax:2:7: expected an expression but found '3' (a scalar is written prim(3))");
   CHECK(parse_error("fn @f() -> Object {\n  return $\n}\n") == "t.relax:2:10: unexpected character '$'");
   CHECK(parse_error("fn @f(x: Tensr) -> Object {\n  return x\n}\n") ==
-        "t.relax:1:10: expected a struct info (Object, Prim, Shape, Tensor, Tuple or Func) but found 'Tensr'");
+        "t.relax:1:10: expected a struct info (Object, Prim, Shape, Tensor, Tuple, List or Func) but found 'Tensr'");
 }
 
 TEST_CASE("parser errors: structure") {

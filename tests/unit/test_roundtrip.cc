@@ -158,7 +158,8 @@ TEST_CASE("roundtrip: struct info text") {
        {"Object", "Prim[i64]", "Prim[i64, n + 1]", "Shape", "Shape[ndim=2]", "Shape[(n, 4)]", "Shape[()]", "Tensor",
         "Tensor[f32]", "Tensor[ndim=2, f32]", "Tensor[(n,), f32]", "Tensor[ndim=2]", "Tensor[(n, 4)]", "Tuple[]",
         "Tuple[Tensor[(n,), f32], Shape[(n,)]]", "Func[(Tensor[(n,), f32], Prim[i64]) -> Tensor[(n,), f32]]",
-        "Func[... -> Object]", "Func[(Object) -> Object, impure]", "Func[... -> Object, impure]"})
+        "Func[... -> Object]", "Func[(Object) -> Object, impure]", "Func[... -> Object, impure]", "List",
+        "List[Tensor[ndim=2, f32]]", "List[Tensor[(3, 4), i64]]"})
     CHECK(print_sinfo(parse_sinfo(s)) == s);
   CHECK(print_sinfo(parse_sinfo("Tensor[ (n ,4) , f32 ]")) == "Tensor[(n, 4), f32]");
   CHECK(print_sinfo(parse_sinfo("Shape[(n)]")) == "Shape[(n,)]");

@@ -136,7 +136,10 @@ TEST_CASE("unify gives the least upper bound") {
   REQUIRE(t);
   CHECK(struct_info_same(t->fields[0], n4));
   CHECK(struct_info_same(t->fields[1], prim_si(i64)));
-  CHECK(unify(tuple_si({n4}), tuple_si({n4, n4}), d.ana)->kind == SIKind::Object);
+  // Tuples of tensors of different lengths unify as a list (an ONNX
+  // sequence carried through a loop); other tuples as Object.
+  CHECK(struct_info_same(unify(tuple_si({n4}), tuple_si({n4, n4}), d.ana), list_si(tensor_si_ndim(f32, 2))));
+  CHECK(unify(tuple_si({prim_si(i64)}), tuple_si({}), d.ana)->kind == SIKind::Object);
   CHECK(struct_info_same(unify(prim_si(i64, d.n), prim_si(i64, d.n), d.ana), prim_si(i64, d.n)));
   CHECK(struct_info_same(unify(shape_si({d.n}), shape_si({2}), d.ana), shape_si_ndim(1)));
 
@@ -198,4 +201,32 @@ TEST_CASE("struct_info_same compares the text form") {
   CHECK(!struct_info_same(func_si({object_si()}, object_si(), true), func_si({object_si()}, object_si(), false)));
   CHECK(!struct_info_same(opaque_func_si(object_si(), false), func_si({}, object_si(), false)));
   CHECK(!struct_info_same(object_si(), nullptr));
+}
+
+TEST_CASE("lists: elements free of variables, tuples fit them, unification with tuples") {
+  Dims d;
+  auto n4 = tensor_si(f32, {d.n, 4});
+  auto c34 = tensor_si(f32, {3, 4});
+  // A list's element keeps constant dims only: its values' shapes differ.
+  CHECK(struct_info_same(list_si(n4), list_si(tensor_si_ndim(f32, 2))));
+  CHECK(struct_info_same(list_si(c34), list_si(tensor_si(f32, {3, 4}))));
+  std::vector<SymExpr> vars;
+  collect_vars(list_si(n4), vars);
+  CHECK(vars.empty());
+  // A tuple fits a list when every field fits the element; never the reverse.
+  StructInfo l2 = list_si(tensor_si_ndim(f32, 2));
+  CHECK(is_base_of(l2, tuple_si({n4, c34}), d.ana) == Tri::Yes);
+  CHECK(is_base_of(l2, tuple_si({}), d.ana) == Tri::Yes);
+  CHECK(is_base_of(l2, tuple_si({tensor_si(f32, {4})}), d.ana) == Tri::No);
+  CHECK(is_base_of(tuple_si({n4}), l2, d.ana) == Tri::Unknown);
+  CHECK(is_base_of(l2, list_si(c34), d.ana) == Tri::Yes);
+  CHECK(is_base_of(list_si(c34), l2, d.ana) != Tri::Yes);
+  CHECK(is_base_of(l2, list_si(nullptr), d.ana) == Tri::Yes);
+  // The empty tuple (SequenceEmpty) contributes nothing to the element.
+  CHECK(struct_info_same(unify(tuple_si({}), list_si(c34), d.ana), list_si(c34)));
+  CHECK(struct_info_same(unify(list_si(c34), list_si(tensor_si(f32, {5, 4})), d.ana), l2));
+  CHECK(struct_info_same(unify(list_si(nullptr), list_si(c34), d.ana), list_si(c34)));
+  CHECK(unify(list_si(c34), tensor_si(f32, {3, 4}), d.ana)->kind == SIKind::Object);
+  CHECK(struct_info_equal(list_si(c34), list_si(tensor_si(f32, {3, 4})), d.ana) == Tri::Yes);
+  CHECK(struct_info_equal(list_si(c34), list_si(nullptr), d.ana) == Tri::No);
 }
