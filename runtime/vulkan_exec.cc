@@ -36,6 +36,7 @@ struct VulkanKernels::Entry {
   std::vector<int64_t> chunks;
   static constexpr uint64_t kChunkBytes = uint64_t(1) << 27;  // the code generator's (kGlslChunkBytes)
   std::vector<int64_t> push;                     // shape-args slot of each push constant
+  bool push_buffer = false;  // the push constants in a storage buffer at the last binding
   struct Stage {
     std::shared_ptr<VulkanDevice::Kernel> kernel;
     std::vector<int64_t> threads;  // postfix code over the shape args
@@ -377,6 +378,13 @@ struct VulkanKernels::Exec {
       if (v < INT32_MIN || v > INT32_MAX) rt_fail("vulkan kernel ", e.name, ": the size ", v, " is beyond 32 bits");
       push.push_back(int32_t(v));
     }
+    // Too many for push constants: a small mapped buffer bound last.
+    std::shared_ptr<Buffer> push_buf;
+    if (e.push_buffer) {
+      push_buf = dev->alloc(std::max<uint64_t>(push.size() * 4, 4), VulkanDevice::Memory::Mapped);
+      std::memcpy(push_buf->mapped, push.data(), push.size() * 4);
+      keep.push_back(push_buf);
+    }
     begin();
     // Where each parameter is on the device. Resident memory at an offset
     // the device cannot bind, and host memory, go through a fresh buffer.
@@ -472,11 +480,12 @@ struct VulkanKernels::Exec {
           range = std::min(range, bound[i].buffer->bytes - bound[i].offset - at);
           infos.push_back({bound[i].buffer->buffer, bound[i].offset + at, range});
         }
+      if (push_buf) infos.push_back({push_buf->buffer, 0, VK_WHOLE_SIZE});
       d.write_descriptors(set, infos);
       order(reads, writes);
       d.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
       d.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
-      if (!push.empty())
+      if (!push.empty() && !push_buf)
         d.vkCmdPushConstants(cmd, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, uint32_t(push.size() * 4), push.data());
       d.vkCmdDispatch(cmd, uint32_t(groups), 1, 1);
       ++stats.dispatches;
@@ -563,6 +572,7 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
       }
       if (e->num_inputs > e->params.size()) rt_fail(label, ": kernel ", e->name, ": more inputs than parameters");
       e->push = k.at("push").get<std::vector<int64_t>>();
+      e->push_buffer = k.value("push_buffer", false);
       int64_t syms = 0;
       for (int64_t s : e->push) syms = std::max(syms, s + 1 - e->num_slots);
       e->num_slots += syms;
@@ -573,9 +583,9 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
           if (off > total_words || n > total_words - off) rt_fail(label, ": kernel ", e->name, ": SPIR-V out of range");
           std::vector<uint32_t> words(n);
           std::memcpy(words.data(), spirv.data() + off * 4, n * 4);
-          uint32_t bindings = 0;
+          uint32_t bindings = e->push_buffer ? 1 : 0;
           for (int64_t c : e->chunks) bindings += uint32_t(c);
-          return out->device_->load_kernel(name, words, bindings, uint32_t(e->push.size() * 4));
+          return out->device_->load_kernel(name, words, bindings, e->push_buffer ? 0 : uint32_t(e->push.size() * 4));
         };
         std::string name = st.at("name");
         Entry::Stage stage;

@@ -90,6 +90,7 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
     }
     meta["kernels"].push_back(
         {{"name", p->name}, {"num_inputs", p->inputs.size()}, {"params", params}, {"push", push}, {"stages", stages}});
+    if (g.push_in_buffer) meta["kernels"].back()["push_buffer"] = true;
   }
   meta["block"] = block;
   meta["needs"] = needs;

@@ -10,11 +10,15 @@ namespace relax::vulkan {
 
 using namespace tir;
 
+std::string StagePrinter::push_ref(size_t k) const {
+  return push_buffer_ ? "pc.p[" + std::to_string(k) + "]" : "pc.p" + std::to_string(k);
+}
+
 std::string StagePrinter::print(const GpuStage& st) {
   for (const SymExpr& v : push_vars_) name_of(v);
   std::ostringstream body;
   ind_ = 1;
-  for (size_t k = 0; k < push_vars_.size(); ++k) body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
+  for (size_t k = 0; k < push_vars_.size(); ++k) body << "  int " << name_of(push_vars_[k]) << " = " << push_ref(k) << ";\n";
   if (st.vars.empty()) {
     body << "  if (gl_GlobalInvocationID.x == 0u) {\n";
     ind_ = 2;
@@ -38,7 +42,7 @@ std::string StagePrinter::print_rows(const GpuStage& st, const GpuRows& rows) {
   for (const SymExpr& v : push_vars_) name_of(v);
   std::ostringstream body;
   ind_ = 1;
-  for (size_t k = 0; k < push_vars_.size(); ++k) body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
+  for (size_t k = 0; k < push_vars_.size(); ++k) body << "  int " << name_of(push_vars_[k]) << " = " << push_ref(k) << ";\n";
   std::string total;
   for (const SymExpr& e : st.extents) total += (total.empty() ? "" : " * ") + paren(sym(e));
   body << "  int lid_ = int(gl_LocalInvocationID.x);\n";
@@ -79,7 +83,7 @@ std::string StagePrinter::print_block(const GpuBlockStage& st) {
   for (const SymExpr& v : push_vars_) name_of(v);
   std::ostringstream body;
   ind_ = 1;
-  for (size_t k = 0; k < push_vars_.size(); ++k) body << "  int " << name_of(push_vars_[k]) << " = pc.p" << k << ";\n";
+  for (size_t k = 0; k < push_vars_.size(); ++k) body << "  int " << name_of(push_vars_[k]) << " = " << push_ref(k) << ";\n";
   std::string total;
   for (const SymExpr& e : st.extents) total += (total.empty() ? "" : " * ") + paren(sym(e));
   body << "  int " << name_of(st.thread) << " = int(gl_LocalInvocationID.x);\n";
@@ -258,7 +262,9 @@ std::string StagePrinter::finish(const std::string& body) {
       }
       ++binding;
     }
-  if (!push_vars_.empty()) {
+  if (push_buffer_) {
+    decls << "layout(std430, set = 0, binding = " << extra << ") readonly buffer Push { int p[]; } pc;\n";
+  } else if (!push_vars_.empty()) {
     decls << "layout(push_constant) uniform Push {";
     for (size_t k = 0; k < push_vars_.size(); ++k) decls << " int p" << k << ";";
     decls << " } pc;\n";
@@ -293,6 +299,7 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
         if (d.is_var() && seen.insert(d.get()).second) out.push_vars.push_back(d);
   for (const SymExpr& s : p->sym_params)
     if (seen.insert(s.get()).second) out.push_vars.push_back(s);
+  out.push_in_buffer = out.push_vars.size() * 4 > kGlslPushBytes;
   for (const auto* list : {&p->inputs, &p->outputs})
     for (const tir::Buffer& b : *list) {
       int64_t n = 1;

@@ -9,7 +9,11 @@
 //   - push constants: `push_vars`, each an int32, in order: the variables
 //     of the parameter buffers' plain dims (first binding wins, inputs
 //     then outputs) and then the symbolic parameters; the host computes
-//     them from the buffers' shapes and checks every other dim;
+//     them from the buffers' shapes and checks every other dim. When they
+//     are more than kGlslPushBytes (Vulkan's guaranteed minimum of
+//     maxPushConstantsSize), they come instead in a readonly storage
+//     buffer of int32 at the binding after every other
+//     (`push_in_buffer`: a detector's post-processing can have 90);
 //   - a 1-D launch of `block`-thread workgroups; each stage loops over its
 //     index space with a grid stride, so any workgroup count is correct.
 // Index arithmetic is 32-bit: the host refuses buffers of 2^31 elements or
@@ -65,8 +69,12 @@ struct GlslStage {
 // chunks of this many bytes (GlslProgram::chunks).
 constexpr uint64_t kGlslChunkBytes = uint64_t(1) << 27;
 
+// The push-constant bytes every Vulkan device has (maxPushConstantsSize >= 128).
+constexpr size_t kGlslPushBytes = 128;
+
 struct GlslProgram {
   std::vector<SymExpr> push_vars;
+  bool push_in_buffer = false;  // push_vars in a storage buffer (kernel ABI above)
   // Bindings of each parameter (inputs, then outputs): 1, or for an input
   // of constant shape beyond kGlslChunkBytes (a large FC weight) that many
   // chunks: the first at the parameter's binding, the others after all

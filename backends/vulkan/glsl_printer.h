@@ -21,7 +21,12 @@ namespace relax::vulkan {
 class StagePrinter {
  public:
   StagePrinter(const tir::ProgramNode& p, const GlslFeatures& f, const GlslProgram& program)
-      : prog_(p), feat_(f), push_vars_(program.push_vars), chunks_(program.chunks), block_(program.block) {}
+      : prog_(p),
+        feat_(f),
+        push_vars_(program.push_vars),
+        push_buffer_(program.push_in_buffer),
+        chunks_(program.chunks),
+        block_(program.block) {}
 
   std::string print(const GpuStage& st);
 
@@ -122,11 +127,15 @@ class StagePrinter {
 
   // ---- statements ----
   std::string pad() const { return std::string(size_t(ind_) * 2, ' '); }
+  // Push constant k: a member of the push-constant block, or an element of
+  // the parameter buffer that stands for it (GlslProgram::push_in_buffer).
+  std::string push_ref(size_t k) const;
   std::string stmt(const tir::Stmt& s);
 
   const tir::ProgramNode& prog_;
   const GlslFeatures& feat_;
   const std::vector<SymExpr>& push_vars_;
+  bool push_buffer_;
   const std::vector<int64_t>& chunks_;
   uint32_t block_;
   int ind_ = 1;

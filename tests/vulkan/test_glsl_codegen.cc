@@ -143,6 +143,14 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
       dev.upload(*dbufs.back(), h.bytes.data(), h.bytes.size());
       bound.push_back(dbufs.back().get());
     }
+    // More push constants than every device has: a buffer bound last.
+    std::shared_ptr<rt::VulkanDevice::Buffer> push_buf;
+    if (g.push_in_buffer) {
+      push_buf = dev.alloc(push.size() * 4);
+      dev.upload(*push_buf, push.data(), push.size() * 4);
+      bound.push_back(push_buf.get());
+    }
+    uint32_t push_bytes = g.push_in_buffer ? 0 : uint32_t(push.size() * 4);
     for (const vulkan::GlslStage& st : mode == 2 ? tree.stages : g.stages) {
       bool use_rows = rows && !st.rows_source.empty();
       bool use_plain = mode == 3 && !st.plain_source.empty();
@@ -154,7 +162,7 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
                                                : st.source;
       CAPTURE(source);
       std::vector<uint32_t> spirv = vulkan::compile_glsl(source, st.name);
-      auto k = dev.load_kernel(st.name, spirv, uint32_t(bufs.size()), uint32_t(push.size() * 4));
+      auto k = dev.load_kernel(st.name, spirv, uint32_t(bound.size()), push_bytes);
       int64_t threads = 1;
       for (const SymExpr& e : use_rows     ? st.rows_extents
                               : use_plain  ? st.plain_extents
@@ -163,7 +171,7 @@ void check_program(const tir::Program& p, const SymMap<int64_t>& env, rt::Vulkan
         threads *= *evaluate(e, env);
       int64_t groups = use_rows || use_shared ? threads : (threads + g.block - 1) / g.block;
       uint32_t grid[3] = {uint32_t(std::clamp<int64_t>(groups, 1, 65535)), 1, 1};
-      dev.dispatch(*k, bound, push.data(), uint32_t(push.size() * 4), grid);
+      dev.dispatch(*k, bound, push.data(), push_bytes, grid);
     }
     size_t first_out = p->inputs.size();
     for (size_t k = first_out; k < bufs.size(); ++k) {
@@ -331,5 +339,45 @@ prog @edges(x: Buffer[(n, 16), f32], k: Buffer[(n, 16), i32]) -> (pw: Buffer[(n,
   std::mt19937 rng(13);
   SymMap<int64_t> env;
   for (const SymExpr& v : free_vars(progs[0]->inputs[0]->shape[0])) env[v] = 64;
+  check_program(progs[0], env, *dev, rng);
+}
+
+TEST_CASE("vulkan codegen: more symbolic sizes than push constants hold come in a buffer") {
+  // 6 inputs of rank 6, every dim its own variable: 144 bytes of sizes,
+  // beyond the 128 that every device has for push constants (a detector's
+  // post-processing needed 360).
+  std::string params, body;
+  auto dims = [](int k) {
+    std::string d;
+    for (int j = 0; j < 6; ++j) d += (j ? ", " : "") + ("n" + std::to_string(k) + "_" + std::to_string(j));
+    return d;
+  };
+  for (int k = 0; k < 6; ++k) {
+    std::string last;
+    for (int j = 0; j < 6; ++j) last += (j ? ", " : "") + ("n" + std::to_string(k) + "_" + std::to_string(j) + " - 1");
+    params += (k ? ", " : "") + ("x" + std::to_string(k)) + ": Buffer[(" + dims(k) + "), f32]";
+    body += (k ? " + " : "") + ("x" + std::to_string(k)) + "[" + last + "]";
+  }
+  std::vector<tir::Program> progs = cpu::test::programs_of(
+      "prog @many(" + params + ") -> (y: Buffer[(n0_0,), f32]) {\n  for i0 in parallel(n0_0) {\n    y[i0] = x0[i0, 0, 0, 0, 0, 0] * (" +
+      body + ")\n  }\n}\n");
+  REQUIRE(progs.size() == 1);
+  vulkan::GlslProgram g = vulkan::glsl_program(progs[0], {}, 256, {});
+  CHECK(g.push_vars.size() == 36);
+  REQUIRE(g.push_in_buffer);
+  CHECK(g.stages.at(0).source.find("push_constant") == std::string::npos);
+  CHECK(g.stages.at(0).source.find("binding = 7) readonly buffer Push") != std::string::npos);
+  std::string why;
+  if (!rt::vulkan_available(&why)) {
+    FAIL("no Vulkan device (scripts/setup.sh installs lavapipe): ", why);
+    return;
+  }
+  auto dev = rt::VulkanDevice::open(0);
+  std::mt19937 rng(12);
+  SymMap<int64_t> env;
+  int64_t next = 0;
+  for (const tir::Buffer& b : progs[0]->inputs)
+    for (const SymExpr& d : b->shape)
+      for (const SymExpr& v : free_vars(d)) env[v] = 1 + (next++ % 3);
   check_program(progs[0], env, *dev, rng);
 }
