@@ -1,0 +1,2 @@
+J°fàŽAµ×ÁN‡BÐ#A ú?§qA$A¬A†ñ&Bñ]'Bw—ùA—dvBö6gBGBô³Ý@/‹BXÓBØçÎAœ5úAdª5BFfBÍAúA8CëA,yfB{ÒÍAPwa¿2õ5BÎAìò?L…¿}ë¬ABHÎAÈA´êùAéÌB‘fBMÆÀ`;Á»%XA4ŽAB'Á¥UBP
+A*“AÚ	ÁcìAí‘ŽA7u&B pû¾ý*vBxnËAÅñFBõÁÜ‚‹BNBA‘?ÈÀ)ûtA’sYAõÛ&BkÄŒAÛoA¤BŒ\'B†A¼ã@÷ìA ÄBÖ'B]XpA¬¯uB<ò&Bè‹FBòü·AE+‹BëºGB
