@@ -286,12 +286,17 @@ class Simplifier {
     try {
       for (const SymTerm& t : s->terms) {
         if (t.term.kind() != SymKind::FloorDiv || !t.term->operands[1].is_const()) continue;
-        const SymExpr& x = t.term->operands[0];
-        int64_t c = t.term->operands[1].const_value();
-        if (c <= 1 || t.coeff % c != 0) continue;
-        SymExpr k(-(t.coeff / c));  // the term is -c*k*floordiv(x, c)
-        SymExpr cand = s - SymExpr(t.coeff) * t.term + k * floormod(x, SymExpr(c)) - k * x;
-        if (term_count(cand) < term_count(s)) return recombine(cand);
+        const SymExpr& x0 = t.term->operands[0];
+        int64_t c0 = t.term->operands[1].const_value();
+        // floordiv(x, m*c) is floordiv(floordiv(x, m), c): every split of
+        // the divisor (x//2 - 2*(x//4) is floormod(x//2, 2), a U-Net's pad).
+        for (int64_t c = c0; c > 1; --c) {
+          if (c0 % c != 0 || t.coeff % c != 0) continue;
+          SymExpr x = c == c0 ? x0 : floordiv(x0, SymExpr(c0 / c));
+          SymExpr k(-(t.coeff / c));  // the term is -c*k*floordiv(x, c)
+          SymExpr cand = s - SymExpr(t.coeff) * t.term + k * floormod(x, SymExpr(c)) - k * x;
+          if (term_count(cand) < term_count(s)) return recombine(cand);
+        }
       }
     } catch (const Error&) {
     }

@@ -472,10 +472,24 @@ SymExpr floormod(const SymExpr& a, const SymExpr& b) {
   return make_binary(SymKind::FloorMod, a, b);
 }
 
+namespace {
+
+// Whether `e` is min (or max, by `kind`) of operands one of which is `x`.
+bool has_operand(const SymExpr& e, SymKind kind, const SymExpr& x) {
+  return e.kind() == kind && (e->operands[0] == x || e->operands[1] == x);
+}
+
+}  // namespace
+
 SymExpr min(const SymExpr& a, const SymExpr& b) {
   check_defined(a, "min");
   check_defined(b, "min");
   if (a == b) return a;
+  // min(a, min(a, c)) = min(a, c); min(a, max(a, c)) = a.
+  if (has_operand(b, SymKind::Min, a)) return b;
+  if (has_operand(a, SymKind::Min, b)) return a;
+  if (has_operand(b, SymKind::Max, a)) return a;
+  if (has_operand(a, SymKind::Max, b)) return b;
   if (a.is_const() && b.is_const()) return a.const_value() <= b.const_value() ? a : b;
   SymExpr d = a - b;
   if (d.is_const()) return d.const_value() <= 0 ? a : b;
@@ -486,6 +500,11 @@ SymExpr max(const SymExpr& a, const SymExpr& b) {
   check_defined(a, "max");
   check_defined(b, "max");
   if (a == b) return a;
+  // max(a, max(a, c)) = max(a, c); max(a, min(a, c)) = a.
+  if (has_operand(b, SymKind::Max, a)) return b;
+  if (has_operand(a, SymKind::Max, b)) return a;
+  if (has_operand(b, SymKind::Min, a)) return a;
+  if (has_operand(a, SymKind::Min, b)) return b;
   if (a.is_const() && b.is_const()) return a.const_value() >= b.const_value() ? a : b;
   SymExpr d = a - b;
   if (d.is_const()) return d.const_value() >= 0 ? a : b;

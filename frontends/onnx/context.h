@@ -40,6 +40,10 @@ struct Value {
   // With `sym`: the dtype and rank of the tensor it stands for.
   DataType sym_dtype = DataType::i64();
   bool sym_scalar = false;  // rank 0 (one element) rather than rank 1
+  // With `sym`, of rank 2 or more (a pads vector reshaped to pairs, as
+  // torch.onnx writes F.pad): the shape; `sym` holds the elements in
+  // row-major order. Empty for ranks 0 and 1.
+  std::vector<int64_t> sym_shape;
   // An ONNX sequence whose elements are known at import time
   // (SequenceConstruct, a split into known parts, ...): they keep their
   // shapes and symbolic values. A sequence known only at run time is an
@@ -52,6 +56,15 @@ struct Value {
 // Builds a symbolic Value: the elements `v` of a rank-1 (or, with scalar,
 // rank-0) integer tensor.
 Value sym_value(std::vector<SymExpr> v, bool scalar = false, DataType dtype = DataType::i64());
+
+// An integer tensor of any rank whose elements are known symbolically.
+struct SymTensor {
+  std::vector<int64_t> shape;
+  std::vector<SymExpr> elems;  // row-major
+  DataType dtype;
+};
+// The Value of `t` (a plain symbolic vector or scalar when its rank is 0 or 1).
+Value sym_tensor_value(SymTensor t);
 Value expr_value(Expr e);
 
 class Importer;
@@ -99,12 +112,16 @@ class Context {
   // Input i's dims where the converter cannot do without them: its shape,
   // or, where only its rank is known (or `rank` gives it: the op fixes it),
   // fresh variables bound at run time by a match_cast of the input, which
-  // then stands for input i. No gap in shape deduction stops an import
-  // where the rank is known; an unknown rank is unsupported.
+  // then stands for input i, here and in the nodes after this one (each
+  // Shape of one value reads the same dims). No gap in shape deduction stops
+  // an import where the rank is known; an unknown rank is unsupported.
   std::vector<SymExpr> bound_shape(size_t i, int rank = -1);
   // Elements of input i when known symbolically (from `sym`, or from small
   // integer constant data); nullopt otherwise.
   std::optional<std::vector<SymExpr>> sym_values(size_t i) const;
+  // Input i as a symbolic tensor of any rank (symbolic, or small integer
+  // constant data); nullopt otherwise.
+  std::optional<SymTensor> sym_tensor(size_t i) const;
   // Concrete data of input i when known.
   const HostTensor* data(size_t i) const;
   std::optional<std::vector<int64_t>> const_ints(size_t i) const;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "frontends/onnx/onnx_proto.h"
 #include "frontends/onnx/shape_util.h"
@@ -133,11 +134,19 @@ std::vector<Value> convert_reshape(Context& ctx) {
   } else {
     target = ctx.sym_values(1);
   }
-  // A symbolic vector reshaped to rank 0 or 1 stays symbolic.
-  if (auto v = ctx.sym_values(0); v && target && all_const(*target) && target->size() <= 1) {
-    Dims out = resolve_reshape(ctx, {SymExpr(int64_t(v->size()))}, *target, allowzero);
-    if (out.empty() && v->size() == 1) return {sym_value(*v, true, ctx.dtype(0))};
-    if (out.size() == 1 && out[0].is_const(int64_t(v->size()))) return {sym_value(*v, false, ctx.dtype(0))};
+  // A symbolic tensor reshaped to a constant shape stays symbolic (the
+  // pads of torch's F.pad go through pairs and back).
+  if (auto v = ctx.sym_tensor(0); v && target && all_const(*target) && (ctx.input(0).sym || target->size() <= 1)) {
+    Dims out = resolve_reshape(ctx, Dims(v->shape.begin(), v->shape.end()), *target, allowzero);
+    SymTensor t{{}, v->elems, v->dtype};
+    int64_t n = 1;
+    for (const SymExpr& d : out) {
+      if (!d.is_const()) return {expr_value(ctx.emit_op("reshape", {ctx.expr(0), make_shape(out)}))};
+      t.shape.push_back(d.const_value());
+      n *= d.const_value();
+    }
+    if (n != int64_t(v->elems.size())) ctx.fail("cannot reshape ", v->elems.size(), " elements to ", out.size(), " dims");
+    return {sym_tensor_value(std::move(t))};
   }
   Ranked x = ranked(ctx, 0);
   if (target) {
@@ -164,6 +173,27 @@ std::vector<Value> convert_flatten(Context& ctx) {
 std::vector<Value> convert_transpose(Context& ctx) {
   Ints perm = ctx.attr_ints("perm");
   if (ctx.sym_values(0) && ctx.ndim(0) == 1) return {ctx.input(0)};  // a vector: unchanged
+  // A symbolic matrix (F.pad's pairs) transposed at import time.
+  if (auto v = ctx.sym_tensor(0); v && ctx.input(0).sym && v->shape.size() >= 2) {
+    size_t r = v->shape.size();
+    if (perm.empty())
+      for (size_t k = r; k-- > 0;) perm.push_back(int64_t(k));
+    if (perm.size() != r) ctx.fail("perm has ", perm.size(), " entries for rank ", r);
+    SymTensor t{{}, {}, v->dtype};
+    for (int64_t p : perm) t.shape.push_back(v->shape[size_t(axis_of(ctx, p, int(r)))]);
+    std::vector<int64_t> idx(r, 0), stride(r, 1);
+    for (size_t k = r - 1; k-- > 0;) stride[k] = stride[k + 1] * v->shape[k + 1];
+    for (size_t flat = 0; flat < v->elems.size(); ++flat) {
+      int64_t at = 0;  // the element of t at `idx` comes from v at idx permuted back
+      for (size_t k = 0; k < r; ++k) at += idx[k] * stride[size_t(axis_of(ctx, perm[k], int(r)))];
+      t.elems.push_back(v->elems[size_t(at)]);
+      for (size_t k = r; k-- > 0;) {
+        if (++idx[k] < t.shape[k]) break;
+        idx[k] = 0;
+      }
+    }
+    return {sym_tensor_value(std::move(t))};
+  }
   return {expr_value(ctx.emit_op("permute_dims", {ctx.expr(0)}, one("axes", perm)))};
 }
 
@@ -351,7 +381,10 @@ constexpr int64_t kHuge = int64_t(1) << 31;
 // ONNX Slice bounds of one axis normalized to strided_slice's: begin in
 // [0, d] (step > 0) or [0, d-1] (step < 0); end in [0, d] or [-1, d-1].
 // nullopt when the sign of a symbolic bound cannot be decided.
-std::optional<SymExpr> slice_bound(const Analyzer& ana, const SymExpr& v, const SymExpr& d, int64_t step, bool is_end) {
+// With `assume_negative`, a bound provably <= 0 counts from the end (x[-s:]
+// with s a length: wrong only when s is 0, which the caller checks at run time).
+std::optional<SymExpr> slice_bound(const Analyzer& ana, const SymExpr& v, const SymExpr& d, int64_t step, bool is_end,
+                                   bool assume_negative = false) {
   // The clamp range: [lo, hi].
   SymExpr lo = step > 0 ? SymExpr(0) : SymExpr(is_end ? -1 : 0);
   SymExpr hi = step > 0 ? d : d - 1;
@@ -364,6 +397,7 @@ std::optional<SymExpr> slice_bound(const Analyzer& ana, const SymExpr& v, const 
   }
   if (ana.prove_less_equal(0, v) == Tri::Yes) return clamp(v);
   if (ana.prove_less(v, 0) == Tri::Yes) return clamp(d + v);
+  if (assume_negative && ana.prove_less_equal(v, 0) == Tri::Yes) return clamp(d + v);
   return std::nullopt;
 }
 
@@ -393,24 +427,53 @@ SliceArgs slice_args(Context& ctx) {
 
 // Slicing a symbolic vector with constant bounds, as numpy would.
 std::optional<Value> slice_sym_vector(Context& ctx, const SliceArgs& a) {
-  auto v = ctx.sym_values(0);
-  if (!v || ctx.ndim(0) != 1 || a.runtime || a.starts->size() != 1 || !all_const(*a.starts) || !all_const(*a.ends))
-    return std::nullopt;
-  if (a.axes && (a.axes->size() != 1 || ((*a.axes)[0] != 0 && (*a.axes)[0] != -1))) return std::nullopt;
-  int64_t step = a.steps ? (*a.steps)[0] : 1, n = int64_t(v->size());
-  if (step == 0) ctx.fail("slice step 0");
-  auto norm = [&](int64_t c, bool is_end) {
-    int64_t lo = step > 0 ? 0 : (is_end ? -1 : 0), hi = step > 0 ? n : n - 1;
-    if (c < 0) c = std::max<int64_t>(c, -kHuge) + n;
-    return std::clamp(std::min(c, kHuge), lo, hi);
-  };
-  int64_t b = norm((*a.starts)[0].const_value(), false), e = norm((*a.ends)[0].const_value(), true);
-  Dims out;
-  for (int64_t i = b; step > 0 ? i < e : i > e; i += step) out.push_back((*v)[i]);
-  return sym_value(out, false, ctx.dtype(0));
+  auto v = ctx.sym_tensor(0);
+  if (!v || v->shape.empty() || a.runtime || !all_const(*a.starts) || !all_const(*a.ends)) return std::nullopt;
+  size_t r = v->shape.size();
+  if (r > 1 && !ctx.input(0).sym) return std::nullopt;  // constant data of rank 2 or more: the op's job
+  if (r == 1 && !ctx.sym_values(0)) return std::nullopt;
+  size_t k = a.starts->size();
+  if (a.ends->size() != k || (a.axes && a.axes->size() != k) || (a.steps && a.steps->size() != k)) return std::nullopt;
+  // The kept indices along each axis.
+  std::vector<std::vector<int64_t>> keep(r);
+  for (size_t d = 0; d < r; ++d)
+    for (int64_t i = 0; i < v->shape[d]; ++i) keep[d].push_back(i);
+  for (size_t j = 0; j < k; ++j) {
+    int ax = axis_of(ctx, a.axes ? (*a.axes)[j] : int64_t(j), int(r));
+    int64_t step = a.steps ? (*a.steps)[j] : 1, n = v->shape[size_t(ax)];
+    if (step == 0) ctx.fail("slice step 0");
+    auto norm = [&](int64_t c, bool is_end) {
+      int64_t lo = step > 0 ? 0 : (is_end ? -1 : 0), hi = step > 0 ? n : n - 1;
+      if (c < 0) c = std::max<int64_t>(c, -kHuge) + n;
+      return std::clamp(std::min(c, kHuge), lo, hi);
+    };
+    int64_t b = norm((*a.starts)[j].const_value(), false), e = norm((*a.ends)[j].const_value(), true);
+    keep[size_t(ax)].clear();
+    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) keep[size_t(ax)].push_back(i);
+  }
+  SymTensor t{{}, {}, v->dtype};
+  for (const auto& kd : keep) t.shape.push_back(int64_t(kd.size()));
+  std::vector<int64_t> stride(r, 1);
+  for (size_t d = r - 1; d-- > 0;) stride[d] = stride[d + 1] * v->shape[d + 1];
+  std::vector<size_t> idx(r, 0);
+  bool empty = std::any_of(keep.begin(), keep.end(), [](const auto& kd) { return kd.empty(); });
+  while (!empty) {
+    int64_t at = 0;
+    for (size_t d = 0; d < r; ++d) at += keep[d][idx[d]] * stride[d];
+    t.elems.push_back(v->elems[size_t(at)]);
+    size_t d = r;
+    while (d-- > 0) {
+      if (++idx[d] < keep[d].size()) break;
+      idx[d] = 0;
+    }
+    if (d == size_t(-1)) break;
+  }
+  return sym_tensor_value(std::move(t));
 }
 
-std::vector<Value> slice_runtime(Context& ctx, const Ranked& x, const SliceArgs& a) {
+// `expected`: the result's dims where the caller knows them under an
+// assumption; the match_cast that binds the result checks them at run time.
+std::vector<Value> slice_runtime(Context& ctx, const Ranked& x, const SliceArgs& a, const Dims* expected = nullptr) {
   std::optional<int64_t> len = a.starts ? std::optional<int64_t>(a.starts->size()) : const_length(ctx, 1);
   Expr starts = a.starts ? dims_tensor(ctx, *a.starts) : as_i64(ctx, ctx.expr(1));
   Expr ends = a.ends ? dims_tensor(ctx, *a.ends) : as_i64(ctx, ctx.expr(2));
@@ -437,7 +500,25 @@ std::vector<Value> slice_runtime(Context& ctx, const Ranked& x, const SliceArgs&
     want = x.dims;
     for (int64_t i : a.axes ? *a.axes : iota()) want[axis_of(ctx, i, x.ndim())] = SymExpr();
   }
+  if (expected) want = *expected;
   return {expr_value(settle(ctx, r, want))};
+}
+
+// The result's dims of a slice whose symbolic bounds are only provably <= 0
+// (x[-s:] for a length s), read as counting from the end; null when some
+// bound's sign stays unknown or a step is not 1.
+std::unique_ptr<Dims> assumed_dims(Context& ctx, const Ranked& x, const SliceArgs& a, const Ints& axes,
+                                   const Ints& steps) {
+  auto dims = std::make_unique<Dims>(x.dims);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int ax = axis_of(ctx, axes[i], x.ndim());
+    if (steps[i] != 1) return nullptr;
+    auto b = slice_bound(ctx.ana(), (*a.starts)[i], x.dims[ax], 1, false, true);
+    auto e = slice_bound(ctx.ana(), (*a.ends)[i], x.dims[ax], 1, true, true);
+    if (!b || !e) return nullptr;
+    (*dims)[size_t(ax)] = ctx.ana().simplify(max(*e - *b, 0));
+  }
+  return dims;
 }
 
 std::vector<Value> convert_slice(Context& ctx) {
@@ -459,7 +540,7 @@ std::vector<Value> convert_slice(Context& ctx) {
     if (steps[i] == 0) ctx.fail("slice step 0");
     auto b = slice_bound(ctx.ana(), (*a.starts)[i], x.dims[ax], steps[i], false);
     auto e = slice_bound(ctx.ana(), (*a.ends)[i], x.dims[ax], steps[i], true);
-    if (!b || !e) return slice_runtime(ctx, x, a);
+    if (!b || !e) return slice_runtime(ctx, x, a, assumed_dims(ctx, x, a, axes, steps).get());
     norm_axes.push_back(ax);
     begin.push_back(*b);
     end.push_back(*e);

@@ -56,6 +56,12 @@ class Importer {
     return v;
   }
 
+  // Value `name` refined (its dims bound by a match_cast) for the nodes after
+  // this one in the current graph: every Shape of it then reads the same dims.
+  void refine(const std::string& name, Value v) {
+    if (!name.empty()) scopes_.back()[name] = std::move(v);
+  }
+
   Expr add_weight(HostTensor t, const std::string& hint) {
     std::string name = hint.empty() ? "const" : hint;
     if (weight_names_.count(name)) {
@@ -375,13 +381,18 @@ Expr Importer::materialize(const Value& v, const std::string& hint) {
     if (all_const) {
       std::vector<int64_t> vals;
       for (const SymExpr& e : s) vals.push_back(e.const_value());
-      std::vector<int64_t> shape = v.sym_scalar ? std::vector<int64_t>{} : std::vector<int64_t>{int64_t(s.size())};
+      std::vector<int64_t> shape = !v.sym_shape.empty() ? v.sym_shape
+                                   : v.sym_scalar     ? std::vector<int64_t>{}
+                                                      : std::vector<int64_t>{int64_t(s.size())};
       return add_weight(HostTensor::from_ints(v.sym_dtype, shape, vals), hint);
     }
     if (!find_op("shape_to_tensor")) fail("internal: the graph op shape_to_tensor is not registered");
     Expr t = emit(make_op_call("shape_to_tensor", {make_shape(s)}), hint);
     if (v.sym_dtype != DataType::i64()) t = emit(make_op_call("astype", {t}, Attrs{{"dtype", v.sym_dtype}}), hint);
     if (v.sym_scalar) t = emit(make_op_call("reshape", {t, make_shape({})}), hint);
+    if (!v.sym_shape.empty())
+      t = emit(make_op_call("reshape", {t, make_shape(std::vector<SymExpr>(v.sym_shape.begin(), v.sym_shape.end()))}),
+               hint);
     return t;
   }
   fail("a required input is missing");
@@ -510,6 +521,13 @@ Value sym_value(std::vector<SymExpr> v, bool scalar, DataType dtype) {
   return out;
 }
 
+Value sym_tensor_value(SymTensor t) {
+  if (t.shape.size() <= 1) return sym_value(std::move(t.elems), t.shape.empty(), t.dtype);
+  Value out = sym_value(std::move(t.elems), false, t.dtype);
+  out.sym_shape = std::move(t.shape);
+  return out;
+}
+
 Value expr_value(Expr e) {
   Value out;
   out.expr = std::move(e);
@@ -596,6 +614,7 @@ StructInfo Context::sinfo(size_t i) {
   if (v.expr || v.seq) return sinfo_of(expr(i));
   if (v.data) return tensor_si(v.data->dtype, std::vector<SymExpr>(v.data->shape.begin(), v.data->shape.end()));
   if (v.sym) {
+    if (!v.sym_shape.empty()) return tensor_si(v.sym_dtype, std::vector<SymExpr>(v.sym_shape.begin(), v.sym_shape.end()));
     if (v.sym_scalar) return tensor_si(v.sym_dtype, {});
     return tensor_si(v.sym_dtype, {int64_t(v.sym->size())});
   }
@@ -625,16 +644,32 @@ std::vector<SymExpr> Context::bound_shape(size_t i, int rank) {
   std::vector<SymExpr> dims;
   for (int k = 0; k < r; ++k) dims.push_back(fresh_sym(cat(name, "_d", k)));
   inputs_[i] = expr_value(emit_match_cast(expr(i), tensor_si(dtype(i), dims), name));
+  imp_.refine(name, inputs_[i]);
   return dims;
 }
 
 std::optional<std::vector<SymExpr>> Context::sym_values(size_t i) const {
   const Value& v = input(i);
-  if (v.sym) return v.sym;
+  if (v.sym) return v.sym_shape.empty() ? v.sym : std::nullopt;
   if (v.data && v.data->shape.size() <= 1 && v.data->numel() <= 256) {
     auto ints = v.data->to_ints();
     if (!ints) return std::nullopt;
     return std::vector<SymExpr>(ints->begin(), ints->end());
+  }
+  return std::nullopt;
+}
+
+std::optional<SymTensor> Context::sym_tensor(size_t i) const {
+  const Value& v = input(i);
+  if (v.sym) {
+    std::vector<int64_t> shape = v.sym_shape;
+    if (shape.empty() && !v.sym_scalar) shape = {int64_t(v.sym->size())};
+    return SymTensor{shape, *v.sym, v.sym_dtype};
+  }
+  if (v.data && v.data->numel() <= 256) {
+    auto ints = v.data->to_ints();
+    if (!ints) return std::nullopt;
+    return SymTensor{v.data->shape, std::vector<SymExpr>(ints->begin(), ints->end()), v.data->dtype};
   }
   return std::nullopt;
 }

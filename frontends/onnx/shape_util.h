@@ -23,25 +23,23 @@ inline Attrs one(const std::string& name, AttrValue v) {
 }
 
 // Input i as a tensor with known dims; when only its rank is known it is
-// match_cast to fresh dims. Unknown rank is unsupported. The expression is
-// materialized only when asked for (Shape needs only the dims).
+// match_cast to fresh dims (Context::bound_shape). Unknown rank is
+// unsupported. The expression is materialized only when asked for (Shape
+// needs only the dims).
 struct Ranked {
   size_t index;
-  Expr cast;  // the match_cast input, when there was one
   DataType dtype;
   Dims dims;
   int ndim() const { return int(dims.size()); }
-  Expr expr(Context& ctx) const { return cast ? cast : ctx.expr(index); }
+  Expr expr(Context& ctx) const { return ctx.expr(index); }
 };
 
 inline Ranked ranked(Context& ctx, size_t i) {
   int ndim = ctx.ndim(i);
   if (ndim < 0) ctx.unsupported(cat("input ", i, " of unknown rank"));
   DataType dtype = ctx.dtype(i);
-  if (auto s = ctx.shape(i)) return Ranked{i, nullptr, dtype, *s};
-  Dims dims;
-  for (int d = 0; d < ndim; ++d) dims.push_back(ctx.fresh_sym("d"));
-  return Ranked{i, ctx.emit_match_cast(ctx.expr(i), tensor_si(dtype, dims)), dtype, dims};
+  if (auto s = ctx.shape(i)) return Ranked{i, dtype, *s};
+  return Ranked{i, dtype, ctx.bound_shape(i)};
 }
 
 // Gives a tensor whose dims are known only at run time the dims `want`

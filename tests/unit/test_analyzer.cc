@@ -132,6 +132,9 @@ TEST_CASE("analyzer: simplify with bounds") {
   CHECK(an.simplify(floormod(i, n + 8)) == i);              // bounded divisor
   CHECK(an.simplify(floordiv(i, n + 8)) == SymExpr(0));
   CHECK(an.simplify(n - floordiv(n, 4) * 4) == floormod(n, 4));
+  // A U-Net's pad: width // 2 - (width // 4) * 2, the divisor split.
+  CHECK(an.simplify(floordiv(n, 2) - floordiv(n, 4) * 2) == floormod(floordiv(n, 2), 2));
+  CHECK(an.prove_less_equal(0, floordiv(n, 2) - floordiv(n, 4) * 2) == Tri::Yes);
   CHECK(an.simplify(floordiv(m, 4) * 4 + floormod(m, 4)) == m);
   CHECK(an.simplify(m * 2) == m * 2);
 }

@@ -341,3 +341,110 @@ TEST_CASE("an input of unknown rank whose op fixes the rank gets fresh dims boun
   CHECK(text.find("match_cast(x, Tensor[(x_d0, x_d1, x_d2, x_d3), f32])") != std::string::npos);
   CHECK(text.find("Tensor[(x_d0, x_d1, x_d2 * 2, x_d3 * 2), f32]") != std::string::npos);
 }
+
+namespace {
+onnx::TensorProto* add_i64(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims,
+                           std::vector<int64_t> values) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx_fe::kInt64);
+  for (int64_t d : dims) t->add_dims(d);
+  for (int64_t v : values) t->add_int64_data(v);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("torch's F.pad chain (pads to pairs, reversed, transposed, flattened) folds to a constant pad") {
+  // F.pad(x, (0, w % 2)) as torch writes it: (0, w % 2, 0, 0) -> Reshape(-1, 2) ->
+  // Slice(step -1) -> Transpose -> Reshape(-1) -> Pad.
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"n", "w"});
+    add_node(g, "Shape", {"x"}, {"s"});
+    add_i64(g, "one", {1}, {1});
+    add_i64(g, "two", {}, {2});
+    add_i64(g, "zero", {1}, {0});
+    add_i64(g, "zeros", {2}, {0, 0});
+    add_i64(g, "pairs", {2}, {-1, 2});
+    add_i64(g, "flat", {1}, {-1});
+    add_i64(g, "st", {1}, {-1});
+    add_i64(g, "en", {1}, {-9223372036854775807});
+    add_i64(g, "ax", {1}, {0});
+    add_node(g, "Gather", {"s", "one"}, {"w1"});
+    add_node(g, "Mod", {"w1", "two"}, {"odd"});
+    add_node(g, "Concat", {"zero", "odd", "zeros"}, {"p"})->add_attribute()->CopyFrom([] {
+      onnx::AttributeProto a;
+      a.set_name("axis");
+      a.set_type(onnx::AttributeProto::INT);
+      a.set_i(0);
+      return a;
+    }());
+    add_node(g, "Reshape", {"p", "pairs"}, {"p2"});
+    add_node(g, "Slice", {"p2", "st", "en", "ax", "st"}, {"p3"});
+    add_node(g, "Transpose", {"p3"}, {"p4"});
+    add_node(g, "Reshape", {"p4", "flat"}, {"pads"});
+    add_node(g, "Pad", {"x", "pads"}, {"y"});
+    g->add_output()->set_name("y");
+  });
+  auto r = onnx_fe::import_onnx(write_model("fpad.onnx", m));
+  std::string text = print_module(r.mod);
+  INFO(text);
+  CHECK(text.find("match_cast") == std::string::npos);
+  REQUIRE(r.outputs.size() == 1);
+  CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(n, w + w % 2), f32]");
+}
+
+TEST_CASE("x[-s:] with s a length keeps its dims, checked at run time; one value's dims are bound once") {
+  // k: (b, s + p, 8); q: (b, s, 8); y = k[:, -s:] + q (T5's position bias
+  // over past and new positions). s = 0 would slice all of k: the
+  // match_cast checks the assumed length at run time.
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "k", onnx_fe::kFloat, {"b", "s + p", "8"});
+    add_input(g, "q", onnx_fe::kFloat, {"b", "s", "8"});
+    add_node(g, "Shape", {"q"}, {"qs"});
+    add_i64(g, "one", {1}, {1});
+    add_i64(g, "end", {1}, {9223372036854775807});
+    add_node(g, "Gather", {"qs", "one"}, {"s1"});
+    add_node(g, "Neg", {"s1"}, {"start"});
+    add_node(g, "Slice", {"k", "start", "end", "one"}, {"tail"});
+    add_node(g, "Add", {"tail", "q"}, {"y"});
+    g->add_output()->set_name("y");
+  });
+  auto r = onnx_fe::import_onnx(write_model("neg_slice.onnx", m));
+  std::string text = print_module(r.mod);
+  INFO(text);
+  CHECK(text.find("= match_cast(tail_2, Tensor[(b, s, 8), f32])") != std::string::npos);
+  CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(b, s, 8), f32]");
+}
+
+TEST_CASE("sequences: a known list stays values; a run-time one is a List read with fresh dims") {
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"n", "6"});
+    add_input(g, "i", onnx_fe::kInt64, {});
+    add_i64(g, "three", {}, {3});
+    add_i64(g, "zero", {}, {0});
+    onnx::AttributeProto axis;
+    axis.set_name("axis");
+    axis.set_type(onnx::AttributeProto::INT);
+    axis.set_i(1);
+    // Split into two known parts of 3: read at 0, concatenated back.
+    add_node(g, "SplitToSequence", {"x", "three"}, {"parts"})->add_attribute()->CopyFrom(axis);
+    add_node(g, "SequenceAt", {"parts", "zero"}, {"first"});
+    add_node(g, "ConcatFromSequence", {"parts"}, {"back"})->add_attribute()->CopyFrom(axis);
+    // Split along n (a run-time length): a List, read at a run-time position.
+    axis.set_i(0);
+    add_node(g, "SplitToSequence", {"x"}, {"rows"})->add_attribute()->CopyFrom(axis);
+    add_node(g, "SequenceAt", {"rows", "i"}, {"row"});
+    add_node(g, "SequenceLength", {"rows"}, {"count"});
+    for (const char* o : {"first", "back", "row", "count"}) g->add_output()->set_name(o);
+  });
+  auto r = onnx_fe::import_onnx(write_model("sequences.onnx", m));
+  std::string text = print_module(r.mod);
+  INFO(text);
+  REQUIRE(r.outputs.size() == 4);
+  CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(n, 3), f32]");
+  CHECK(print_sinfo(r.outputs[1].sinfo) == "Tensor[(n, 6), f32]");
+  CHECK(text.find("rows: List[Tensor[(1, 6), f32]] = list_split(x)") != std::string::npos);
+  CHECK(text.find("list_at(rows, i)") != std::string::npos);
+  CHECK(print_sinfo(r.outputs[2].sinfo) == "Tensor[(1, 6), f32]");  // every part has this shape
+  CHECK(print_sinfo(r.outputs[3].sinfo) == "Tensor[(), i64]");
+}

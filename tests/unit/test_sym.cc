@@ -330,6 +330,12 @@ TEST_CASE("sym: min and max") {
   CHECK(max(a, b) == max(b, a));
   CHECK(min(a, b) != max(a, b));
   CHECK(min(n, 4096).kind() == SymKind::Min);
+  // Absorption: a detector's count came out min(n, min(n, 20)).
+  CHECK(min(n, min(n, 20)) == min(n, 20));
+  CHECK(min(min(20, n), n) == min(n, 20));
+  CHECK(max(n, max(a, n)) == max(a, n));
+  CHECK(min(n, max(n, a)) == n);
+  CHECK(max(min(a, n), n) == n);
 }
 
 TEST_CASE("sym: overflow is an error") {
