@@ -40,6 +40,7 @@ struct VulkanKernels::Entry {
   struct Stage {
     std::shared_ptr<VulkanDevice::Kernel> kernel;
     std::vector<int64_t> threads;  // postfix code over the shape args
+    std::vector<int64_t> loop_iters;  // a row's most iterations of one loop in one invocation (empty: none)
     // The workgroup schedule: one row (what a thread of `kernel` does) per
     // workgroup; null when the stage has none.
     std::shared_ptr<VulkanDevice::Kernel> rows;
@@ -346,6 +347,19 @@ struct VulkanKernels::Exec {
     t.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
+  void check_loop_limit(const Entry& e, const Entry::Stage& st, int64_t threads, int64_t groups,
+                        const int64_t* shape_args) const {
+    constexpr int64_t kLavapipeLoopLimit = 65535;
+    if (st.loop_iters.empty() || dev->info().name.find("llvmpipe") == std::string::npos) return;
+    int64_t per_row = eval_shape_code(st.loop_iters.data(), int64_t(st.loop_iters.size()), shape_args, e.num_slots);
+    int64_t rows = (threads + groups * kBlock - 1) / (groups * kBlock);  // a thread's rows (grid stride)
+    if (per_row > kLavapipeLoopLimit / std::max<int64_t>(rows, 1))
+      rt_fail("vulkan kernel ", e.name, ": one invocation would run ", per_row * rows,
+              " iterations of one loop; ", dev->info().name,
+              " (lavapipe) ends a loop after 65,535 without an error, which would give wrong results. Run this "
+              "model on another device or target (docs/vulkan.md)");
+  }
+
   void record(const Entry& e, void* const* buffers, const int64_t* shape_args) {
     struct Bound {
       std::shared_ptr<Buffer> buffer;
@@ -462,6 +476,10 @@ struct VulkanKernels::Exec {
         }
       }
       groups = std::clamp<int64_t>(groups, 1, int64_t(dev->info().max_workgroup_count[0]));
+      // lavapipe (llvmpipe) ends any loop after 65,535 iterations in one
+      // invocation, counted across the loops around it, without an error:
+      // refuse what would run past that rather than return wrong values.
+      if (kp == st.kernel.get() || kp == st.plain.get()) check_loop_limit(e, st, threads, groups, shape_args);
       const VulkanDevice::Kernel& k = *kp;
       VkDescriptorSet set = descriptor_set(k.set_layout);
       std::vector<VkDescriptorBufferInfo> infos(bound.size());
@@ -591,6 +609,7 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
         Entry::Stage stage;
         stage.kernel = pipeline(st, name);
         stage.threads = st.at("threads").get<std::vector<int64_t>>();
+        if (st.contains("loop_iters")) stage.loop_iters = st.at("loop_iters").get<std::vector<int64_t>>();
         if (st.contains("plain")) {
           stage.plain = pipeline(st.at("plain"), name + "_plain");
           stage.plain_threads = st.at("plain").at("threads").get<std::vector<int64_t>>();

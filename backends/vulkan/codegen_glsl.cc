@@ -1,10 +1,14 @@
 #include "backends/vulkan/codegen_glsl.h"
 
+#include <algorithm>
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include "backends/gpu/schedule.h"
 #include "backends/vulkan/glsl_printer.h"
 #include "ir/error.h"
+#include "ir/tir_functor.h"
 
 namespace relax::vulkan {
 
@@ -287,6 +291,38 @@ std::string StagePrinter::finish(const std::string& body) {
   return out.str();
 }
 
+namespace {
+
+// GlslStage::loop_iters of `body`: over its loops, the product of each
+// one's extent with those around it, when it mentions only the variables
+// `known` allows (not an enclosing loop's: a triangular nest counts at its
+// bound, which the host cannot evaluate, and is left out).
+SymExpr loop_iterations(const tir::Stmt& body, const std::function<bool(const SymExpr&)>& known) {
+  std::vector<const tir::ForNode*> loops;
+  tir::visit_stmts(body, [&](const tir::Stmt& s) {
+    if (s->kind == tir::SKind::For) loops.push_back(static_cast<const tir::ForNode*>(s.get()));
+  });
+  std::map<const tir::ForNode*, SymExpr> product;
+  for (const tir::ForNode* f : loops) product[f] = f->extent;
+  for (const tir::ForNode* outer : loops)
+    tir::visit_stmts(outer->body, [&](const tir::Stmt& s) {
+      if (s->kind == tir::SKind::For) {
+        auto* inner = static_cast<const tir::ForNode*>(s.get());
+        product[inner] = product[inner] * outer->extent;
+      }
+    });
+  SymExpr most;
+  for (const tir::ForNode* f : loops) {
+    const SymExpr& n = product[f];
+    auto vars = free_vars(n);
+    if (!std::all_of(vars.begin(), vars.end(), known)) continue;
+    most = most.defined() ? max(most, n) : n;
+  }
+  return most;
+}
+
+}  // namespace
+
 GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, uint32_t block,
                          const GlslSchedule& schedule) {
   GlslProgram out;
@@ -319,6 +355,9 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
     StagePrinter printer(*p, features, out);
     st.source = printer.print(per_thread);
     st.extents = per_thread.extents;
+    st.loop_iters = loop_iterations(stages[k].body, [&](const SymExpr& v) {
+      return std::find(out.push_vars.begin(), out.push_vars.end(), v) != out.push_vars.end();
+    });
     if (tiled) {
       StagePrinter pp(*p, features, out);
       st.plain_source = pp.print(stages[k]);

@@ -43,6 +43,13 @@ struct GlslStage {
   std::string name;              // program name, then "_s<k>" when there are several
   std::string source;            // the shader
   std::vector<SymExpr> extents;  // threads = their product (1 when empty)
+  // The most iterations any one loop of `source` (and `plain_source`) runs
+  // in one invocation for one row: the product of its extent and those of
+  // the loops around it (max over the loops; undefined when it has none
+  // whose extents the host can compute). lavapipe stops a loop silently
+  // after 65,535 iterations in one invocation, counted across the loops
+  // around it: the runtime refuses such a call there (docs/vulkan.md).
+  SymExpr loop_iters;
   // The workgroup schedule (gpu_rows), when the stage has one: one row
   // (an index of extents) per workgroup. Empty when none.
   // When `source` computes a register tile of rows per thread, the same
