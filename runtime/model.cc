@@ -16,6 +16,7 @@ std::vector<TensorDesc> descs(const nlohmann::json& list) {
     TensorDesc d;
     d.name = j.value("name", "");
     d.dtype = j.value("dtype", "");
+    d.sequence = j.value("kind", std::string("tensor")) == "sequence";
     if (j.contains("shape")) {
       for (const auto& dim : j["shape"]) d.dims.push_back(dim.is_string() ? dim.get<std::string>() : dim.dump());
       d.ndim = int(d.dims.size());
@@ -118,16 +119,28 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
   return m;
 }
 
-std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) {
+std::vector<Value> Model::run_values(std::vector<Value> inputs) {
   if (inputs.size() != inputs_.size()) rt_fail("the model takes ", inputs_.size(), " inputs, got ", inputs.size());
-  std::vector<Value> args(inputs.begin(), inputs.end());
-  Value r = vm_->invoke(0, std::move(args));
-  std::vector<Tensor> outs;
-  if (output_is_tuple_) {
-    for (const Value& v : r.tuple("the model's result")) outs.push_back(v.tensor("an output"));
-  } else {
-    outs.push_back(r.tensor("the model's result"));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    bool seq = inputs[i].is_tuple();
+    if (seq != inputs_[i].sequence)
+      rt_fail("input '", inputs_[i].name, "' is a ", inputs_[i].sequence ? "sequence" : "tensor", ", got a ",
+              seq ? "sequence" : inputs[i].kind_name());
+    if (seq)
+      for (const Value& e : inputs[i].tuple())
+        if (!inputs_[i].dtype.empty() && e.tensor("a sequence's element").dtype().str() != inputs_[i].dtype)
+          rt_fail("input '", inputs_[i].name, "' is a sequence of ", inputs_[i].dtype, ", got a ",
+                  e.tensor().dtype().str(), " element");
   }
+  Value r = vm_->invoke(0, std::move(inputs));
+  if (output_is_tuple_) return r.tuple("the model's result");
+  return {r};
+}
+
+std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> outs;
+  for (const Value& v : run_values(std::vector<Value>(inputs.begin(), inputs.end())))
+    outs.push_back(v.tensor("an output (a sequence output needs run_values)"));
   return outs;
 }
 

@@ -19,6 +19,9 @@ struct TensorDesc {
   std::string dtype;              // "f32"; empty when unknown
   std::vector<std::string> dims;  // "3", "batch", "n + 1"; empty with ndim -1 when unknown
   int ndim = -1;
+  // An ONNX sequence (a list of tensors, a VM tuple): dtype and ndim are its
+  // tensors'; dims are empty.
+  bool sequence = false;
 };
 
 class Model {
@@ -32,8 +35,11 @@ class Model {
   const std::vector<TensorDesc>& outputs() const { return outputs_; }
   const nlohmann::json& manifest() const { return manifest_; }
 
-  // Runs @main. Inputs in manifest order; outputs in manifest order.
+  // Runs @main. Inputs in manifest order; outputs in manifest order. A
+  // model with sequence inputs or outputs needs run_values.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // The same with any values: a sequence is a tuple of tensors.
+  std::vector<Value> run_values(std::vector<Value> inputs);
 
   VirtualMachine& vm() { return *vm_; }
   // The package's kernels (cpu shared object, Vulkan pipelines); null when it has none.

@@ -334,4 +334,34 @@ NamedTensor read_tensor_proto(const std::string& path) {
   return parse_tensor_proto(file->bytes(), path);
 }
 
+std::vector<NamedTensor> parse_sequence_proto(std::span<const uint8_t> bytes, std::string_view label) {
+  // SequenceProto: name = 1, elem_type = 2 (1: tensors), tensor_values = 3.
+  constexpr int kTensorElems = 1;
+  std::vector<NamedTensor> out;
+  WireReader r(bytes, label);
+  int64_t elem_type = kTensorElems;
+  while (!r.done()) {
+    uint64_t key = r.varint();
+    int wire = int(key & 7);
+    uint64_t field = key >> 3;
+    if (field == 0) r.fail("field number 0");
+    if (field == 2 && wire == kVarint) {
+      elem_type = int64_t(r.varint());
+    } else if (field == 3 && wire == kLengthDelimited) {
+      out.push_back(parse_tensor_proto(r.bytes(), label));
+    } else if (field >= 4 && field <= 7) {
+      rt_fail(label, ": a SequenceProto of sequences, maps or optionals is not supported");
+    } else {
+      r.skip(wire);
+    }
+  }
+  if (elem_type != kTensorElems) rt_fail(label, ": a SequenceProto of element type ", elem_type, " is not supported");
+  return out;
+}
+
+std::vector<NamedTensor> read_sequence_proto(const std::string& path) {
+  auto file = MappedFile::open(path);
+  return parse_sequence_proto(file->bytes(), path);
+}
+
 }  // namespace relax::rt

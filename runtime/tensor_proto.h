@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/tensor.h"
 
@@ -32,6 +33,12 @@ struct NamedTensor {
 NamedTensor read_tensor_proto(const std::string& path);
 // `label` names the bytes in messages.
 NamedTensor parse_tensor_proto(std::span<const uint8_t> bytes, std::string_view label);
+
+// A serialized ONNX SequenceProto of tensors (the sequence inputs and
+// outputs of the backend test data): its tensors in order. Sequences of
+// other kinds are refused.
+std::vector<NamedTensor> read_sequence_proto(const std::string& path);
+std::vector<NamedTensor> parse_sequence_proto(std::span<const uint8_t> bytes, std::string_view label);
 
 // The runtime dtype of an ONNX TensorProto.DataType number; nullopt for
 // UNDEFINED, STRING, the complex types and unknown numbers.

@@ -146,6 +146,11 @@ class Context {
   // are `params` (named after the graph's inputs); values of enclosing
   // graphs are captured. Returns the function expression.
   Expr import_subgraph(const onnx::GraphProto& g, const std::vector<StructInfo>& params);
+  // Converts the nodes of `g`, a graph this converter built (the expansion
+  // of a function op), in the current scope with its inputs bound to this
+  // node's; returns the values of its outputs. `g` names must not collide
+  // with the enclosing graph's; prefix them with the node's output.
+  std::vector<Value> expand(const onnx::GraphProto& g);
 
   const Analyzer& ana() const;
 

@@ -189,9 +189,98 @@ std::vector<Value> convert_concat_from_sequence(Context& ctx) {
   return {refined(ctx, ctx.emit_op("list_concat", {ctx.expr(0)}, {{"axis", axis}, {"new_axis", new_axis}}))};
 }
 
+// ---- SequenceMap ----------------------------------------------------------------
+
+// Whether input i is a sequence (a value of known elements, a tuple or a list).
+bool is_sequence(Context& ctx, size_t i) {
+  const Value& v = ctx.input(i);
+  if (v.seq) return true;
+  if (!v.expr) return false;
+  StructInfo si = sinfo_of(v.expr);
+  return as<TupleSI>(si) || as<ListSI>(si);
+}
+
+onnx::NodeProto* add_node(onnx::GraphProto& g, const std::string& op, std::vector<std::string> ins,
+                          std::vector<std::string> outs) {
+  onnx::NodeProto* n = g.add_node();
+  n->set_op_type(op);
+  n->set_name(outs.at(0));
+  for (const auto& i : ins) n->add_input(i);
+  for (const auto& o : outs) n->add_output(o);
+  return n;
+}
+
+// SequenceMap as the ONNX function defines it: a Loop over the first
+// sequence's length whose body takes element i of each sequence input (the
+// tensor inputs whole), runs `body`, and appends its outputs to one
+// sequence each. Built as ONNX nodes and converted like the model's own.
+std::vector<Value> convert_sequence_map(Context& ctx) {
+  const onnx::GraphProto* body = ctx.attr_graph("body");
+  if (!body) ctx.fail("needs the body attribute");
+  size_t n = ctx.num_inputs();
+  if (size_t(body->input_size()) != n)
+    ctx.fail("the body has ", body->input_size(), " inputs for ", n, " node inputs");
+  if (!is_sequence(ctx, 0)) ctx.fail("input 0 must be a sequence");
+  std::string p = (ctx.output_used(0) ? ctx.node().output(0) : ctx.op_type()) + "/SequenceMap/";
+  onnx::GraphProto g, loop;
+  std::vector<std::string> empties;
+  for (size_t j = 0; j < n; ++j) g.add_input()->set_name(p + "in" + std::to_string(j));
+  add_node(g, "SequenceLength", {p + "in0"}, {p + "len"});
+  onnx::NodeProto* t = add_node(g, "Constant", {}, {p + "true"});
+  onnx::AttributeProto* tv = t->add_attribute();
+  tv->set_name("value");
+  tv->set_type(onnx::AttributeProto::TENSOR);
+  tv->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
+  tv->mutable_t()->add_int32_data(1);
+  // The loop body: element i of each sequence, the body's nodes, appends.
+  loop.add_input()->set_name(p + "i");
+  loop.add_input()->set_name(p + "cond");
+  for (int k = 0; k < body->output_size(); ++k) {
+    std::string acc = p + "acc" + std::to_string(k);
+    loop.add_input()->set_name(acc);
+    int elem = body->output(k).type().tensor_type().elem_type();
+    onnx::NodeProto* e = add_node(g, "SequenceEmpty", {}, {p + "empty" + std::to_string(k)});
+    onnx::AttributeProto* dt = e->add_attribute();
+    dt->set_name("dtype");
+    dt->set_type(onnx::AttributeProto::INT);
+    dt->set_i(elem ? elem : onnx::TensorProto::FLOAT);
+    empties.push_back(e->output(0));
+  }
+  for (size_t j = 0; j < n; ++j) {
+    std::string in = p + "in" + std::to_string(j);
+    if (is_sequence(ctx, j))
+      add_node(loop, "SequenceAt", {in, p + "i"}, {body->input(int(j)).name()});
+    else
+      add_node(loop, "Identity", {in}, {body->input(int(j)).name()});
+  }
+  for (const auto& node : body->node()) *loop.add_node() = node;
+  for (const auto& init : body->initializer()) *loop.add_initializer() = init;
+  add_node(loop, "Identity", {p + "cond"}, {p + "cond_out"});
+  loop.add_output()->set_name(p + "cond_out");
+  for (int k = 0; k < body->output_size(); ++k) {
+    std::string out = p + "acc_out" + std::to_string(k);
+    add_node(loop, "SequenceInsert", {p + "acc" + std::to_string(k), body->output(k).name()}, {out});
+    loop.add_output()->set_name(out);
+  }
+  std::vector<std::string> loop_ins{p + "len", p + "true"}, outs;
+  loop_ins.insert(loop_ins.end(), empties.begin(), empties.end());
+  for (int k = 0; k < body->output_size(); ++k) outs.push_back(p + "out" + std::to_string(k));
+  onnx::NodeProto* l = add_node(g, "Loop", loop_ins, outs);
+  onnx::AttributeProto* b = l->add_attribute();
+  b->set_name("body");
+  b->set_type(onnx::AttributeProto::GRAPH);
+  *b->mutable_g() = loop;
+  for (const auto& o : outs) g.add_output()->set_name(o);
+  std::vector<Value> r = ctx.expand(g);
+  for (const Value& v : r)
+    if (v.absent()) ctx.unsupported("its body uses what is not supported");
+  return r;
+}
+
 }  // namespace
 
 void register_sequence_converters(ConverterRegistry& r) {
+  r.add("SequenceMap", 17, convert_sequence_map);
   r.add("SequenceConstruct", 11, convert_sequence_construct);
   r.add("SequenceEmpty", 11, convert_sequence_empty);
   r.add("SequenceLength", 11, convert_sequence_length);

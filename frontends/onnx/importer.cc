@@ -78,6 +78,7 @@ class Importer {
 
   Expr materialize(const Value& v, const std::string& hint);
   Expr import_subgraph(const onnx::GraphProto& g, const std::vector<StructInfo>& params);
+  std::vector<Value> expand(const onnx::GraphProto& g, const std::vector<Value>& inputs);
   SymExpr fresh_sym(const std::string& hint) { return SymExpr::var(sanitize(hint)); }
 
  private:
@@ -93,7 +94,7 @@ class Importer {
   void convert_nodes(const onnx::GraphProto& g);
   void convert_node(const onnx::NodeProto& node);
   const Value* lookup(const std::string& name) const;
-  Expr graph_outputs(const onnx::GraphProto& g);
+  Expr graph_outputs(const onnx::GraphProto& g, bool top = false);
   std::vector<std::pair<std::string, HostTensor>> referenced_weights(const Function& main);
 
   const onnx::ModelProto& model_;
@@ -149,8 +150,8 @@ void Importer::check_supported() {
   auto check_value = [&](const onnx::ValueInfoProto& v, const char* what) {
     const onnx::TypeProto& t = v.type();
     std::string why;
-    if (t.has_sequence_type())
-      why = "sequence-typed";
+    if (t.has_sequence_type() && !t.sequence_type().elem_type().has_tensor_type())
+      why = "non-tensor-sequence-typed";
     else if (t.has_optional_type())
       why = "optional-typed";
     else if (t.has_map_type())
@@ -189,6 +190,9 @@ SymExpr Importer::dim_var(const std::string& name) {
 }
 
 StructInfo Importer::sinfo_of_type(const onnx::TypeProto& type, const std::string& value_name) {
+  // A sequence of tensors: a List (its element keeps constant dims only).
+  if (type.has_sequence_type() && type.sequence_type().elem_type().has_tensor_type())
+    return list_si(sinfo_of_type(type.sequence_type().elem_type(), value_name));
   if (!type.has_tensor_type()) fail("value '", value_name, "' is not a tensor");
   const auto& tt = type.tensor_type();
   DataType dtype;
@@ -351,7 +355,7 @@ void Importer::convert_nodes(const onnx::GraphProto& g) {
   for (const onnx::NodeProto* n : topo_sort(g)) convert_node(*n);
 }
 
-Expr Importer::graph_outputs(const onnx::GraphProto& g) {
+Expr Importer::graph_outputs(const onnx::GraphProto& g, bool top) {
   std::vector<Expr> outs;
   for (const auto& o : g.output()) {
     const Value* v = lookup(o.name());
@@ -361,10 +365,27 @@ Expr Importer::graph_outputs(const onnx::GraphProto& g) {
     }
     outs.push_back(materialize(*v, o.name()));
   }
-  if (outs.size() == 1) return outs[0];
+  // The model's one output that is a sequence (a tuple or list) is still
+  // wrapped, so that a tuple result of @main always means several outputs.
+  bool sequence = top && outs.size() == 1 && (as<TupleSI>(sinfo_of(outs[0])) || as<ListSI>(sinfo_of(outs[0])));
+  if (outs.size() == 1 && !sequence) return outs[0];
   Expr t = make_tuple(outs);
   ensure_struct_info(t, InferContext{ana_, &mod_});
   return t;
+}
+
+std::vector<Value> Importer::expand(const onnx::GraphProto& g, const std::vector<Value>& inputs) {
+  scopes_.emplace_back();
+  for (int k = 0; k < g.input_size() && size_t(k) < inputs.size(); ++k) scopes_.back()[g.input(k).name()] = inputs[size_t(k)];
+  add_initializers(g, scopes_.back());
+  convert_nodes(g);
+  std::vector<Value> out;
+  for (const auto& o : g.output()) {
+    const Value* v = lookup(o.name());
+    out.push_back(v ? *v : Value{});
+  }
+  scopes_.pop_back();
+  return out;
 }
 
 Expr Importer::materialize(const Value& v, const std::string& hint) {
@@ -448,7 +469,7 @@ ImportedModel Importer::run() {
     out.inputs.push_back({in.name(), si});
   }
   convert_nodes(g);
-  Expr body = graph_outputs(g);
+  Expr body = graph_outputs(g, /*top=*/true);
   if (!late_unsupported_.empty()) {
     std::string msg = "the model uses what is not supported:";
     for (const Unsupported& u : late_unsupported_)
@@ -474,8 +495,11 @@ ImportedModel Importer::run() {
   // function's declared return erases them.
   StructInfo body_si = sinfo_of(body);
   auto ret = as<TupleSI>(body_si);
+  // Several outputs, or one sequence (wrapped by graph_outputs), are a tuple's fields.
+  bool wrapped = ret && ret->fields.size() == size_t(g.output_size()) &&
+                 (g.output_size() > 1 || as<ListSI>(ret->fields[0]) || as<TupleSI>(ret->fields[0]));
   for (int k = 0; k < g.output_size(); ++k)
-    out.outputs.push_back({g.output(k).name(), g.output_size() == 1 || !ret ? body_si : ret->fields[size_t(k)]});
+    out.outputs.push_back({g.output(k).name(), wrapped ? ret->fields[size_t(k)] : body_si});
   out.mod = mod_;
   out.weights = referenced_weights(mod_.function("main"));
   out.opsets = opsets_;
@@ -722,6 +746,8 @@ Expr Context::scalar(DataType dtype, double v) {
 }
 
 SymExpr Context::fresh_sym(const std::string& hint) { return imp_.fresh_sym(hint); }
+
+std::vector<Value> Context::expand(const onnx::GraphProto& g) { return imp_.expand(g, inputs_); }
 
 Expr Context::import_subgraph(const onnx::GraphProto& g, const std::vector<StructInfo>& params) {
   return imp_.import_subgraph(g, params);

@@ -10,6 +10,7 @@ nlohmann::ordered_json value_json(const NamedValueInfo& v) {
   nlohmann::ordered_json j;
   j["name"] = v.name;
   auto* t = as<TensorSI>(v.sinfo);
+  if (as<ListSI>(v.sinfo) || as<TupleSI>(v.sinfo)) j["sequence"] = true;
   if (!t) {
     j["dtype"] = nullptr;
     j["shape"] = nullptr;

@@ -63,18 +63,61 @@ std::string package_file_name(const Case& c) {
   return s + ".rpkg";
 }
 
+namespace {
+
+// Input or expected file `path` as the value `desc` describes: a tensor, or
+// a sequence (a SequenceProto read as a tuple of tensors).
+rt::Value read_value(const std::string& path, const rt::TensorDesc& desc) {
+  if (!desc.sequence) return rt::read_tensor_proto(path).tensor;
+  std::vector<rt::Value> items;
+  for (rt::NamedTensor& t : rt::read_sequence_proto(path)) items.emplace_back(std::move(t.tensor));
+  return rt::make_tuple(std::move(items));
+}
+
+// `got` against `want`: "" when they agree.
+std::string compare_value(const rt::Value& got, const rt::Value& want, bool only_shape, const rt::Tolerance& tol) {
+  if (want.is_tuple()) {
+    if (!got.is_tuple()) return std::string("a ") + got.kind_name() + ", expected a sequence";
+    const auto &g = got.tuple(), &w = want.tuple();
+    if (g.size() != w.size())
+      return "a sequence of " + std::to_string(g.size()) + " tensors, expected " + std::to_string(w.size());
+    for (size_t i = 0; i < g.size(); ++i)
+      if (std::string d = compare_value(g[i], w[i], only_shape, tol); !d.empty())
+        return "element " + std::to_string(i) + ": " + d;
+    return "";
+  }
+  if (!got.is_tensor()) return std::string("a ") + got.kind_name() + ", expected a tensor";
+  const rt::Tensor &g = got.tensor(), &w = want.tensor();
+  if (only_shape) {
+    if (!(g.dtype() == w.dtype()) || g.shape() != w.shape()) return g.type_str() + ", expected " + w.type_str();
+    return "";
+  }
+  rt::Comparison cmp = rt::compare_tensors(g, w, tol);
+  return cmp.ok ? "" : cmp.detail;
+}
+
+}  // namespace
+
 Result check_package(const Case& c, const std::string& package) {
-  std::vector<rt::Tensor> outputs, expected;
+  std::vector<rt::Value> outputs, expected;
   try {
     auto model = rt::Model::load(package);
-    std::vector<rt::Tensor> inputs;
+    std::vector<rt::Value> inputs;
     if (c.folder == "light") {
-      for (const auto& d : model->inputs()) inputs.push_back(light_input(d));
+      for (const auto& d : model->inputs()) inputs.emplace_back(light_input(d));
     } else {
-      for (const std::string& p : c.inputs) inputs.push_back(rt::read_tensor_proto(p).tensor);
+      if (c.inputs.size() != model->inputs().size())
+        return {"run-error", "the case has " + std::to_string(c.inputs.size()) + " inputs, the model " +
+                                 std::to_string(model->inputs().size())};
+      for (size_t i = 0; i < c.inputs.size(); ++i) inputs.push_back(read_value(c.inputs[i], model->inputs()[i]));
     }
-    for (const std::string& p : c.outputs) expected.push_back(rt::read_tensor_proto(p).tensor);
-    outputs = model->run(inputs);
+    for (size_t i = 0; i < c.outputs.size(); ++i) {
+      bool seq = i < model->outputs().size() && model->outputs()[i].sequence;
+      rt::TensorDesc d;
+      d.sequence = seq;
+      expected.push_back(read_value(c.outputs[i], d));
+    }
+    outputs = model->run_values(std::move(inputs));
   } catch (const std::exception& e) {
     return {"run-error", first_line(e.what())};
   }
@@ -82,16 +125,9 @@ Result check_package(const Case& c, const std::string& package) {
     return {"wrong",
             "produced " + std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size())};
   bool only_shape = shape_only(c.name);
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (only_shape) {
-      if (!(outputs[i].dtype() == expected[i].dtype()) || outputs[i].shape() != expected[i].shape())
-        return {"wrong",
-                "output " + std::to_string(i) + ": " + outputs[i].type_str() + ", expected " + expected[i].type_str()};
-      continue;
-    }
-    rt::Comparison cmp = rt::compare_tensors(outputs[i], expected[i], tolerance_of(c.name));
-    if (!cmp.ok) return {"wrong", "output " + std::to_string(i) + ": " + cmp.detail};
-  }
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (std::string d = compare_value(outputs[i], expected[i], only_shape, tolerance_of(c.name)); !d.empty())
+      return {"wrong", "output " + std::to_string(i) + ": " + d};
   return {"pass", only_shape ? "random values: dtype and shape compared" : ""};
 }
 

@@ -261,3 +261,32 @@ TEST_CASE("tensor_proto: every truncation of a real file throws or succeeds, nev
 }
 
 }  // namespace relax::rt
+
+namespace relax::rt {
+
+TEST_CASE("sequence_proto: tensors in order; other element kinds refused") {
+  Proto a, b, seq;
+  a.dims({2}).type(7).packed_varints(7, {5, 6});
+  b.dims({1}).type(7).packed_varints(7, {9});
+  seq.bytes(1, "s");
+  seq.key(2, 0);
+  seq.varint(1);
+  seq.bytes(3, a.b).bytes(3, b.b);
+  auto parse_seq = [](const std::string& s) {
+    return parse_sequence_proto({reinterpret_cast<const uint8_t*>(s.data()), s.size()}, "s.pb");
+  };
+  std::vector<NamedTensor> items = parse_seq(seq.b);
+  REQUIRE(items.size() == 2);
+  CHECK(items[0].tensor.type_str() == "i64[2]");
+  CHECK(items[0].tensor.data_as<int64_t>()[1] == 6);
+  CHECK(items[1].tensor.data_as<int64_t>()[0] == 9);
+  CHECK(parse_seq(Proto().bytes(1, "empty").b).empty());
+  Proto maps;
+  maps.key(2, 0);
+  maps.varint(3);
+  CHECK(contains(error_of([&] { parse_seq(maps.b); }), "s.pb: a SequenceProto of element type 3 is not supported"));
+  CHECK(contains(error_of([&] { parse_seq(Proto().bytes(5, "x").b); }), "sequences, maps or optionals"));
+  CHECK(contains(error_of([&] { parse_seq(Proto().bytes(3, "\x08").b); }), "truncated varint"));
+}
+
+}  // namespace relax::rt

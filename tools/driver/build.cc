@@ -109,6 +109,16 @@ nlohmann::json dims_json(const StructInfo& si) {
     } else {
       j["ndim"] = t->ndim;
     }
+  } else if (as<ListSI>(si) || as<TupleSI>(si)) {
+    // An ONNX sequence: a List, or a tuple of tensors built at import time
+    // (the ONNX graph has no tuples of its own).
+    j["kind"] = "sequence";
+    StructInfo e = unify(list_si(nullptr), si, Analyzer());
+    const auto* l = as<ListSI>(e);
+    if (const auto* t = l ? as<TensorSI>(l->elem) : nullptr) {
+      j["dtype"] = t->dtype.str();
+      j["ndim"] = t->ndim;
+    }
   } else {
     j["kind"] = print_sinfo(si);
   }
