@@ -481,12 +481,12 @@ def export(m):
     print(f"{m['name']}: {os.path.getsize(path)} bytes, {len(m['cases'])} cases")
 
 
-def main():
-    want = set(sys.argv[1:])
-    for m in models():
-        if not want or m["name"] in want:
+def export_named(models, names):
+    """Exports the models named (all when `names` is empty)."""
+    for m in models:
+        if not names or m["name"] in names:
             export(m)
 
 
 if __name__ == "__main__":
-    main()
+    export_named(models(), set(sys.argv[1:]))

@@ -12,7 +12,7 @@ from typing import List
 import torch
 import torch.nn as nn
 
-from export_corpus import export
+from export_corpus import export_named
 
 
 class ChunkRNN(nn.Module):
@@ -68,12 +68,5 @@ def models():
                axes={"x": {0: "batch", 1: "steps"}, "h0": {0: "batch"}})
 
 
-def main():
-    want = set(sys.argv[1:])
-    for m in models():
-        if not want or m["name"] in want:
-            export(m)
-
-
 if __name__ == "__main__":
-    main()
+    export_named(models(), set(sys.argv[1:]))

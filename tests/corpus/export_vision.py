@@ -40,7 +40,7 @@ from torchvision.models import resnet as tv_resnet
 from torchvision.models import swin_transformer as tv_swin
 from torchvision.models.detection import _utils as det_utils
 
-from export_corpus import export
+from export_corpus import export_named
 
 
 def randomize_norms(model, seed):
@@ -779,12 +779,5 @@ def models():
                      "h_n": BATCH})
 
 
-def main():
-    want = set(sys.argv[1:])
-    for m in models():
-        if not want or m["name"] in want:
-            export(m)
-
-
 if __name__ == "__main__":
-    main()
+    export_named(models(), set(sys.argv[1:]))
