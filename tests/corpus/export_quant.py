@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Exports the quantised corpus models, built node by node as ONNX Runtime's
+quantisation tools write them, with random seeded weights; the references
+are ONNX Runtime's own outputs (npm's onnxruntime-node, CPU, graph
+optimisations off, so each QuantizeLinear / DequantizeLinear runs as
+written), through ort_reference.js.
+
+  dynquant_seg   quantize_dynamic of a small segmentation net:
+                 DynamicQuantizeLinear -> ConvInteger (u8 x u8, zero points)
+                 -> Cast -> Mul (x_scale * w_scale) -> Add bias -> Relu,
+                 twice, then a 1x1 head; dynamic batch, height, width
+  qdq_detector   QDQ int8 (opset 21): QuantizeLinear / DequantizeLinear
+                 around every conv, per-channel int8 weights (axis 0),
+                 u8 activations with zero points, a strided conv, a
+                 residual add of two dequantised tensors, a sigmoid head
+
+Inputs are large enough (thousands of values per tensor) for rounding ties,
+saturation at both ends and non-zero zero points to occur.
+
+    /usr/bin/python3 tests/corpus/export_quant.py --ort-node /tmp/ort/node_modules
+"""
+import argparse
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from export_contrib import init, save, vi
+
+rng = np.random.default_rng(7)
+
+
+def model(name, nodes, inputs, outputs, inits, opset):
+    g = helper.make_graph(nodes, name, inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10 if opset >= 21 else 8
+    return m
+
+
+def conv_weights(cout, cin, k):
+    return (rng.standard_normal((cout, cin, k, k)) * (1.0 / np.sqrt(cin * k * k))).astype(np.float32)
+
+
+# ---- dynquant_seg ---------------------------------------------------------------------------
+
+def quantize_u8(w):
+    """Per-tensor asymmetric u8 weights, as quantize_dynamic writes them."""
+    lo, hi = min(w.min(), 0.0), max(w.max(), 0.0)
+    scale = np.float32((hi - lo) / 255.0)
+    zp = np.uint8(np.clip(np.round(-lo / scale), 0, 255))
+    q = np.clip(np.round(w / scale) + zp, 0, 255).astype(np.uint8)
+    return q, scale, zp
+
+
+def dynquant_seg():
+    nodes, inits = [], []
+    x = "input"
+    for i, (cin, cout, k) in enumerate(((3, 8, 3), (8, 8, 3), (8, 4, 1))):
+        w = conv_weights(cout, cin, k)
+        q, ws, wz = quantize_u8(w)
+        p = f"l{i}_"
+        inits += [init(p + "w_q", q), init(p + "w_scale", np.array(ws, np.float32)),
+                  init(p + "w_zp", np.array(wz, np.uint8)),
+                  init(p + "bias", (rng.standard_normal(cout) * 0.1).astype(np.float32))]
+        nodes += [
+            helper.make_node("DynamicQuantizeLinear", [x], [p + "x_q", p + "x_scale", p + "x_zp"]),
+            helper.make_node("ConvInteger", [p + "x_q", p + "w_q", p + "x_zp", p + "w_zp"], [p + "acc"],
+                             pads=[k // 2] * 4),
+            helper.make_node("Cast", [p + "acc"], [p + "acc_f"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", [p + "x_scale", p + "w_scale"], [p + "scale"]),
+            helper.make_node("Mul", [p + "acc_f", p + "scale"], [p + "scaled"]),
+        ]
+        inits.append(init(p + "bias_shape", np.array([1, cout, 1, 1], np.int64)))
+        nodes += [helper.make_node("Reshape", [p + "bias", p + "bias_shape"], [p + "bias4"]),
+                  helper.make_node("Add", [p + "scaled", p + "bias4"], [p + "out"])]
+        x = p + "out"
+        if i < 2:
+            nodes.append(helper.make_node("Relu", [x], [p + "relu"]))
+            x = p + "relu"
+    nodes.append(helper.make_node("Identity", [x], ["logits"]))
+    m = model("dynquant_seg", nodes, [vi("input", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
+              [vi("logits", TensorProto.FLOAT, ["batch", 4, "height", "width"])], inits, 17)
+    cases = [(f"b{b}_{h}x{w}", [(rng.standard_normal((b, 3, h, w)) * 1.5).astype(np.float32)])
+             for b, h, w in ((1, 24, 32), (2, 40, 36))]
+    return m, cases
+
+
+# ---- qdq_detector ---------------------------------------------------------------------------
+
+def qdq_detector():
+    nodes, inits = [], []
+
+    def qdq(src, name, scale, zp):
+        inits.extend([init(name + "_s", np.array(scale, np.float32)), init(name + "_z", np.array(zp, np.uint8))])
+        nodes.extend([helper.make_node("QuantizeLinear", [src, name + "_s", name + "_z"], [name + "_q"]),
+                      helper.make_node("DequantizeLinear", [name + "_q", name + "_s", name + "_z"], [name])])
+        return name
+
+    def conv(src, name, cin, cout, k, stride=1):
+        w = conv_weights(cout, cin, k)
+        ws = (np.abs(w).reshape(cout, -1).max(1) / 127.0).astype(np.float32)  # per channel, symmetric
+        wq = np.clip(np.round(w / ws[:, None, None, None]), -127, 127).astype(np.int8)
+        inits.extend([init(name + "_wq", wq), init(name + "_ws", ws), init(name + "_wz", np.zeros(cout, np.int8)),
+                      init(name + "_b", (rng.standard_normal(cout) * 0.05).astype(np.float32))])
+        nodes.extend([
+            helper.make_node("DequantizeLinear", [name + "_wq", name + "_ws", name + "_wz"], [name + "_w"], axis=0),
+            helper.make_node("Conv", [src, name + "_w", name + "_b"], [name + "_y"], pads=[k // 2] * 4,
+                             strides=[stride, stride]),
+        ])
+        return name + "_y"
+
+    x = qdq("images", "in", 0.02, 128)
+    a = conv(x, "c1", 3, 8, 3)
+    nodes.append(helper.make_node("Relu", [a], ["c1_r"]))
+    a = qdq("c1_r", "a1", 0.015, 0)
+    b = conv(a, "c2", 8, 8, 3, stride=2)
+    b = qdq(b, "a2", 0.03, 120)
+    c = conv(b, "c3", 8, 8, 3)
+    c = qdq(c, "a3", 0.03, 118)
+    nodes.append(helper.make_node("Add", [b, c], ["res"]))
+    r = qdq("res", "a4", 0.04, 125)
+    h = conv(r, "head", 8, 6, 1)
+    h = qdq(h, "a5", 0.05, 128)
+    nodes.append(helper.make_node("Sigmoid", [h], ["scores"]))
+    m = model("qdq_detector", nodes, [vi("images", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
+              [vi("scores", TensorProto.FLOAT, ["batch", 6, None, None])], inits, 21)
+    cases = [(f"b{b}_{hh}x{ww}", [(rng.standard_normal((b, 3, hh, ww)) * 1.2).astype(np.float32)])
+             for b, hh, ww in ((1, 32, 32), (2, 48, 40))]
+    return m, cases
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ort-node", required=True, help="a node_modules folder holding onnxruntime-node")
+    args = ap.parse_args()
+    for name, make in (("dynquant_seg", dynquant_seg), ("qdq_detector", qdq_detector)):
+        m, cases = make()
+        save(name, m, cases, args.ort_node)
+
+
+if __name__ == "__main__":
+    main()
