@@ -1,6 +1,11 @@
 #include "backends/vulkan/codegen.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -11,6 +16,37 @@
 #include "ir/error.h"
 
 namespace relax::vulkan {
+namespace {
+
+// f(0..n-1) on up to the machine's cores; the first error is rethrown.
+void parallel_for(size_t n, const std::function<void(size_t)>& f) {
+  size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 1) {
+    for (size_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) {
+      try {
+        f(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
 
 VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt_level,
                               std::pair<int64_t, int64_t> tile) {
@@ -23,8 +59,27 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
   GlslSchedule schedule{tile.first, tile.second};
   const char* row_blocks = std::getenv("RELAX_VULKAN_ROW_BLOCKS");  // tests: codegen_glsl.h
   schedule.row_blocks = row_blocks && std::string(row_blocks) == "1";
+  // Every shader first, compiled on all cores (glslang and SPIRV-Tools
+  // take most of a build's time: 0.5-1.2 s for a fused conv with dynamic
+  // shapes), then the metadata in program order.
+  std::vector<GlslProgram> glsl;
+  glsl.reserve(programs.size());  // jobs point into its stages
+  std::vector<std::pair<const std::string*, std::string>> jobs;  // source, name
   for (const tir::Program& p : programs) {
-    GlslProgram g = glsl_program(p, {}, block, schedule);
+    glsl.push_back(glsl_program(p, {}, block, schedule));
+    for (const GlslStage& st : glsl.back().stages) {
+      jobs.emplace_back(&st.source, st.name);
+      if (!st.plain_source.empty()) jobs.emplace_back(&st.plain_source, st.name + "_plain");
+      if (!st.rows_source.empty()) jobs.emplace_back(&st.rows_source, st.name + "_rows");
+      if (!st.shared_source.empty()) jobs.emplace_back(&st.shared_source, st.name + "_shared");
+    }
+  }
+  std::vector<std::vector<uint32_t>> compiled(jobs.size());
+  parallel_for(jobs.size(), [&](size_t i) { compiled[i] = compile_glsl(*jobs[i].first, jobs[i].second, {opt_level, 1}); });
+  size_t next_job = 0;
+  for (size_t pi = 0; pi < programs.size(); ++pi) {
+    const tir::Program& p = programs[pi];
+    const GlslProgram& g = glsl[pi];
     needs.insert(g.needs.begin(), g.needs.end());
     // Shape-args slot of each variable: the first plain dim that binds it,
     // else its symbolic parameter.
@@ -47,7 +102,9 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
     nlohmann::json stages = nlohmann::json::array();
     // A shader compiled and appended: its "offset" and "words".
     auto spirv = [&](const std::string& source, const std::string& name) {
-      std::vector<uint32_t> spv = compile_glsl(source, name, {opt_level, 1});
+      RELAX_CHECK(next_job < jobs.size() && jobs[next_job].first == &source && jobs[next_job].second == name,
+                  "vulkan codegen: shaders compiled out of order");
+      const std::vector<uint32_t>& spv = compiled[next_job++];
       nlohmann::json at{{"offset", words.size()}, {"words", spv.size()}};
       words.insert(words.end(), spv.begin(), spv.end());
       return at;
