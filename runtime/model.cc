@@ -5,6 +5,7 @@
 
 #include "runtime/cuda.h"
 #include "runtime/error.h"
+#include "runtime/tensor_proto.h"
 #include "runtime/vulkan.h"
 
 namespace relax::rt {
@@ -117,6 +118,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
     }
   }
   return m;
+}
+
+Value read_test_value(const std::string& path, const TensorDesc& desc) {
+  if (!desc.sequence) return read_tensor_proto(path).tensor;
+  std::vector<Value> items;
+  for (NamedTensor& t : read_sequence_proto(path)) items.emplace_back(std::move(t.tensor));
+  return make_tuple(std::move(items));
 }
 
 std::vector<Value> Model::run_values(std::vector<Value> inputs) {

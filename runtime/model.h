@@ -24,6 +24,11 @@ struct TensorDesc {
   bool sequence = false;
 };
 
+// A backend-test data file (input_K.pb, output_K.pb) as the value `desc`
+// describes: a TensorProto, or for a sequence a SequenceProto read as a
+// tuple of tensors. Throws rt::Error naming the file.
+Value read_test_value(const std::string& path, const TensorDesc& desc);
+
 class Model {
  public:
   // Opens and validates `path` (throws rt::Error naming the file). A

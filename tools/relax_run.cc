@@ -51,7 +51,7 @@ std::string safe_name(const std::string& name) {
 }
 
 // The inputs in the model's order, from NAME=FILE pairs.
-std::vector<Tensor> named_inputs(const Model& m, const std::vector<std::string>& specs) {
+std::vector<Value> named_inputs(const Model& m, const std::vector<std::string>& specs) {
   std::map<std::string, std::string> files;
   for (const std::string& s : specs) {
     size_t eq = s.find('=');
@@ -65,21 +65,24 @@ std::vector<Tensor> named_inputs(const Model& m, const std::vector<std::string>&
     for (const TensorDesc& d : m.inputs()) known = known || d.name == name;
     if (!known) rt_fail("--input ", name, ": the model has no input of that name (its inputs: ", names, ")");
   }
-  std::vector<Tensor> out;
+  std::vector<Value> out;
   for (const TensorDesc& d : m.inputs()) {
     auto it = files.find(d.name);
     if (it == files.end()) rt_fail("no --input for the model's input '", d.name, "' (its inputs: ", names, ")");
+    if (d.sequence) rt_fail("--input ", d.name, ": a sequence input is read from --test-data (a SequenceProto) only");
     out.push_back(read_input(it->second));
   }
   return out;
 }
 
-std::vector<Tensor> files_in(const std::string& dir, const std::string& prefix) {
-  std::vector<Tensor> out;
+// The files PREFIX0.pb, PREFIX1.pb, ... of `dir`: TensorProtos, or
+// SequenceProtos where `descs` says the value is a sequence.
+std::vector<Value> files_in(const std::string& dir, const std::string& prefix, const std::vector<TensorDesc>& descs) {
+  std::vector<Value> out;
   for (size_t k = 0;; ++k) {
     fs::path p = fs::path(dir) / (prefix + std::to_string(k) + ".pb");
     if (!fs::exists(p)) break;
-    out.push_back(read_tensor_proto(p.string()).tensor);
+    out.push_back(read_test_value(p.string(), k < descs.size() ? descs[k] : TensorDesc{}));
   }
   return out;
 }
@@ -193,10 +196,12 @@ int main(int argc, char** argv) {
   Tolerance tol;
   app.add_option("package", pkg, "the package");
   app.add_flag("--list-devices", list, "list the Vulkan devices (with --json: as JSON) and exit; 1 when there is none");
-  app.add_option("--input", inputs, "an input: NAME=FILE (.npy or .pb); repeat for each input");
-  app.add_option("--output-dir", output_dir, "write each output to DIR/<name>.npy");
+  app.add_option("--input", inputs, "an input tensor: NAME=FILE (.npy or .pb); repeat for each input");
+  app.add_option("--output-dir", output_dir,
+                 "write each output to DIR/<name>.npy (a sequence's tensors to <name>_K_.npy)");
   app.add_option("--test-data", test_data,
-                 "a directory with input_K.pb and output_K.pb: run and compare (exit 1 when any output differs)");
+                 "a directory with input_K.pb and output_K.pb (TensorProto, or SequenceProto for a sequence): run "
+                 "and compare (exit 1 when any output differs)");
   app.add_option("--rtol", tol.rtol, "relative tolerance for --test-data")->capture_default_str();
   app.add_option("--atol", tol.atol, "absolute tolerance for --test-data")->capture_default_str();
   app.add_option("--threads", threads, "threads for kernels (default: the number of cores)");
@@ -237,15 +242,16 @@ int main(int argc, char** argv) {
     if (profile && !vk && !cu) rt_fail("--profile times the kernels of vulkan and cuda packages only");
     if (profile && vk) vk->set_profiling(true);
     if (profile && cu) cu->set_profiling(true);
-    std::vector<Tensor> in = test_data.empty() ? named_inputs(*model, inputs) : files_in(test_data, "input_");
+    std::vector<Value> in =
+        test_data.empty() ? named_inputs(*model, inputs) : files_in(test_data, "input_", model->inputs());
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<Tensor> out = model->run(in);
+    std::vector<Value> out = model->run_values(in);
     rep["first_run_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (bench > 0) {
       std::vector<double> ms;
       for (int i = 0; i < bench; ++i) {
         auto t = std::chrono::steady_clock::now();
-        model->run(in);
+        model->run_values(in);
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
       }
       rep["bench"] = {{"runs", bench}, {"median_ms", median(ms)}, {"min_ms", *std::min_element(ms.begin(), ms.end())}};
@@ -297,36 +303,57 @@ int main(int argc, char** argv) {
     const auto& descs = model->outputs();
     rep["outputs"] = nlohmann::json::array();
     bool all_ok = true;
-    std::vector<Tensor> expected;
+    std::vector<Value> expected;
     if (!test_data.empty()) {
-      expected = files_in(test_data, "output_");
+      expected = files_in(test_data, "output_", descs);
       if (expected.size() != out.size())
         rt_fail(test_data, ": has ", expected.size(), " expected outputs, the model produces ", out.size());
     }
     for (size_t i = 0; i < out.size(); ++i) {
       std::string name = i < descs.size() ? descs[i].name : "output_" + std::to_string(i);
-      nlohmann::json o{{"name", name}, {"dtype", out[i].dtype().str()}, {"shape", out[i].shape()}};
-      if (!output_dir.empty()) {
-        fs::create_directories(output_dir);
-        fs::path p = fs::path(output_dir) / (safe_name(name) + ".npy");
-        write_npy(p.string(), out[i]);
-        o["file"] = p.string();
+      // A sequence output: each of its tensors, as name[k].
+      std::vector<std::pair<std::string, Tensor>> parts;
+      std::vector<Tensor> want;
+      if (out[i].is_tuple()) {
+        const std::vector<Value>& items = out[i].tuple();
+        for (size_t k = 0; k < items.size(); ++k)
+          parts.emplace_back(name + "[" + std::to_string(k) + "]", items[k].tensor("a sequence's element"));
+        if (!expected.empty()) {
+          if (!expected[i].is_tuple() || expected[i].tuple().size() != items.size())
+            rt_fail(test_data, ": output ", name, " is a sequence of ", items.size(), " tensors; the expected file ",
+                    expected[i].is_tuple() ? "has " + std::to_string(expected[i].tuple().size()) : "is a tensor");
+          for (const Value& v : expected[i].tuple()) want.push_back(v.tensor());
+        }
+        if (!json) std::cout << name << ": a sequence of " << items.size() << " tensors\n";
+      } else {
+        parts.emplace_back(name, out[i].tensor("an output"));
+        if (!expected.empty()) want.push_back(expected[i].tensor("an expected output"));
       }
-      if (!expected.empty()) {
-        Comparison c = compare_tensors(out[i], expected[i], tol);
-        all_ok = all_ok && c.ok;
-        o["match"] = c.ok;
-        o["max_abs_error"] = c.max_abs_error;
-        o["max_rel_error"] = c.max_rel_error;
-        if (!c.ok) o["detail"] = c.detail;
-        if (!json)
-          std::cout << name << ": " << (c.ok ? "match" : "MISMATCH") << "  max abs error " << c.max_abs_error
-                    << "  max rel error " << c.max_rel_error << (c.ok ? "" : "  (" + c.detail + ")") << "\n";
-      } else if (!json) {
-        std::cout << name << ": " << out[i].type_str()
-                  << (o.contains("file") ? " -> " + o["file"].get<std::string>() : "") << "\n";
+      for (size_t k = 0; k < parts.size(); ++k) {
+        const auto& [part, t] = parts[k];
+        nlohmann::json o{{"name", part}, {"dtype", t.dtype().str()}, {"shape", t.shape()}};
+        if (!output_dir.empty()) {
+          fs::create_directories(output_dir);
+          fs::path p = fs::path(output_dir) / (safe_name(part) + ".npy");
+          write_npy(p.string(), t);
+          o["file"] = p.string();
+        }
+        if (!want.empty()) {
+          Comparison c = compare_tensors(t, want[k], tol);
+          all_ok = all_ok && c.ok;
+          o["match"] = c.ok;
+          o["max_abs_error"] = c.max_abs_error;
+          o["max_rel_error"] = c.max_rel_error;
+          if (!c.ok) o["detail"] = c.detail;
+          if (!json)
+            std::cout << part << ": " << (c.ok ? "match" : "MISMATCH") << "  max abs error " << c.max_abs_error
+                      << "  max rel error " << c.max_rel_error << (c.ok ? "" : "  (" + c.detail + ")") << "\n";
+        } else if (!json) {
+          std::cout << part << ": " << t.type_str() << (o.contains("file") ? " -> " + o["file"].get<std::string>() : "")
+                    << "\n";
+        }
+        rep["outputs"].push_back(o);
       }
-      rep["outputs"].push_back(o);
     }
     rep["ok"] = all_ok;
     if (json) std::cout << rep.dump(2) << "\n";

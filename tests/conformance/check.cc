@@ -7,7 +7,6 @@
 #include "runtime/compare.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
-#include "runtime/tensor_proto.h"
 
 namespace relax::conformance {
 namespace {
@@ -65,15 +64,6 @@ std::string package_file_name(const Case& c) {
 
 namespace {
 
-// Input or expected file `path` as the value `desc` describes: a tensor, or
-// a sequence (a SequenceProto read as a tuple of tensors).
-rt::Value read_value(const std::string& path, const rt::TensorDesc& desc) {
-  if (!desc.sequence) return rt::read_tensor_proto(path).tensor;
-  std::vector<rt::Value> items;
-  for (rt::NamedTensor& t : rt::read_sequence_proto(path)) items.emplace_back(std::move(t.tensor));
-  return rt::make_tuple(std::move(items));
-}
-
 // `got` against `want`: "" when they agree.
 std::string compare_value(const rt::Value& got, const rt::Value& want, bool only_shape, const rt::Tolerance& tol) {
   if (want.is_tuple()) {
@@ -109,14 +99,12 @@ Result check_package(const Case& c, const std::string& package) {
       if (c.inputs.size() != model->inputs().size())
         return {"run-error", "the case has " + std::to_string(c.inputs.size()) + " inputs, the model " +
                                  std::to_string(model->inputs().size())};
-      for (size_t i = 0; i < c.inputs.size(); ++i) inputs.push_back(read_value(c.inputs[i], model->inputs()[i]));
+      for (size_t i = 0; i < c.inputs.size(); ++i)
+        inputs.push_back(rt::read_test_value(c.inputs[i], model->inputs()[i]));
     }
-    for (size_t i = 0; i < c.outputs.size(); ++i) {
-      bool seq = i < model->outputs().size() && model->outputs()[i].sequence;
-      rt::TensorDesc d;
-      d.sequence = seq;
-      expected.push_back(read_value(c.outputs[i], d));
-    }
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      expected.push_back(
+          rt::read_test_value(c.outputs[i], i < model->outputs().size() ? model->outputs()[i] : rt::TensorDesc{}));
     outputs = model->run_values(std::move(inputs));
   } catch (const std::exception& e) {
     return {"run-error", first_line(e.what())};

@@ -191,7 +191,62 @@ def main():
         leftovers = [f for f in os.listdir(tmp) if ".tmp" in f]
         check(not leftovers, f"temporary files left behind: {leftovers}")
 
+        # A sequence in and out: relax-run reads and compares SequenceProto
+        # files in --test-data, names each tensor name[k], refuses --input.
+        seq_model = os.path.join(tmp, "seq.onnx")
+        save(sequence_model(), seq_model)
+        seq_pkg = os.path.join(tmp, "seq.rpkg")
+        r = run(build, seq_model, "-o", seq_pkg)
+        check(r.returncode == 0, f"relax-build of a sequence model: exit {r.returncode}: {r.stderr}")
+        sdata = os.path.join(tmp, "seqdata")
+        os.makedirs(sdata)
+        parts = [np.arange(4, dtype=np.float32) + k for k in range(3)]
+        x = np.full(4, 10, np.float32)
+        write_seq(parts, os.path.join(sdata, "input_0.pb"))
+        write_pb(x, "x", os.path.join(sdata, "input_1.pb"))
+        write_seq(parts[:1] + [x] + parts[1:], os.path.join(sdata, "output_0.pb"))
+        write_pb(np.float32(sum(p.mean() for p in parts)) + x, "n", os.path.join(sdata, "output_1.pb"))
+        r = run(rrun, seq_pkg, "--test-data", sdata)
+        check(r.returncode == 0 and "inserted: a sequence of 4 tensors" in r.stdout and "inserted[3]: match" in r.stdout,
+              f"relax-run --test-data with sequences: exit {r.returncode}: {r.stdout} {r.stderr}")
+        write_seq(parts + [x], os.path.join(sdata, "output_0.pb"))  # the wrong place
+        r = run(rrun, seq_pkg, "--test-data", sdata)
+        check(r.returncode == 1 and "inserted[1]: MISMATCH" in r.stdout,
+              f"a wrong sequence element: exit {r.returncode}: {r.stdout} {r.stderr}")
+        np.save(os.path.join(tmp, "p.npy"), parts[0])
+        r = run(rrun, seq_pkg, "--input", "parts=" + os.path.join(tmp, "p.npy"), "--input",
+                "x=" + os.path.join(tmp, "p.npy"))
+        check(r.returncode == 1 and "a sequence input is read from --test-data" in r.stderr,
+              f"--input for a sequence: exit {r.returncode}: {r.stderr}")
+
     return finish("relax-build / relax-run")
+
+
+def sequence_model():
+    """parts (a sequence of f32[4]) and x: x inserted at position 1, and the
+    sum of the first three parts' means plus x."""
+    seq_type = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [4]))
+    parts = helper.make_value_info("parts", seq_type)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    out = helper.make_value_info("inserted", seq_type)
+    n = helper.make_tensor_value_info("n", TensorProto.FLOAT, [4])
+    one = helper.make_tensor("one", TensorProto.INT64, [], [1])
+    nodes = [helper.make_node("SequenceInsert", ["parts", "x", "one"], ["inserted"]),
+             helper.make_node("ConcatFromSequence", ["parts"], ["all"], axis=0, new_axis=1),
+             helper.make_node("ReduceMean", ["all"], ["means"], axes=[1], keepdims=0),
+             helper.make_node("ReduceSum", ["means"], ["total"], keepdims=0),
+             helper.make_node("Add", ["total", "x"], ["n"])]
+    g = helper.make_graph(nodes, "s", [parts, x], [out, n], [one])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 12)])
+
+
+def write_seq(arrs, path):
+    seq = onnx.SequenceProto()
+    seq.elem_type = onnx.SequenceProto.TENSOR
+    for a in arrs:
+        seq.tensor_values.append(nh.from_array(a))
+    with open(path, "wb") as f:
+        f.write(seq.SerializeToString())
 
 
 if __name__ == "__main__":
