@@ -5,24 +5,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/builtin_util.h"
 #include "runtime/compare.h"
 #include "runtime/error.h"
 #include "runtime/vm.h"
 
 namespace relax::rt {
 namespace {
-
-size_t elem_bytes(const Tensor& t) {
-  if (t.dtype().storage_bits() % 8) rt_fail("loop/scan: ", t.dtype().str(), " values cannot be sliced or stacked");
-  return size_t(t.dtype().storage_bits() / 8);
-}
-
-int64_t scalar_int(const Value& v, const char* what) {
-  if (v.is_int()) return v.int_value();
-  const Tensor& t = v.tensor(what);
-  if (t.numel() != 1) rt_fail(what, " must hold one value, got ", t.type_str());
-  return element_as_int64(t, 0);
-}
 
 Tensor scalar_tensor(DType d, int64_t v, PoolAllocator* pool) {
   Tensor t = Tensor::empty(d, {}, pool);
@@ -42,7 +31,7 @@ Tensor slice_along(const Tensor& x, int axis, int64_t index, PoolAllocator* pool
   int64_t len = shape[size_t(axis)];
   shape.erase(shape.begin() + axis);
   Tensor out = Tensor::empty(x.dtype(), shape, pool);
-  size_t eb = elem_bytes(x), chunk = size_t(inner) * eb;
+  size_t eb = elem_bytes(x, "loop/scan"), chunk = size_t(inner) * eb;
   const char* src = static_cast<const char*>(x.data());
   char* dst = static_cast<char*>(out.data());
   for (int64_t o = 0; o < outer; ++o)
@@ -65,7 +54,7 @@ Tensor stack(const std::vector<Tensor>& parts, int axis, PoolAllocator* pool, co
   int64_t len = int64_t(parts.size());
   shape.insert(shape.begin() + axis, len);
   Tensor out = Tensor::empty(first.dtype(), shape, pool);
-  size_t chunk = size_t(inner) * elem_bytes(first);
+  size_t chunk = size_t(inner) * elem_bytes(first, "loop/scan");
   char* dst = static_cast<char*>(out.data());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t k = 0; k < len; ++k)

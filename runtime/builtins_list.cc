@@ -14,31 +14,10 @@
 #include <cstring>
 #include <numeric>
 
-#include "runtime/compare.h"
-#include "runtime/error.h"
-#include "runtime/vm.h"
+#include "runtime/builtin_util.h"
 
 namespace relax::rt {
 namespace {
-
-int64_t scalar_int(const Value& v, const char* what) {
-  if (v.is_int()) return v.int_value();
-  const Tensor& t = v.tensor(what);
-  if (t.numel() != 1) rt_fail(what, " must hold one value, got ", t.type_str());
-  return element_as_int64(t, 0);
-}
-
-size_t elem_bytes(const Tensor& t, const char* what) {
-  if (t.dtype().storage_bits() % 8) rt_fail(what, ": ", t.dtype().str(), " tensors cannot be copied by bytes");
-  return size_t(t.dtype().storage_bits() / 8);
-}
-
-Tensor copy_of(const Tensor& t, PoolAllocator* pool, const char* what) {
-  Tensor out = Tensor::empty(t.dtype(), t.shape(), pool);
-  size_t n = size_t(t.numel()) * elem_bytes(t, what);
-  if (n) std::memcpy(out.data(), t.data(), n);
-  return out;
-}
 
 // Position argument i in [0, size) (or [0, size] when `end_ok`), from the end when negative.
 size_t position(const BuiltinCall& c, size_t i, size_t size, bool end_ok, const char* what) {
@@ -60,7 +39,7 @@ void list_insert(BuiltinCall& c) {
   if (!l.empty() && !(l[0].tensor().dtype() == t.dtype()))
     rt_fail("SequenceInsert: a ", t.dtype().str(), " tensor into a sequence of ", l[0].tensor().dtype().str());
   size_t at = c.num_args > 2 ? position(c, 2, l.size(), true, "SequenceInsert") : l.size();
-  l.insert(l.begin() + std::ptrdiff_t(at), Value(copy_of(t, c.vm.pool(), "SequenceInsert")));
+  l.insert(l.begin() + std::ptrdiff_t(at), Value(t.clone(c.vm.pool())));
   c.out = make_tuple(std::move(l));
 }
 
@@ -79,26 +58,11 @@ void list_length(BuiltinCall& c) {
   c.out = n;
 }
 
-// Rows of x around `axis`: outer x len x inner elements.
-struct AxisView {
-  int64_t outer = 1, len = 1, inner = 1;
-  AxisView(const std::vector<int64_t>& shape, int axis) {
-    for (int i = 0; i < axis; ++i) outer *= shape[size_t(i)];
-    len = shape[size_t(axis)];
-    for (size_t i = size_t(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
-  }
-};
-
-int axis_in(int64_t axis, int rank, const char* what) {
-  if (axis < -rank || axis >= rank) rt_fail(what, ": axis ", axis, " is out of range for rank ", rank);
-  return int(axis < 0 ? axis + rank : axis);
-}
-
 void list_split(BuiltinCall& c) {
   const Tensor& x = c.arg(0).tensor("SplitToSequence's input");
-  int axis = axis_in(scalar_int(c.arg(1), "SplitToSequence's axis"), x.ndim(), "SplitToSequence");
+  int axis = normalize_axis(scalar_int(c.arg(1), "SplitToSequence's axis"), x.ndim(), "SplitToSequence");
   bool keepdims = scalar_int(c.arg(2), "SplitToSequence's keepdims") != 0;
-  AxisView v(x.shape(), axis);
+  AxisSplit v = split_at(x.shape(), axis);
   std::vector<int64_t> lengths;
   bool has_split = c.num_args > 3, drop = !keepdims;
   if (!has_split) {
@@ -146,7 +110,7 @@ void list_concat(BuiltinCall& c) {
   if (l.empty()) rt_fail("ConcatFromSequence: the sequence is empty");
   const Tensor& first = l[0].tensor("a sequence's element");
   int rank = first.ndim() + (new_axis ? 1 : 0);
-  int axis = axis_in(scalar_int(c.arg(1), "ConcatFromSequence's axis"), rank, "ConcatFromSequence");
+  int axis = normalize_axis(scalar_int(c.arg(1), "ConcatFromSequence's axis"), rank, "ConcatFromSequence");
   // Each part as a tensor of the result's rank (a unit axis inserted when stacking).
   std::vector<int64_t> shape = first.shape();
   if (new_axis) shape.insert(shape.begin() + axis, 1);
@@ -165,7 +129,7 @@ void list_concat(BuiltinCall& c) {
   std::vector<int64_t> out_shape = shape;
   out_shape[size_t(axis)] = total;
   Tensor out = Tensor::empty(first.dtype(), out_shape, c.vm.pool());
-  AxisView ov(out_shape, axis);
+  AxisSplit ov = split_at(out_shape, axis);
   size_t eb = elem_bytes(first, "ConcatFromSequence");
   char* dst = static_cast<char*>(out.data());
   int64_t start = 0;

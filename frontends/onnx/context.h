@@ -37,12 +37,10 @@ struct Value {
   std::shared_ptr<const HostTensor> data;
   // For integer tensors of rank 0 or 1: the elements as symbolic integers.
   std::optional<std::vector<SymExpr>> sym;
-  // With `sym`: the dtype and rank of the tensor it stands for.
+  // With `sym`: the dtype and shape of the tensor it stands for, its
+  // elements in row-major order. Rank 0 or 1 mostly; rank 2 or more for a
+  // pads vector reshaped to pairs, as torch.onnx writes F.pad.
   DataType sym_dtype = DataType::i64();
-  bool sym_scalar = false;  // rank 0 (one element) rather than rank 1
-  // With `sym`, of rank 2 or more (a pads vector reshaped to pairs, as
-  // torch.onnx writes F.pad): the shape; `sym` holds the elements in
-  // row-major order. Empty for ranks 0 and 1.
   std::vector<int64_t> sym_shape;
   // An ONNX sequence whose elements are known at import time
   // (SequenceConstruct, a split into known parts, ...): they keep their

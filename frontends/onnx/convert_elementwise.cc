@@ -42,7 +42,7 @@ std::optional<SymArg> sym_arg(const Context& ctx, size_t i) {
   auto v = ctx.sym_values(i);
   if (!v) return std::nullopt;
   const Value& in = ctx.input(i);
-  if (in.sym) return SymArg{*v, in.sym_scalar, in.sym_dtype};  // sym_values: rank 0 or 1 only
+  if (in.sym) return SymArg{*v, in.sym_shape.empty(), in.sym_dtype};  // sym_values: rank 0 or 1 only
   const HostTensor* d = ctx.data(i);
   if (!d || d->shape.size() > 1) return std::nullopt;
   return SymArg{*v, d->shape.empty(), d->dtype};

@@ -14,10 +14,14 @@
 // shapes downstream stay symbolic.
 #include "frontends/onnx/compose.h"
 #include "frontends/onnx/context.h"
+#include "frontends/onnx/shape_util.h"
 #include "ir/struct_info.h"
 
 namespace relax::onnx_fe {
 namespace {
+
+using shape::axis_of;
+using shape::settle;
 
 Value static_seq(std::vector<Value> items) {
   Value v;
@@ -54,16 +58,6 @@ std::optional<size_t> known_position(Context& ctx, size_t i, size_t size, bool e
   return size_t(q);
 }
 
-// A tensor read from a run-time list: fresh dims where only its rank is known.
-Value refined(Context& ctx, Expr t) {
-  const auto* ts = as<TensorSI>(sinfo_of(t));
-  if (!ts || ts->shape || ts->ndim < 0) return expr_value(t);
-  std::string hint = ctx.output_used(0) ? ctx.node().output(0) : ctx.op_type();
-  Dims dims;
-  for (int k = 0; k < ts->ndim; ++k) dims.push_back(ctx.fresh_sym(cat(hint, "_d", k)));
-  return expr_value(ctx.emit_match_cast(t, tensor_si(ts->dtype, dims), hint));
-}
-
 std::vector<Value> convert_sequence_construct(Context& ctx) {
   std::vector<Value> items;
   DataType dt;
@@ -89,7 +83,7 @@ std::vector<Value> convert_sequence_at(Context& ctx) {
   if (items) {
     if (auto p = known_position(ctx, 1, items->size(), false)) return {(*items)[*p]};
   }
-  return {refined(ctx, ctx.emit_op("list_at", {ctx.expr(0), ctx.expr(1)}))};
+  return {expr_value(settle(ctx, ctx.emit_op("list_at", {ctx.expr(0), ctx.expr(1)})))};
 }
 
 std::vector<Value> convert_sequence_insert(Context& ctx) {
@@ -130,8 +124,7 @@ std::vector<Value> convert_split_to_sequence(Context& ctx) {
   // split, or from a constant axis length.
   std::optional<Dims> lengths;
   if (r > 0 && shape) {
-    if (axis < -r || axis >= r) ctx.fail("axis ", axis, " is out of range for rank ", r);
-    if (axis < 0) axis += r;
+    axis = axis_of(ctx, axis, r);
     SymExpr len = (*shape)[size_t(axis)];
     auto split = ctx.has_input(1) ? ctx.sym_values(1) : std::nullopt;
     if (split && ctx.ndim(1) == 1) {
@@ -186,7 +179,8 @@ std::vector<Value> convert_concat_from_sequence(Context& ctx) {
     }
     return {expr_value(ctx.emit_op("concat", {make_tuple(parts)}, {{"axis", axis}}))};
   }
-  return {refined(ctx, ctx.emit_op("list_concat", {ctx.expr(0)}, {{"axis", axis}, {"new_axis", new_axis}}))};
+  return {expr_value(
+      settle(ctx, ctx.emit_op("list_concat", {ctx.expr(0)}, {{"axis", axis}, {"new_axis", new_axis}})))};
 }
 
 // ---- SequenceMap ----------------------------------------------------------------

@@ -402,16 +402,12 @@ Expr Importer::materialize(const Value& v, const std::string& hint) {
     if (all_const) {
       std::vector<int64_t> vals;
       for (const SymExpr& e : s) vals.push_back(e.const_value());
-      std::vector<int64_t> shape = !v.sym_shape.empty() ? v.sym_shape
-                                   : v.sym_scalar     ? std::vector<int64_t>{}
-                                                      : std::vector<int64_t>{int64_t(s.size())};
-      return add_weight(HostTensor::from_ints(v.sym_dtype, shape, vals), hint);
+      return add_weight(HostTensor::from_ints(v.sym_dtype, v.sym_shape, vals), hint);
     }
     if (!find_op("shape_to_tensor")) fail("internal: the graph op shape_to_tensor is not registered");
     Expr t = emit(make_op_call("shape_to_tensor", {make_shape(s)}), hint);
     if (v.sym_dtype != DataType::i64()) t = emit(make_op_call("astype", {t}, Attrs{{"dtype", v.sym_dtype}}), hint);
-    if (v.sym_scalar) t = emit(make_op_call("reshape", {t, make_shape({})}), hint);
-    if (!v.sym_shape.empty())
+    if (v.sym_shape.size() != 1)
       t = emit(make_op_call("reshape", {t, make_shape(std::vector<SymExpr>(v.sym_shape.begin(), v.sym_shape.end()))}),
                hint);
     return t;
@@ -540,13 +536,12 @@ ImportedModel import_onnx(const std::string& path) {
 Value sym_value(std::vector<SymExpr> v, bool scalar, DataType dtype) {
   Value out;
   out.sym = std::move(v);
-  out.sym_scalar = scalar;
+  if (!scalar) out.sym_shape = {int64_t(out.sym->size())};
   out.sym_dtype = dtype;
   return out;
 }
 
 Value sym_tensor_value(SymTensor t) {
-  if (t.shape.size() <= 1) return sym_value(std::move(t.elems), t.shape.empty(), t.dtype);
   Value out = sym_value(std::move(t.elems), false, t.dtype);
   out.sym_shape = std::move(t.shape);
   return out;
@@ -638,9 +633,7 @@ StructInfo Context::sinfo(size_t i) {
   if (v.expr || v.seq) return sinfo_of(expr(i));
   if (v.data) return tensor_si(v.data->dtype, std::vector<SymExpr>(v.data->shape.begin(), v.data->shape.end()));
   if (v.sym) {
-    if (!v.sym_shape.empty()) return tensor_si(v.sym_dtype, std::vector<SymExpr>(v.sym_shape.begin(), v.sym_shape.end()));
-    if (v.sym_scalar) return tensor_si(v.sym_dtype, {});
-    return tensor_si(v.sym_dtype, {int64_t(v.sym->size())});
+    return tensor_si(v.sym_dtype, std::vector<SymExpr>(v.sym_shape.begin(), v.sym_shape.end()));
   }
   fail("input ", i, " is required");
 }
@@ -674,7 +667,7 @@ std::vector<SymExpr> Context::bound_shape(size_t i, int rank) {
 
 std::optional<std::vector<SymExpr>> Context::sym_values(size_t i) const {
   const Value& v = input(i);
-  if (v.sym) return v.sym_shape.empty() ? v.sym : std::nullopt;
+  if (v.sym) return v.sym_shape.size() <= 1 ? v.sym : std::nullopt;
   if (v.data && v.data->shape.size() <= 1 && v.data->numel() <= 256) {
     auto ints = v.data->to_ints();
     if (!ints) return std::nullopt;
@@ -686,9 +679,7 @@ std::optional<std::vector<SymExpr>> Context::sym_values(size_t i) const {
 std::optional<SymTensor> Context::sym_tensor(size_t i) const {
   const Value& v = input(i);
   if (v.sym) {
-    std::vector<int64_t> shape = v.sym_shape;
-    if (shape.empty() && !v.sym_scalar) shape = {int64_t(v.sym->size())};
-    return SymTensor{shape, *v.sym, v.sym_dtype};
+    return SymTensor{v.sym_shape, *v.sym, v.sym_dtype};
   }
   if (v.data && v.data->numel() <= 256) {
     auto ints = v.data->to_ints();

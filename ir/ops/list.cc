@@ -38,7 +38,8 @@ StructInfo element_of(const CallNode& call, size_t i, const Analyzer& ana) {
 void position_arg(const CallNode& call, size_t i) {
   TensorInfo p = tensor_arg(call, i, true);
   require_integer(op_name(call), p.dtype, "the position", false);
-  if (p.ndim > 1 || (p.shape && p.ndim == 1 && !p.shape->at(0).is_const()))
+  // Rank 0, or rank 1 of one element (when its length is known).
+  if (p.ndim > 1 || (p.shape && p.ndim == 1 && p.shape->at(0).is_const() && !p.shape->at(0).is_const(1)))
     fail(op_name(call), ": the position must be a scalar, got rank ", p.ndim);
 }
 
