@@ -26,6 +26,10 @@ std::vector<std::string> split_names(const std::string& s) {
 
 bool is_number(const std::string& s) { return !s.empty() && s.find_first_not_of("-0123456789") == std::string::npos; }
 
+// raise(message): stops the run with the message (a branch that the
+// compiler could not build for these shapes, taken: convert_control.cc).
+void raise_b(BuiltinCall& c) { rt_fail(c.arg(0).str()); }
+
 // match_shape(value, pattern, context, dim names, dtype)
 void match_shape(BuiltinCall& c) {
   const Value& value = c.arg(0);
@@ -215,6 +219,7 @@ void register_core_builtins() {
   register_list_builtins();
   register_cuda_builtins();
   register_builtin("relax.match_shape", match_shape, /*touches_data=*/false);
+  register_builtin("relax.raise", raise_b, /*touches_data=*/false);
   register_builtin("relax.make_shape", make_shape_b, /*touches_data=*/false);
   register_builtin("relax.make_prim", make_prim, /*touches_data=*/false);
   register_builtin("relax.alloc_tensor", alloc_tensor, /*touches_data=*/false);

@@ -1,6 +1,6 @@
 // relax-import: ONNX model -> IR text (*.relax) + weights (*.safetensors).
 //
-//   relax-import MODEL.onnx [-o OUT.relax] [--json]
+//   relax-import MODEL.onnx [-o OUT.relax] [--json] [--dim NAME=VALUE] [--shape INPUT=D0,D1,...]
 //
 // Exit codes: 0 success; 2 the model uses something unsupported (every
 // unsupported op is listed at once, with node names); 1 any other error
@@ -59,10 +59,19 @@ int main(int argc, char** argv) {
                  "the IR text file (default: MODEL.relax beside the model); "
                  "the weights go beside it as OUT.safetensors");
   app.add_flag("--json", json, "print a JSON summary (inputs, outputs, ops, unsupported) on standard output");
+  std::vector<std::string> dims, shapes;
+  app.add_option("--dim", dims,
+                 "give every input dim named NAME the value VALUE, so that what depends on it folds (a branch on a "
+                 "chunk length): NAME=VALUE (repeatable)");
+  app.add_option("--shape", shapes,
+                 "the shape of an input, each dim an integer or a name (a name makes an exporter's fixed dim "
+                 "symbolic): INPUT=D0,D1,... (repeatable)");
   app.footer(
       "Examples:\n"
       "  relax-import gpt2.onnx                      # -> gpt2.relax and gpt2.safetensors\n"
-      "  relax-import model.onnx -o ir/model.relax --json\n\n"
+      "  relax-import model.onnx -o ir/model.relax --json\n"
+      "  relax-import vad.onnx --dim sequence=576        # a fixed chunk: branches on its length fold\n"
+      "  relax-import det.onnx --shape x=1,3,H,W         # the exporter's 960x960 made symbolic\n\n"
       "Exit status: 0 imported; 2 the model uses unsupported ops (all listed, with their nodes); 1 any other error.");
   app.set_version_flag("--version", version_text("relax-import"));
   CLI11_PARSE(app, argc, argv);
@@ -70,9 +79,13 @@ int main(int argc, char** argv) {
   if (output.empty()) output = fs::path(model).replace_extension(".relax").string();
   std::string weights_path = fs::path(output).replace_extension(".safetensors").string();
   try {
-    onnx_fe::ImportedModel m = onnx_fe::import_onnx(model);
+    onnx_fe::ImportOptions opts;
+    for (const std::string& d : dims) opts.add_dim(d);
+    for (const std::string& s : shapes) opts.add_shape(s);
+    onnx_fe::ImportedModel m = onnx_fe::import_onnx(model, opts);
     m.mod.attrs.set("weights", fs::path(weights_path).filename().string());
     write_outputs(output, print_module(m.mod), weights_path, encode_safetensors(m.weights));
+    for (const std::string& n : m.notes) std::cerr << "relax-import: note: " << n << "\n";
     if (json) std::cout << onnx_fe::summary_json(model, &m, nullptr, "");
     return 0;
   } catch (const onnx_fe::UnsupportedModel& u) {

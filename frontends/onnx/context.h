@@ -149,6 +149,9 @@ class Context {
   // node's; returns the values of its outputs. `g` names must not collide
   // with the enclosing graph's; prefix them with the node's output.
   std::vector<Value> expand(const onnx::GraphProto& g);
+  // Records something the user should know about the import (a branch
+  // left to fail at run time); relax-import and relax-build print it.
+  void note(const std::string& text);
 
   const Analyzer& ana() const;
 

@@ -285,7 +285,6 @@ std::vector<Value> convert_ms_attention(Context& ctx) {
   if (ctx.attr_int("past_present_share_buffer", 0)) ctx.unsupported("past_present_share_buffer");
   int64_t heads = ctx.attr_int("num_heads");
   if (heads < 1) ctx.fail("needs num_heads");
-  DataType dt = ctx.dtype(0);
   Expr qkv = op(ctx, "matmul", {ctx.expr(0), ctx.expr(1)});
   if (ctx.has_input(2)) qkv = add(ctx, qkv, ctx.expr(2));
   const Dims& xd = dims_of(ctx, qkv);

@@ -122,6 +122,43 @@ SeqExpr branch(Context& ctx, const onnx::GraphProto& g) {
   return f->body;
 }
 
+// A branch that raises `message` at run time, typed as giving values of
+// struct info `si` (a tuple for several outputs) that it never gives.
+SeqExpr raising_branch(const std::string& message, const StructInfo& si) {
+  Var v = make_var("unreached", si);
+  Expr call = make_op_call("call_builtin", {make_string("relax.raise"), make_tuple({make_string(message)})}, {}, {si});
+  return make_seq({BindingBlock{false, {Binding{v, call, nullptr}}}}, v);
+}
+
+// Both branches of an If whose condition is known only at run time. ONNX
+// runs only the branch taken, so a branch that cannot be imported with the
+// shapes known here (silero-vad's 8 kHz branch given a 16 kHz chunk: an
+// LSTM input of the wrong rank) raises its error at run time instead, if
+// ever taken; the If then has the other branch's struct info.
+std::pair<SeqExpr, SeqExpr> both_branches(Context& ctx, const onnx::GraphProto& then_g,
+                                          const onnx::GraphProto& else_g) {
+  SeqExpr b[2];
+  std::string err[2];
+  const onnx::GraphProto* g[2] = {&then_g, &else_g};
+  for (int k = 0; k < 2; ++k) {
+    try {
+      b[k] = branch(ctx, *g[k]);
+    } catch (const Error& e) {
+      err[k] = e.what();
+    }
+  }
+  if (!b[0] && !b[1]) throw Error(err[0]);
+  for (int k = 0; k < 2; ++k)
+    if (!b[k]) {
+      ctx.note(cat("If '", ctx.node().name(), "': its ", k == 0 ? "then" : "else",
+                   " branch cannot be built for these shapes; it raises its error at run time if taken: ", err[k]));
+      b[k] = raising_branch(cat("If '", ctx.node().name(), "': its ", k == 0 ? "then" : "else",
+                                " branch was taken, which cannot run on these shapes: ", err[k]),
+                            b[1 - k]->sinfo);
+    }
+  return {b[0], b[1]};
+}
+
 std::vector<Value> convert_if(Context& ctx) {
   const onnx::GraphProto* then_g = ctx.attr_graph("then_branch");
   const onnx::GraphProto* else_g = ctx.attr_graph("else_branch");
@@ -134,7 +171,7 @@ std::vector<Value> convert_if(Context& ctx) {
   // A condition known at import time selects its branch now.
   if (std::optional<bool> c = const_condition(ctx, 0)) return unpack(ctx, ctx.emit(branch(ctx, *c ? *then_g : *else_g), hint), n);
   Expr cond = scalar_input(ctx, 0);
-  SeqExpr then_b = branch(ctx, *then_g), else_b = branch(ctx, *else_g);
+  auto [then_b, else_b] = both_branches(ctx, *then_g, *else_g);
   return unpack(ctx, ctx.emit(make_if(cond, then_b, else_b), hint), n);
 }
 

@@ -224,10 +224,28 @@ Expr log_sum_exp(Context& ctx, Expr x, DataType dtype, const ReduceAxes& axes, b
   return binary(ctx, "add", s, m);
 }
 
+// A sum, product, max or min of integers known at import time (a shape's
+// product, as tf2onnx writes the element count): folded to its value.
+std::optional<Value> fold_reduce(Context& ctx, const ReduceDef& d, const ReduceAxes& axes, bool keepdims) {
+  std::string op = d.op ? d.op : "";
+  if (d.pre != Pre::None || d.post != Post::None || !axes.known || axes.is_identity()) return std::nullopt;
+  if (op != "sum" && op != "prod" && op != "max" && op != "min") return std::nullopt;
+  if (ctx.ndim(0) != 1 || !ctx.dtype(0).is_integer()) return std::nullopt;
+  for (int64_t a : *axes.known)
+    if (a != 0 && a != -1) return std::nullopt;
+  std::optional<std::vector<SymExpr>> v = ctx.sym_values(0);
+  if (!v || (v->empty() && (op == "max" || op == "min"))) return std::nullopt;
+  SymExpr r = op == "sum" ? SymExpr(0) : op == "prod" ? SymExpr(1) : (*v)[0];
+  for (const SymExpr& e : *v)
+    r = op == "sum" ? r + e : op == "prod" ? r * e : op == "max" ? max(r, e) : min(r, e);
+  return sym_value({ctx.ana().simplify(r)}, !keepdims, ctx.dtype(0));
+}
+
 Value convert_reduce(Context& ctx, const ReduceDef& d) {
   Expr x = ctx.expr(0);
   bool keepdims = ctx.attr_int("keepdims", 1) != 0;
   ReduceAxes axes = reduce_axes(ctx, d);
+  if (std::optional<Value> v = fold_reduce(ctx, d, axes, keepdims)) return *v;
   if (!d.op) return expr_value(log_sum_exp(ctx, x, known_dtype(ctx, 0), axes, keepdims));
   if (d.pre == Pre::Abs) x = ctx.emit_op("abs", {x});
   if (d.pre == Pre::Square) x = binary(ctx, "multiply", x, x);

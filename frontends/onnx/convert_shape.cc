@@ -263,6 +263,32 @@ std::vector<Value> convert_unsqueeze(Context& ctx) {
 
 // ---- Concat, Split -------------------------------------------------------------------------------
 
+// The dims of a concat whose parts' other dims are not provably equal (a
+// resize's (h // 4) * 2 beside a skip's h // 2): each taken from the parts
+// (a constant where one has it, else the first part's), the axis their sum.
+// The match_cast that gives them checks them at run time, as the concat
+// itself would have to. Empty when some part's dims are unknown.
+Dims assumed_concat_dims(Context& ctx, int64_t axis) {
+  std::vector<Dims> parts;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    auto s = ctx.shape(i);
+    if (!s || (!parts.empty() && s->size() != parts[0].size())) return {};
+    parts.push_back(*s);
+  }
+  if (parts.empty() || parts[0].empty()) return {};
+  int ax = axis_of(ctx, axis, int(parts[0].size()));
+  Dims want = parts[0];
+  want[size_t(ax)] = 0;
+  for (const Dims& p : parts) {
+    want[size_t(ax)] = want[size_t(ax)] + p[size_t(ax)];
+    for (size_t d = 0; d < p.size(); ++d)
+      if (int(d) != ax && p[d].is_const() && !want[d].is_const()) want[d] = p[d];
+  }
+  want[size_t(ax)] = ctx.ana().simplify(want[size_t(ax)]);
+  return want;
+}
+
 std::vector<Value> convert_concat(Context& ctx) {
   int64_t axis = ctx.attr_int("axis", 1);
   // Rank-1 symbolic vectors concatenate at import time.
@@ -277,7 +303,8 @@ std::vector<Value> convert_concat(Context& ctx) {
   std::vector<Expr> parts;
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
     if (ctx.has_input(i)) parts.push_back(ctx.expr(i));
-  return {expr_value(ctx.emit_op("concat", {make_tuple(parts)}, one("axis", axis)))};
+  Expr r = ctx.emit_op("concat", {make_tuple(parts)}, one("axis", axis));
+  return {expr_value(settle(ctx, r, assumed_concat_dims(ctx, axis)))};
 }
 
 // The sizes of Split's parts along a dim of size `d`: given (attribute or

@@ -109,6 +109,8 @@ class Importer {
   std::vector<Unsupported> late_unsupported_;
   std::unordered_set<std::string> poisoned_;  // outputs of nodes that could not be converted
   std::set<std::string> data_files_;          // external data locations read
+  std::vector<std::string> notes_;            // Context::note
+  friend class Context;
 };
 
 void Importer::read_opsets() {
@@ -419,7 +421,17 @@ Expr Importer::import_subgraph(const onnx::GraphProto& g, const std::vector<Stru
   if (!params.empty() && params.size() != size_t(g.input_size()))
     fail("subgraph '", g.name(), "' has ", g.input_size(), " inputs but ", params.size(), " were given");
   std::vector<Binding> bindings;
-  std::vector<Binding>* saved = block_;
+  // Restored however the subgraph's import ends (an If may import a branch
+  // that fails and carry on with the other: convert_control.cc).
+  struct Restore {
+    Importer& imp;
+    std::vector<Binding>* block;
+    size_t depth;
+    ~Restore() {
+      imp.block_ = block;
+      imp.scopes_.resize(depth);
+    }
+  } restore{*this, block_, scopes_.size()};
   block_ = &bindings;
   scopes_.emplace_back();
   std::vector<Var> vars;
@@ -433,8 +445,6 @@ Expr Importer::import_subgraph(const onnx::GraphProto& g, const std::vector<Stru
   add_initializers(g, scopes_.back());
   convert_nodes(g);
   Expr body = graph_outputs(g);
-  scopes_.pop_back();
-  block_ = saved;
   if (!body) throw UnsupportedError("a subgraph uses what is not supported");
   std::vector<BindingBlock> blocks;
   if (!bindings.empty()) blocks.push_back(BindingBlock{false, std::move(bindings)});
@@ -501,6 +511,7 @@ ImportedModel Importer::run() {
   out.opsets = opsets_;
   out.op_counts = op_counts_;
   out.data_files = data_files_;
+  out.notes = notes_;
   return out;
 }
 
@@ -518,8 +529,142 @@ std::vector<std::pair<std::string, HostTensor>> Importer::referenced_weights(con
   return out;
 }
 
-ImportedModel import_onnx(const std::string& path) {
+// ---- Input shapes given by the user ------------------------------------------------
+
+namespace {
+
+bool is_dim_name(const std::string& s) {
+  return !s.empty() && !std::isdigit((unsigned char)s[0]) &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; });
+}
+
+int64_t positive_dim(const std::string& s, const std::string& what) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || v < 1) fail(what, ": '", s, "' is not a dim (a positive integer or a name)");
+  return int64_t(v);
+}
+
+std::pair<std::string, std::string> split_option(const std::string& text, const std::string& what,
+                                                  const std::string& form) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    fail(what, ": '", text, "' is not of the form ", form);
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+// The graph inputs that are not initializers (older exporters list the
+// weights as inputs too).
+std::vector<onnx::ValueInfoProto*> fed_inputs(onnx::GraphProto& g) {
+  std::set<std::string> inits;
+  for (const auto& t : g.initializer()) inits.insert(t.name());
+  std::vector<onnx::ValueInfoProto*> out;
+  for (auto& vi : *g.mutable_input())
+    if (!inits.count(vi.name())) out.push_back(&vi);
+  return out;
+}
+
+std::string input_list(const std::vector<onnx::ValueInfoProto*>& ins) {
+  std::string s;
+  for (const auto* vi : ins) s += (s.empty() ? "" : ", ") + vi->name();
+  return s.empty() ? "none" : s;
+}
+
+// Every dim named `name` among `vis` set to `value`; whether there was one.
+bool fix_dim(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& vis, const std::string& name, int64_t value) {
+  bool found = false;
+  for (auto& vi : vis) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+    for (auto& d : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
+      if (d.has_dim_param() && d.dim_param() == name) {
+        d.set_dim_value(value);
+        found = true;
+      }
+  }
+  return found;
+}
+
+void apply_input_options(onnx::ModelProto& model, const ImportOptions& opts, const std::string& path) {
+  onnx::GraphProto& g = *model.mutable_graph();
+  std::vector<onnx::ValueInfoProto*> ins = fed_inputs(g);
+  for (const auto& [name, value] : opts.dims) {
+    if (!fix_dim(*g.mutable_input(), name, value))
+      fail(path, ": --dim ", name, ": no input of the model has a dim of that name (inputs: ", input_list(ins), ")");
+    // The outputs and intermediate values that name it are that value too.
+    fix_dim(*g.mutable_output(), name, value);
+    fix_dim(*g.mutable_value_info(), name, value);
+  }
+  for (const auto& [input, dims] : opts.shapes) {
+    auto it = std::find_if(ins.begin(), ins.end(), [&](const auto* vi) { return vi->name() == input; });
+    if (it == ins.end())
+      fail(path, ": --shape ", input, ": the model has no input of that name (inputs: ", input_list(ins), ")");
+    if (!(*it)->type().has_tensor_type()) fail(path, ": --shape ", input, ": the input is not a tensor");
+    auto* tt = (*it)->mutable_type()->mutable_tensor_type();
+    if (tt->has_shape() && size_t(tt->shape().dim_size()) != dims.size())
+      fail(path, ": --shape ", input, ": the model gives the input rank ", tt->shape().dim_size(), ", not ",
+           dims.size());
+    tt->mutable_shape()->clear_dim();
+    for (const std::string& d : dims) {
+      auto* dim = tt->mutable_shape()->add_dim();
+      if (is_dim_name(d))
+        dim->set_dim_param(d);
+      else
+        dim->set_dim_value(positive_dim(d, "--shape " + input));
+    }
+  }
+}
+
+}  // namespace
+
+void ImportOptions::add_dim(const std::string& text) {
+  auto [name, value] = split_option(text, "--dim", "NAME=VALUE");
+  if (!is_dim_name(name)) fail("--dim: '", name, "' is not a dim name");
+  dims[name] = positive_dim(value, "--dim " + name);
+}
+
+void ImportOptions::add_shape(const std::string& text) {
+  auto [input, list] = split_option(text, "--shape", "INPUT=D0,D1,...");
+  std::vector<std::string> dims;
+  size_t start = 0;
+  while (true) {
+    size_t comma = list.find(',', start);
+    std::string d = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!is_dim_name(d)) positive_dim(d, "--shape " + input);
+    dims.push_back(d);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  for (const auto& s : shapes)
+    if (s.first == input) fail("--shape ", input, ": given twice");
+  shapes.emplace_back(input, dims);
+}
+
+std::vector<std::string> ImportOptions::args() const {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : dims) out.insert(out.end(), {"--dim", cat(name, "=", value)});
+  for (const auto& [input, ds] : shapes) {
+    std::string list;
+    for (const std::string& d : ds) list += (list.empty() ? "" : ",") + d;
+    out.insert(out.end(), {"--shape", input + "=" + list});
+  }
+  return out;
+}
+
+std::string ImportOptions::key() const {
+  std::string k;
+  std::vector<std::string> a = args();
+  for (size_t i = 0; i + 1 < a.size(); i += 2) k += (k.empty() ? "" : " ") + a[i].substr(2) + ":" + a[i + 1];
+  return k;
+}
+
+ImportedModel import_onnx(const std::string& path, const ImportOptions& opts) {
   onnx::ModelProto model = load_model(path);
+  apply_input_options(model, opts, path);
   std::string dir = std::filesystem::path(path).parent_path().string();
   Importer imp(model, dir);
   try {
@@ -743,6 +888,8 @@ std::vector<Value> Context::expand(const onnx::GraphProto& g) { return imp_.expa
 Expr Context::import_subgraph(const onnx::GraphProto& g, const std::vector<StructInfo>& params) {
   return imp_.import_subgraph(g, params);
 }
+
+void Context::note(const std::string& text) { imp_.notes_.push_back(text); }
 
 const Analyzer& Context::ana() const { return imp_.ana_; }
 

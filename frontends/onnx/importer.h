@@ -43,12 +43,31 @@ struct ImportedModel {
   std::map<std::string, int> op_counts;                     // "Conv", "com.microsoft.Gelu" -> count
   std::vector<NamedValueInfo> inputs, outputs;              // the graph's, in order
   std::set<std::string> data_files;                         // external data read, relative to the model's folder
+  std::vector<std::string> notes;                           // what the user should know (Context::note)
+};
+
+// Input shapes the user gives (relax-import and relax-build --dim and
+// --shape), put into the model's declared inputs before it is imported: a
+// fixed chunk length lets branches on it fold (a scripted model's `if
+// x.shape[-1] == 1`), a name turns an exporter's fixed dim into a symbol.
+struct ImportOptions {
+  std::map<std::string, int64_t> dims;  // --dim NAME=VALUE: every input dim named NAME
+  // --shape INPUT=D0,D1,...: each dim an integer or a name, in order given
+  std::vector<std::pair<std::string, std::vector<std::string>>> shapes;
+  bool empty() const { return dims.empty() && shapes.empty(); }
+  // Parse one option's text ("sequence=576", "x=1,3,H,W"); Error when malformed.
+  void add_dim(const std::string& text);
+  void add_shape(const std::string& text);
+  // The options as relax-build's arguments, and as one canonical string.
+  std::vector<std::string> args() const;
+  std::string key() const;
 };
 
 // Imports a model file. Raises UnsupportedModel (every unsupported op at
 // once, with node names) or Error (unreadable, malformed or inconsistent
-// model, naming the file and the node).
-ImportedModel import_onnx(const std::string& path);
+// model, naming the file and the node; an option naming no input or
+// dim of the model).
+ImportedModel import_onnx(const std::string& path, const ImportOptions& opts = {});
 
 // The --json summary of relax-import.
 std::string summary_json(const std::string& model_path, const ImportedModel* m, const UnsupportedModel* unsupported,

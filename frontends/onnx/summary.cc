@@ -52,6 +52,7 @@ std::string summary_json(const std::string& model_path, const ImportedModel* m, 
     nlohmann::ordered_json ops = nlohmann::ordered_json::object();
     for (const auto& [op, n] : m->op_counts) ops[op] = n;
     j["ops"] = ops;
+    if (!m->notes.empty()) j["notes"] = m->notes;
   }
   auto u = nlohmann::ordered_json::array();
   if (unsupported) {

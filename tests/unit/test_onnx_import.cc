@@ -448,3 +448,126 @@ TEST_CASE("sequences: a known list stays values; a run-time one is a List read w
   CHECK(print_sinfo(r.outputs[2].sinfo) == "Tensor[(1, 6), f32]");  // every part has this shape
   CHECK(print_sinfo(r.outputs[3].sinfo) == "Tensor[(), i64]");
 }
+
+namespace {
+// `if x.shape[1] == 4: y = x else: y = x.permute(2, 0, 1)`: the else
+// branch cannot build for x of rank 2 (a rank-3 input was meant), and the
+// condition is known only when the user fixes the dim.
+onnx::ModelProto branch_on_dim() {
+  return model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"b", "s"});
+    add_i64(g, "one", {}, {1});
+    add_i64(g, "four", {}, {4});
+    add_node(g, "Shape", {"x"}, {"shape"});
+    add_node(g, "Gather", {"shape", "one"}, {"s_dim"});
+    add_node(g, "Equal", {"s_dim", "four"}, {"cond"});
+    auto* n = add_node(g, "If", {"cond"}, {"y"}, "branch");
+    onnx::GraphProto then_g, else_g;
+    then_g.set_name("then");
+    add_node(&then_g, "Identity", {"x"}, {"y_then"});
+    then_g.add_output()->set_name("y_then");
+    else_g.set_name("else");
+    auto* perm = add_node(&else_g, "Transpose", {"x"}, {"y_else"})->add_attribute();
+    perm->set_name("perm");
+    perm->set_type(onnx::AttributeProto::INTS);
+    for (int64_t p : {2, 0, 1}) perm->add_ints(p);
+    else_g.add_output()->set_name("y_else");
+    for (auto [name, sub] : {std::pair{"then_branch", &then_g}, std::pair{"else_branch", &else_g}}) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::GRAPH);
+      *a->mutable_g() = *sub;
+    }
+    g->add_output()->set_name("y");
+  });
+}
+}  // namespace
+
+TEST_CASE("an If branch that cannot be built for the known shapes raises its error at run time instead") {
+  auto r = onnx_fe::import_onnx(write_model("branch_on_dim.onnx", branch_on_dim()));
+  std::string text = print_module(r.mod);
+  INFO(text);
+  CHECK(text.find("call_builtin(\"relax.raise\", (\"If 'branch': its else branch was taken") != std::string::npos);
+  CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(b, s), f32]");  // the other branch's
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].find("Transpose") != std::string::npos);
+}
+
+TEST_CASE("--dim fixes a named input dim, so a branch on it folds; --shape names an input's dims") {
+  onnx_fe::ImportOptions opts;
+  opts.add_dim("s=4");
+  std::string path = write_model("branch_on_dim2.onnx", branch_on_dim());
+  auto r = onnx_fe::import_onnx(path, opts);
+  std::string text = print_module(r.mod);
+  INFO(text);
+  CHECK(text.find("if (") == std::string::npos);
+  CHECK(r.notes.empty());
+  CHECK(print_sinfo(r.inputs[0].sinfo) == "Tensor[(b, 4), f32]");
+  CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(b, 4), f32]");
+
+  onnx_fe::ImportOptions shape;
+  shape.add_shape("x=2,width");
+  CHECK(print_sinfo(onnx_fe::import_onnx(path, shape).inputs[0].sinfo) == "Tensor[(2, width), f32]");
+  CHECK(shape.args() == std::vector<std::string>{"--shape", "x=2,width"});
+
+  auto error_of = [&](const char* dim, const char* shp) {
+    try {
+      onnx_fe::ImportOptions o;
+      if (dim) o.add_dim(dim);
+      if (shp) o.add_shape(shp);
+      onnx_fe::import_onnx(path, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of("t=4", nullptr).find("--dim t: no input of the model has a dim of that name (inputs: x)") !=
+        std::string::npos);
+  CHECK(error_of("s=0", nullptr).find("--dim s: '0' is not a dim") != std::string::npos);
+  CHECK(error_of("s", nullptr).find("not of the form NAME=VALUE") != std::string::npos);
+  CHECK(error_of(nullptr, "y=1,2").find("--shape y: the model has no input of that name (inputs: x)") !=
+        std::string::npos);
+  CHECK(error_of(nullptr, "x=1,2,3").find("--shape x: the model gives the input rank 2, not 3") !=
+        std::string::npos);
+  CHECK(error_of(nullptr, "x=1,-2").find("'-2' is not a dim") != std::string::npos);
+}
+
+TEST_CASE("a concat whose parts' other dims are not provably equal keeps dims, checked at run time") {
+  // A resize's (h // 4) * 2 beside a skip's h // 2 (equal for h a multiple of 4).
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "a", onnx_fe::kFloat, {"b", "2", "h"});
+    add_input(g, "c", onnx_fe::kFloat, {"b", "3", "w"});
+    auto* n = add_node(g, "Concat", {"a", "c"}, {"y"});
+    auto* axis = n->add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(1);
+    g->add_output()->set_name("y");
+  });
+  auto r = onnx_fe::import_onnx(write_model("concat_assume.onnx", m));
+  std::string text = print_module(r.mod);
+  INFO(text);
+  CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(b, 5, h), f32]");
+  CHECK(text.find("match_cast(y, Tensor[(b, 5, h), f32])") != std::string::npos);
+}
+
+TEST_CASE("a reduction of a shape's dims folds at import (tf2onnx's element count)") {
+  // Expand(0.0, [prod(shape(x))]): a vector of b * s zeros.
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"b", "s"});
+    auto* zero = g->add_initializer();
+    zero->set_name("zero");
+    zero->set_data_type(onnx_fe::kFloat);
+    zero->add_float_data(0);
+    add_i64(g, "axes0", {1}, {0});
+    add_node(g, "Shape", {"x"}, {"shape"});
+    add_node(g, "ReduceProd", {"shape", "axes0"}, {"count"});
+    add_node(g, "Expand", {"zero", "count"}, {"y"});
+    g->add_output()->set_name("y");
+  }, 18);
+  auto r = onnx_fe::import_onnx(write_model("reduce_fold.onnx", m));
+  std::string text = print_module(r.mod);
+  INFO(text);
+  CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(b * s,), f32]");
+  CHECK(text.find("match_cast") == std::string::npos);
+}

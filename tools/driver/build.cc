@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "backends/target.h"
@@ -46,11 +47,13 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-LoadedModel load_model(const std::string& path) {
+LoadedModel load_model(const std::string& path, const onnx_fe::ImportOptions& import) {
   LoadedModel m;
   m.files.push_back(fs::path(path).filename().string());
+  if (!import.empty() && !ends_with(path, ".onnx")) fail(path, ": --dim and --shape apply to ONNX models");
   if (ends_with(path, ".onnx")) {
-    onnx_fe::ImportedModel im = onnx_fe::import_onnx(path);
+    onnx_fe::ImportedModel im = onnx_fe::import_onnx(path, import);
+    for (const std::string& n : im.notes) std::cerr << "relax-build: " << path << ": note: " << n << "\n";
     m.mod = std::move(im.mod);
     m.weights = std::move(im.weights);
     for (const auto& i : im.inputs) m.input_names.push_back(i.name);
@@ -394,6 +397,7 @@ std::string options_key(const BuildOptions& opts) {
   if (std::string own = target.options_key(target_options(opts)); !own.empty()) key += " " + own;
   key += opts.fold_constants ? " fold=1" : " fold=0";
   for (const auto& [name, b] : opts.bounds) key += cat(" bound:", name, "=", b.lo, "..", b.hi);
+  if (!opts.import.empty()) key += " " + opts.import.key();
   return key;
 }
 
@@ -410,6 +414,7 @@ std::vector<std::string> build_args(const BuildOptions& opts) {
     }
   for (const auto& [name, b] : opts.bounds) args.insert(args.end(), {"--bound", cat(name, "=", b.lo, "..", b.hi)});
   if (!opts.fold_constants) args.push_back("--no-fold");
+  for (const std::string& a : opts.import.args()) args.push_back(a);
   return args;
 }
 
@@ -439,7 +444,7 @@ std::string why_rebuild(const std::string& model, const std::string& package, co
 }
 
 IRModule build_module(const std::string& model, const BuildOptions& opts) {
-  LoadedModel m = load_model(model);
+  LoadedModel m = load_model(model, opts.import);
   configure_target(m.mod, opts);
   record_bounds(m.mod, opts);
   return run_passes(m.mod, pass_list(opts), pass_options(opts));
@@ -455,7 +460,7 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
     t0 = t;
   };
 
-  LoadedModel m = load_model(model);
+  LoadedModel m = load_model(model, opts.import);
   phase("import");
   configure_target(m.mod, opts);
   record_bounds(m.mod, opts);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "frontends/onnx/importer.h"
 #include "ir/analyzer.h"
 #include "ir/module.h"
 
@@ -22,6 +23,7 @@ struct BuildOptions {
   std::map<std::string, std::string> target_options;
   int opt_level = 2;                       // the pass pipeline O0/O1/O2
   std::map<std::string, Interval> bounds;  // --bound n=1..4096
+  onnx_fe::ImportOptions import;           // --dim, --shape (ONNX models)
   // Run weight-only computations (@transform_params) at build time and
   // store their results; off: the runtime runs them at load.
   bool fold_constants = true;
