@@ -10,7 +10,7 @@ const fs = require('fs');
 const path = require('path');
 
 const ctor = {float32: Float32Array, int64: BigInt64Array, int32: Int32Array, uint8: Uint8Array,
-              bool: Uint8Array, float64: Float64Array};
+              bool: Uint8Array, float64: Float64Array, int8: Int8Array, float16: Uint16Array};
 
 async function main() {
   const [model, inputsPath, outDir] = process.argv.slice(2);
