@@ -3,9 +3,12 @@
 //
 // quantize rounds half to even and saturates in f32 (f64 for an f64 scale or
 // precision); 4-bit and float8 results are reached by a final cast, which
-// the code generator packs. The recurrences run as one program: per
-// direction, the batch entries in parallel, each stepping serially through
-// time with its state in local buffers (hidden_size must be a constant).
+// the code generator packs. On the cpu target the recurrences run as one
+// program: per direction, the batch entries in parallel, each stepping
+// serially through time with its state in local buffers. On GPU targets
+// the time loop is a loop op launching one step's kernels per iteration
+// (legalize_recurrent_gpu). hidden_size must be a constant.
+#include "ir/normalize.h"
 #include "ir/ops/common.h"
 #include "passes/legalize/legalize.h"
 #include "passes/legalize/te.h"
@@ -143,12 +146,70 @@ struct Act {
   TExpr operator()(const TExpr& x) const { return activate(name, alpha, beta, x); }
 };
 
-std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& call) {
+// What the recurrent ops' attributes say, shared by both forms.
+struct Cell {
+  bool is_lstm = false, is_gru = false;
+  int G = 1, per_dir = 1, dirs = 1;  // gates; activations per direction; directions
+  std::string direction;
+  bool batch_first = false, lbr = false, input_forget = false;
+  double clip = 0;
+  std::vector<std::string> names;
+  std::vector<double> alphas, betas;
+
+  Act act(int d, int k) const {
+    static const char* kDefault[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    size_t at = size_t(d * per_dir + k);
+    Act a;
+    a.name = at < names.size() ? names[at] : kDefault[G == 4 ? 2 : G == 3 ? 1 : 0][k];
+    a.alpha = at < alphas.size() ? alphas[at] : 0;
+    a.beta = at < betas.size() ? betas[at] : 0;
+    if (names.empty()) a.alpha = a.beta = 0;
+    return a;
+  }
+  // f, g, h of direction d.
+  Act f(int d) const { return act(d, 0); }
+  Act g(int d) const { return act(d, per_dir > 1 ? 1 : 0); }
+  Act h(int d) const { return act(d, per_dir > 2 ? 2 : 0); }
+  bool reverse(int d) const { return direction == "reverse" || d == 1; }
+  TExpr clipped(const TExpr& v, DataType t) const {
+    if (clip <= 0) return v;
+    return min_(max_(v, const_of(t, -clip)), const_of(t, clip));
+  }
+};
+
+// nullopt for an activation this legaliser does not know.
+std::optional<Cell> cell_of(const CallNode& call) {
   const std::string& op = ops::op_name(call);
   Attrs attrs = ops::attrs_of(call);
-  bool is_lstm = op == "lstm", is_gru = op == "gru";
-  int G = is_lstm ? 4 : is_gru ? 3 : 1;
-  int per_dir = is_lstm ? 3 : is_gru ? 2 : 1;
+  Cell c;
+  c.is_lstm = op == "lstm";
+  c.is_gru = op == "gru";
+  c.G = c.is_lstm ? 4 : c.is_gru ? 3 : 1;
+  c.per_dir = c.is_lstm ? 3 : c.is_gru ? 2 : 1;
+  c.batch_first = attrs.get_int("layout") == 1;
+  c.direction = attrs.get_string("direction");
+  c.dirs = c.direction == "bidirectional" ? 2 : 1;
+  if (const AttrValue* v = attrs.find("activations")) c.names = std::get<std::vector<std::string>>(*v);
+  c.alphas = attrs.get_floats("activation_alpha");
+  c.betas = attrs.get_floats("activation_beta");
+  for (int d = 0; d < c.dirs; ++d)
+    for (int k = 0; k < c.per_dir; ++k)
+      if (!c.act(d, k)(tir::imm(DataType::f32(), 0))) return std::nullopt;
+  c.clip = attrs.get_float("clip");
+  c.lbr = c.is_gru && attrs.get_bool("linear_before_reset");
+  c.input_forget = c.is_lstm && attrs.get_bool("input_forget");
+  return c;
+}
+
+std::optional<Expr> legalize_recurrent_gpu(LegalizeContext& ctx, const CallNode& call, const Cell& cell);
+
+std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& call) {
+  std::optional<Cell> cell = cell_of(call);
+  if (!cell) return std::nullopt;
+  if (ctx.gpu()) return legalize_recurrent_gpu(ctx, call, *cell);
+  const std::string& op = ops::op_name(call);
+  bool is_lstm = cell->is_lstm, is_gru = cell->is_gru;
+  int G = cell->G;
   ProgramBuilder pb(ctx, op);
   size_t n = call.args.size();
   static const char* kNames[] = {"X", "W", "R", "B", "seq_lens", "init_h", "init_c", "P"};
@@ -169,29 +230,13 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
   Buffer Y = out[0], Yh = out[1], Yc = is_lstm ? out[2] : nullptr;
   if (!R->shape[2].is_const()) return std::nullopt;
   int64_t H = R->shape[2].const_value();
-  bool batch_first = attrs.get_int("layout") == 1;
+  bool batch_first = cell->batch_first;
   SymExpr S = X->shape[batch_first ? 1 : 0], N = X->shape[batch_first ? 0 : 1], I = X->shape[2];
-  std::string direction = attrs.get_string("direction");
-  int dirs = direction == "bidirectional" ? 2 : 1;
-  std::vector<std::string> names;
-  if (const AttrValue* v = attrs.find("activations")) names = std::get<std::vector<std::string>>(*v);
-  std::vector<double> alphas = attrs.get_floats("activation_alpha"), betas = attrs.get_floats("activation_beta");
-  static const char* kDefault[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
-  auto act = [&](int d, int k) {
-    size_t at = size_t(d * per_dir + k);
-    Act a;
-    a.name = at < names.size() ? names[at] : kDefault[G == 4 ? 2 : G == 3 ? 1 : 0][k];
-    a.alpha = at < alphas.size() ? alphas[at] : 0;
-    a.beta = at < betas.size() ? betas[at] : 0;
-    if (names.empty()) a.alpha = a.beta = 0;
-    return a;
-  };
-  for (int d = 0; d < dirs; ++d)
-    for (int k = 0; k < per_dir; ++k)
-      if (!act(d, k)(tir::imm(DataType::f32(), 0))) return std::nullopt;
-  double clip = attrs.get_float("clip");
-  bool lbr = is_gru && attrs.get_bool("linear_before_reset");
-  bool input_forget = is_lstm && attrs.get_bool("input_forget");
+  std::string direction = cell->direction;
+  int dirs = cell->dirs;
+  double clip = cell->clip;
+  bool lbr = cell->lbr;
+  bool input_forget = cell->input_forget;
   DataType t = compute_dtype(X->dtype);
   if (!t.is_float()) return std::nullopt;
   auto cl = [&](const TExpr& v) {
@@ -220,7 +265,7 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
   for (int d = 0; d < dirs; ++d) {
     bool reverse = direction == "reverse" || d == 1;
     std::string sfx = std::to_string(d);
-    Act f = act(d, 0), g = act(d, per_dir > 1 ? 1 : 0), h = act(d, per_dir > 2 ? 2 : 0);
+    Act f = cell->f(d), g = cell->g(d), h = cell->h(d);
     LoopKind par = N.is_const() && N.const_value() <= 1 ? LoopKind::Serial : LoopKind::Parallel;
     SymExpr bv = SymExpr::var("b" + sfx);
     Stmt body = tir::make_for(bv, N, par, [&]() -> Stmt {
@@ -339,6 +384,258 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
   if (is_gru) state.push_back(tmp);
   for (const Buffer& buf : state) body = tir::make_allocate(buf, body);
   return pb.finish(body);
+}
+
+// The recurrences on a GPU. The time loop runs on the host (a loop op
+// whose body launches one step's kernels), so no invocation loops over
+// time: lavapipe ends any loop past 65,535 iterations in one invocation
+// (counted across the loops around it), which the one-program form, a
+// batch row's whole recurrence per invocation, passes at a hidden size of
+// 128 already. Per direction d:
+//   project  gx[s, b, q] = W[d, q] . x[s, b] + Wb[d, q] (+ Rb[d, q] where
+//            the cell adds it at every step), spread over (s, b, q);
+//   init     h0[b, j] (and c0) from init_h (init_c) or zeros;
+//   loop     t in 0..S-1, carrying h (and c):
+//              gates   g[b, q] = gx[pos, b, q] + R[d, q] . h[b] (GRU's
+//                      candidate row apart), spread over (b, q);
+//              update  h', c' and y_t[b, j], spread over (b, j); a row past
+//                      its sequence length keeps its state;
+//            where pos is t, or len_b - 1 - t for the reverse direction;
+//   assemble Y[s, d, b, j] = y_{pos}[b, j] for s < len_b (else 0), Y_h, Y_c.
+std::optional<Expr> legalize_recurrent_gpu(LegalizeContext& ctx, const CallNode& call, const Cell& cell) {
+  const std::string& op = ops::op_name(call);
+  const auto* tup = as<TupleSI>(call.sinfo);
+  if (!tup || tup->fields.size() < size_t(cell.is_lstm ? 3 : 2)) return std::nullopt;
+  size_t n = std::min<size_t>(call.args.size(), 8);
+  std::vector<Expr> arg(8);
+  for (size_t k = 0; k < n; ++k) {
+    std::optional<Expr> e = ctx.bind_tensor(call.args[k], op + "_in");
+    if (!e) return std::nullopt;
+    arg[k] = *e;
+  }
+  auto dims = [](const Expr& e) { return *as<TensorSI>(e->sinfo)->shape; };
+  std::vector<SymExpr> xd = dims(arg[0]), rd = dims(arg[2]);
+  if (!rd[2].is_const()) return std::nullopt;
+  const int64_t H = rd[2].const_value(), G = cell.G;
+  const SymExpr S = xd[cell.batch_first ? 1 : 0], N = xd[cell.batch_first ? 0 : 1], I = xd[2];
+  DataType t = compute_dtype(as<TensorSI>(arg[0]->sinfo)->dtype);
+  if (!t.is_float()) return std::nullopt;
+  auto ld = [&](const Buffer& buf, Index i) { return cast(t, load(buf, std::move(i))); };
+  auto cl = [&](const TExpr& v) { return cell.clipped(v, t); };
+  // Optional inputs of a program: null when the op has none.
+  auto maybe = [&](ProgramBuilder& pb, size_t k, const char* name) -> Buffer {
+    return arg[k] ? pb.input(arg[k], name) : nullptr;
+  };
+  // A row's sequence length, clamped to [0, S].
+  auto length = [&](const Buffer& L, const TExpr& b) {
+    return L ? max_(min_(as_index(load(L, {b})), idx(S)), idx(0)) : idx(S);
+  };
+  // The position step t reads and writes in row b.
+  auto position = [&](int d, const TExpr& len, const TExpr& tt) {
+    TExpr pos = cell.reverse(d) ? len - idx(1) - tt : tt;
+    return max_(min_(pos, idx(S) - idx(1)), idx(0));
+  };
+  StructInfo state_si = tensor_si(t, {N, SymExpr(H)});
+  // Loops over (row, unit) whose iterations are independent, marked so that
+  // the GPU schedule spreads both over threads; `acc` is each iteration's own.
+  Local acc = local("acc", t);
+  auto spread = [&](const std::string& prefix, const SymExpr& unit_extent, const std::function<Stmt(TExpr, TExpr)>& fn) {
+    SymExpr bv = SymExpr::var(prefix + "b"), uv = SymExpr::var(prefix + "u");
+    Stmt inner = with_locals({acc}, fn(idx(bv), idx(uv)));
+    return tir::make_for(bv, N, LoopKind::Parallel, tir::make_for(uv, unit_extent, LoopKind::Parallel, inner));
+  };
+  std::vector<Expr> ys, hs, cs;
+  for (int d = 0; d < cell.dirs; ++d) {
+    std::string sfx = "_d" + std::to_string(d);
+    Act f = cell.f(d), g = cell.g(d), h = cell.h(d);
+    // project
+    Expr gx;
+    {
+      ProgramBuilder pb(ctx, op + "_project");
+      Buffer X = pb.input(arg[0], "X"), W = pb.input(arg[1], "W"), B = maybe(pb, 3, "B");
+      Buffer out = pb.output(tensor_si(t, {S, N, SymExpr(G * H)}), "gx");
+      if (!X || !W || !out) return std::nullopt;
+      Stmt body = compute_reduce(
+          out, {I}, sum_reducer(t),
+          [&](const Index& i, const Index& r) {
+            Index xi = cell.batch_first ? Index{i[1], i[0], r[0]} : Index{i[0], i[1], r[0]};
+            return ld(W, {idx(d), i[2], r[0]}) * ld(X, xi);
+          },
+          [&](const Index& i, const TExpr& acc) {
+            if (!B) return acc;
+            TExpr rb = ld(B, {idx(d), i[2] + idx(G * H)});
+            if (cell.is_gru) rb = select(lt(i[2], idx(2 * H)), rb, zero(t));
+            return acc + ld(B, {idx(d), i[2]}) + rb;
+          });
+      gx = ctx.emit(pb.finish(body), op + "_gx" + sfx);
+    }
+    // init
+    std::vector<Expr> init;
+    for (int k = 0; k < (cell.is_lstm ? 2 : 1); ++k) {
+      ProgramBuilder pb(ctx, op + "_init");
+      Buffer from = maybe(pb, k == 0 ? 5 : 6, "init");
+      Buffer out = pb.output(state_si, "state");
+      if (!out) return std::nullopt;
+      Stmt body = compute(out, [&](const Index& i) {
+        if (!from) return zero(t);
+        return ld(from, cell.batch_first ? Index{i[0], idx(d), i[1]} : Index{idx(d), i[0], i[1]});
+      });
+      init.push_back(ctx.emit(pb.finish(body), op + (k == 0 ? "_h0" : "_c0") + sfx));
+    }
+    // the step
+    Var iv = make_var("t", tensor_si(DataType::i64(), {})), cv = make_var("cond", tensor_si(DataType::boolean(), {}));
+    Var hv = make_var("h", state_si), cvar = make_var("c", state_si);
+    std::vector<Binding> step;
+    auto bind = [&](const Expr& value, const std::string& name) {
+      ensure_struct_info(value, InferContext{ctx.analyzer(), &ctx.module()});
+      Var v = make_var(name, value->sinfo);
+      step.push_back(Binding{v, value, nullptr});
+      return v;
+    };
+    Expr gates, rh;  // rh: GRU's R h + Rb of the candidate row, with linear_before_reset
+    {
+      ProgramBuilder pb(ctx, op + "_gates");
+      Buffer GX = pb.input(gx, "gx"), T = pb.input(iv, "t"), Hs = pb.input(hv, "h"), R = pb.input(arg[2], "R");
+      Buffer L = maybe(pb, 4, "seq_lens"), B = cell.lbr ? maybe(pb, 3, "B") : nullptr;
+      Buffer out = pb.output(tensor_si(t, {N, SymExpr(G * H)}), "gates");
+      Buffer rhb = cell.lbr ? pb.output(state_si, "rh") : nullptr;
+      if (!GX || !T || !Hs || !R || !out || (cell.lbr && !rhb)) return std::nullopt;
+      auto dot = [&](const TExpr& b, const TExpr& row) {
+        return accumulate(
+            acc, {SymExpr(H)}, [&](const Index& k) { return ld(R, {idx(d), row, k[0]}) * load(Hs, {b, k[0]}); },
+            [](const TExpr& a, const TExpr& v) { return a + v; }, "k");
+      };
+      Stmt main = spread("g", SymExpr(G * H), [&](TExpr b, TExpr q) {
+        TExpr pos = position(d, length(L, b), load(T, {}));
+        std::vector<Stmt> st{acc.set(load(GX, {pos, b, q}))};
+        Stmt rec = dot(b, q);
+        st.push_back(cell.is_gru ? tir::make_if(lt(q, idx(2 * H)), rec) : rec);
+        st.push_back(tir::make_store(out, {b, q}, acc.get()));
+        return tir::make_seq(st);
+      });
+      std::vector<Stmt> body{main};
+      if (rhb)
+        body.push_back(spread("r", SymExpr(H), [&](TExpr b, TExpr u) {
+          TExpr j = u + idx(2 * H);
+          return tir::make_seq({acc.set(B ? ld(B, {idx(d), j + idx(G * H)}) : zero(t)), dot(b, j),
+                                tir::make_store(rhb, {b, u}, acc.get())});
+        }));
+      Var r = bind(pb.finish(tir::make_seq(body)), "gates");
+      if (rhb) {
+        gates = bind(make_tuple_get_item(r, 0), "gates_x");
+        rh = bind(make_tuple_get_item(r, 1), "rh");
+      } else {
+        gates = r;
+      }
+    }
+    Expr h2, c2, y;
+    {
+      ProgramBuilder pb(ctx, op + "_update");
+      Buffer Gs = pb.input(gates, "gates"), T = pb.input(iv, "t"), Hs = pb.input(hv, "h");
+      Buffer Cs = cell.is_lstm ? pb.input(cvar, "c") : nullptr, RH = rh ? pb.input(rh, "rh") : nullptr;
+      Buffer L = maybe(pb, 4, "seq_lens"), P = cell.is_lstm ? maybe(pb, 7, "P") : nullptr;
+      bool cand_dot = cell.is_gru && !cell.lbr;
+      Buffer R = cand_dot ? pb.input(arg[2], "R") : nullptr, B = cand_dot ? maybe(pb, 3, "B") : nullptr;
+      Buffer ho = pb.output(state_si, "h_next"), co = cell.is_lstm ? pb.output(state_si, "c_next") : nullptr;
+      Buffer yo = pb.output(state_si, "y");
+      if (!Gs || !T || !Hs || !ho || !yo || (cell.is_lstm && (!Cs || !co)) || (cand_dot && !R)) return std::nullopt;
+      Stmt body = spread("u", SymExpr(H), [&](TExpr b, TExpr j) {
+        TExpr active = lt(load(T, {}), length(L, b));
+        auto gate = [&](int k) { return load(Gs, {b, j + idx(k * H)}); };
+        std::vector<Stmt> st;
+        TExpr hn, cn;
+        if (cell.G == 1) {
+          hn = f(cl(gate(0)));
+        } else if (cell.is_lstm) {
+          TExpr cp = load(Cs, {b, j});
+          auto peep = [&](int k) { return P ? ld(P, {idx(d), j + idx(k * H)}) : zero(t); };
+          TExpr ig = f(cl(gate(0) + peep(0) * cp));
+          TExpr fg = cell.input_forget ? one(t) - ig : f(cl(gate(2) + peep(2) * cp));
+          cn = fg * cp + ig * g(cl(gate(3)));
+          hn = f(cl(gate(1) + peep(1) * cn)) * h(cn);
+        } else {
+          TExpr z = f(cl(gate(0)));
+          TExpr pre;
+          if (cell.lbr) {
+            pre = gate(2) + f(cl(gate(1))) * load(RH, {b, j});
+          } else {
+            // R[2H + j] . (r * h) + Rb[2H + j], r of every unit.
+            st.push_back(acc.set(B ? ld(B, {idx(d), j + idx(2 * H + G * H)}) : zero(t)));
+            st.push_back(accumulate(
+                acc, {SymExpr(H)},
+                [&](const Index& k) {
+                  return ld(R, {idx(d), j + idx(2 * H), k[0]}) * f(cl(load(Gs, {b, k[0] + idx(H)}))) *
+                         load(Hs, {b, k[0]});
+                },
+                [](const TExpr& a, const TExpr& v) { return a + v; }, "k"));
+            pre = gate(2) + acc.get();
+          }
+          hn = (one(t) - z) * g(cl(pre)) + z * load(Hs, {b, j});
+        }
+        st.push_back(tir::make_store(ho, {b, j}, select(active, hn, load(Hs, {b, j}))));
+        if (co) st.push_back(tir::make_store(co, {b, j}, select(active, cn, load(Cs, {b, j}))));
+        st.push_back(tir::make_store(yo, {b, j}, select(active, hn, zero(t))));
+        return tir::make_seq(st);
+      });
+      Var r = bind(pb.finish(body), "step");
+      h2 = bind(make_tuple_get_item(r, 0), "h_next");
+      if (cell.is_lstm) c2 = bind(make_tuple_get_item(r, 1), "c_next");
+      y = bind(make_tuple_get_item(r, cell.is_lstm ? 2 : 1), "y");
+    }
+    std::vector<Var> params{iv, cv, hv};
+    std::vector<Expr> results{cv, h2};
+    if (cell.is_lstm) {
+      params.push_back(cvar);
+      results.push_back(c2);
+    }
+    results.push_back(y);
+    Expr ret = make_tuple(results);
+    SeqExpr seq = make_seq({BindingBlock{false, std::move(step)}}, ret);
+    ensure_struct_info(seq, InferContext{ctx.analyzer(), &ctx.module()});
+    Expr fn = ctx.emit(make_function(params, seq, seq->sinfo), op + "_step" + sfx);
+    Expr loop = ctx.emit(make_op_call("loop", {fn, make_prim_int(S), make_prim_bool(true), make_tuple(init)}),
+                         op + "_loop" + sfx);
+    hs.push_back(ctx.emit(make_tuple_get_item(loop, 0), op + "_h" + sfx));
+    if (cell.is_lstm) cs.push_back(ctx.emit(make_tuple_get_item(loop, 1), op + "_c" + sfx));
+    ys.push_back(ctx.emit(make_tuple_get_item(loop, cell.is_lstm ? 2 : 1), op + "_ys" + sfx));
+  }
+  // assemble
+  ProgramBuilder pb(ctx, op + "_assemble");
+  std::vector<Buffer> Ys, Hf, Cf;
+  for (int d = 0; d < cell.dirs; ++d) {
+    Ys.push_back(pb.input(ys[size_t(d)], "ys"));
+    Hf.push_back(pb.input(hs[size_t(d)], "h"));
+    if (cell.is_lstm) Cf.push_back(pb.input(cs[size_t(d)], "c"));
+  }
+  Buffer L = maybe(pb, 4, "seq_lens");
+  Buffer Y = pb.output(tup->fields[0], "Y"), Yh = pb.output(tup->fields[1], "Y_h");
+  Buffer Yc = cell.is_lstm ? pb.output(tup->fields[2], "Y_c") : nullptr;
+  for (const Buffer& b : Ys)
+    if (!b) return std::nullopt;
+  if (!Y || !Yh || (cell.is_lstm && !Yc)) return std::nullopt;
+  // One value per direction, chosen by the direction index.
+  auto by_dir = [&](const TExpr& dv, const std::function<TExpr(int)>& v) {
+    TExpr out = v(cell.dirs - 1);
+    for (int d = cell.dirs - 2; d >= 0; --d) out = select(eq(dv, idx(d)), v(d), out);
+    return out;
+  };
+  std::vector<Stmt> body;
+  body.push_back(compute(Y, [&](const Index& i) {
+    TExpr s = cell.batch_first ? i[1] : i[0], dv = cell.batch_first ? i[2] : i[1];
+    TExpr b = cell.batch_first ? i[0] : i[2], j = i[3];
+    TExpr len = length(L, b);
+    TExpr v = by_dir(dv, [&](int d) { return load(Ys[size_t(d)], {position(d, len, s), b, j}); });
+    return cast(Y->dtype, select(lt(s, len), v, zero(t)));
+  }));
+  auto finals = [&](const Buffer& out, const std::vector<Buffer>& from) {
+    return compute(out, [&](const Index& i) {
+      TExpr dv = cell.batch_first ? i[1] : i[0], b = cell.batch_first ? i[0] : i[1];
+      return cast(out->dtype, by_dir(dv, [&](int d) { return load(from[size_t(d)], {b, i[2]}); }));
+    });
+  };
+  body.push_back(finals(Yh, Hf));
+  if (Yc) body.push_back(finals(Yc, Cf));
+  return pb.finish(tir::make_seq(body));
 }
 
 }  // namespace

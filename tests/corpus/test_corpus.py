@@ -37,15 +37,7 @@ EXPECTED = {
     "t5_encoder": dict(named=True, match_casts=0),
     "whisper_encoder": dict(named=True, match_casts=0),
     "vit": dict(named=True, match_casts=0),
-    # Refused on vulkan (lavapipe), no longer a silent wrong answer: lavapipe
-    # stops a loop after 65,535 iterations in one invocation, counted across
-    # the iterations of the loops around it, without an error. The GRU's
-    # input-projection loop runs steps x 3 hidden x input times in its one
-    # invocation per batch row (25 x 72 x 48 here); the runtime refuses that
-    # call there with an error naming lavapipe (docs/vulkan.md). cpu is right.
-    # Strict: the case must fail with that error (not a wrong answer, not a
-    # pass) until the time loop is split over dispatches.
-    "gru_tagger": dict(named=True, match_casts=0, known_refused={"vulkan": {"b3_s25": "lavapipe"}}),
+    "gru_tagger": dict(named=True, match_casts=0),
     "lstm_forecaster": dict(named=True, match_casts=0),
     "detect_head": dict(named=True, match_casts=0),
     # export_contrib.py: com.microsoft graphs against ONNX Runtime's outputs
