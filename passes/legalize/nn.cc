@@ -273,7 +273,10 @@ std::optional<Expr> legalize_conv_transpose(LegalizeContext& ctx, const CallNode
     wi.insert(wi.end(), r.begin() + 1, r.end());
     return cast(acc, load(w, wi));
   };
-  if (acc != y->dtype) {
+  if (acc != y->dtype || ctx.gpu()) {
+    // Per element with a local accumulator: narrow floats (accumulated in
+    // f32), and on GPU targets (a thread per output element; the row form
+    // loops over a whole output row per tap in one invocation).
     LoopHints hints{true, false, num_elements(reduce)};
     return pb.finish(loop_nest(
         y->shape,

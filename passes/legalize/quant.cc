@@ -426,23 +426,25 @@ std::optional<Expr> legalize_recurrent_gpu(LegalizeContext& ctx, const CallNode&
   auto maybe = [&](ProgramBuilder& pb, size_t k, const char* name) -> Buffer {
     return arg[k] ? pb.input(arg[k], name) : nullptr;
   };
-  // A row's sequence length, clamped to [0, S].
-  auto length = [&](const Buffer& L, const TExpr& b) {
-    return L ? max_(min_(as_index(load(L, {b})), idx(S)), idx(0)) : idx(S);
+  // A row's sequence length, clamped to [0, S] (S as program `pb` has it).
+  auto length = [&](ProgramBuilder& pb, const Buffer& L, const TExpr& b) {
+    TExpr s = idx(pb.sym(S));
+    return L ? max_(min_(as_index(load(L, {b})), s), idx(0)) : s;
   };
   // The position step t reads and writes in row b.
-  auto position = [&](int d, const TExpr& len, const TExpr& tt) {
+  auto position = [&](ProgramBuilder& pb, int d, const TExpr& len, const TExpr& tt) {
     TExpr pos = cell.reverse(d) ? len - idx(1) - tt : tt;
-    return max_(min_(pos, idx(S) - idx(1)), idx(0));
+    return max_(min_(pos, idx(pb.sym(S)) - idx(1)), idx(0));
   };
   StructInfo state_si = tensor_si(t, {N, SymExpr(H)});
   // Loops over (row, unit) whose iterations are independent, marked so that
   // the GPU schedule spreads both over threads; `acc` is each iteration's own.
   Local acc = local("acc", t);
-  auto spread = [&](const std::string& prefix, const SymExpr& unit_extent, const std::function<Stmt(TExpr, TExpr)>& fn) {
+  auto spread = [&](ProgramBuilder& pb, const std::string& prefix, const SymExpr& units,
+                    const std::function<Stmt(TExpr, TExpr)>& fn) {
     SymExpr bv = SymExpr::var(prefix + "b"), uv = SymExpr::var(prefix + "u");
     Stmt inner = with_locals({acc}, fn(idx(bv), idx(uv)));
-    return tir::make_for(bv, N, LoopKind::Parallel, tir::make_for(uv, unit_extent, LoopKind::Parallel, inner));
+    return tir::make_for(bv, pb.dim(N), LoopKind::Parallel, tir::make_for(uv, units, LoopKind::Parallel, inner));
   };
   std::vector<Expr> ys, hs, cs;
   for (int d = 0; d < cell.dirs; ++d) {
@@ -456,7 +458,7 @@ std::optional<Expr> legalize_recurrent_gpu(LegalizeContext& ctx, const CallNode&
       Buffer out = pb.output(tensor_si(t, {S, N, SymExpr(G * H)}), "gx");
       if (!X || !W || !out) return std::nullopt;
       Stmt body = compute_reduce(
-          out, {I}, sum_reducer(t),
+          out, {pb.dim(I)}, sum_reducer(t),
           [&](const Index& i, const Index& r) {
             Index xi = cell.batch_first ? Index{i[1], i[0], r[0]} : Index{i[0], i[1], r[0]};
             return ld(W, {idx(d), i[2], r[0]}) * ld(X, xi);
@@ -505,8 +507,8 @@ std::optional<Expr> legalize_recurrent_gpu(LegalizeContext& ctx, const CallNode&
             acc, {SymExpr(H)}, [&](const Index& k) { return ld(R, {idx(d), row, k[0]}) * load(Hs, {b, k[0]}); },
             [](const TExpr& a, const TExpr& v) { return a + v; }, "k");
       };
-      Stmt main = spread("g", SymExpr(G * H), [&](TExpr b, TExpr q) {
-        TExpr pos = position(d, length(L, b), load(T, {}));
+      Stmt main = spread(pb, "g", SymExpr(G * H), [&](TExpr b, TExpr q) {
+        TExpr pos = position(pb, d, length(pb, L, b), load(T, {}));
         std::vector<Stmt> st{acc.set(load(GX, {pos, b, q}))};
         Stmt rec = dot(b, q);
         st.push_back(cell.is_gru ? tir::make_if(lt(q, idx(2 * H)), rec) : rec);
@@ -515,7 +517,7 @@ std::optional<Expr> legalize_recurrent_gpu(LegalizeContext& ctx, const CallNode&
       });
       std::vector<Stmt> body{main};
       if (rhb)
-        body.push_back(spread("r", SymExpr(H), [&](TExpr b, TExpr u) {
+        body.push_back(spread(pb, "r", SymExpr(H), [&](TExpr b, TExpr u) {
           TExpr j = u + idx(2 * H);
           return tir::make_seq({acc.set(B ? ld(B, {idx(d), j + idx(G * H)}) : zero(t)), dot(b, j),
                                 tir::make_store(rhb, {b, u}, acc.get())});
@@ -539,8 +541,8 @@ std::optional<Expr> legalize_recurrent_gpu(LegalizeContext& ctx, const CallNode&
       Buffer ho = pb.output(state_si, "h_next"), co = cell.is_lstm ? pb.output(state_si, "c_next") : nullptr;
       Buffer yo = pb.output(state_si, "y");
       if (!Gs || !T || !Hs || !ho || !yo || (cell.is_lstm && (!Cs || !co)) || (cand_dot && !R)) return std::nullopt;
-      Stmt body = spread("u", SymExpr(H), [&](TExpr b, TExpr j) {
-        TExpr active = lt(load(T, {}), length(L, b));
+      Stmt body = spread(pb, "u", SymExpr(H), [&](TExpr b, TExpr j) {
+        TExpr active = lt(load(T, {}), length(pb, L, b));
         auto gate = [&](int k) { return load(Gs, {b, j + idx(k * H)}); };
         std::vector<Stmt> st;
         TExpr hn, cn;
@@ -623,8 +625,8 @@ std::optional<Expr> legalize_recurrent_gpu(LegalizeContext& ctx, const CallNode&
   body.push_back(compute(Y, [&](const Index& i) {
     TExpr s = cell.batch_first ? i[1] : i[0], dv = cell.batch_first ? i[2] : i[1];
     TExpr b = cell.batch_first ? i[0] : i[2], j = i[3];
-    TExpr len = length(L, b);
-    TExpr v = by_dir(dv, [&](int d) { return load(Ys[size_t(d)], {position(d, len, s), b, j}); });
+    TExpr len = length(pb, L, b);
+    TExpr v = by_dir(dv, [&](int d) { return load(Ys[size_t(d)], {position(pb, d, len, s), b, j}); });
     return cast(Y->dtype, select(lt(s, len), v, zero(t)));
   }));
   auto finals = [&](const Buffer& out, const std::vector<Buffer>& from) {

@@ -5,8 +5,9 @@ On a GPU the recurrences run their time loop on the host, one step's
 kernels per iteration (passes/legalize/quant.cc); the cpu target keeps the
 one-program form that the ONNX conformance cases check. Every form is
 built for both targets and compared: the three directions, both layouts,
-sequence lengths (one of them 0), initial states, clip, peepholes,
-input_forget and GRU's linear_before_reset; and one LSTM of hidden size
+sequence lengths (one of them 0), steps and batch symbolic or constant,
+initial states, clip, peepholes, input_forget and GRU's
+linear_before_reset; and one LSTM of hidden size
 128 over 40 steps, whose one-program form lavapipe refused (it ends a loop
 after 65,535 iterations in one invocation).
 
@@ -24,7 +25,8 @@ from onnx import TensorProto, helper
 from tool_check import check, finish, run, save
 
 
-def recurrent(rng, op, direction, layout, seq_lens, lbr=0, peep=0, clip=0, init=0, forget=0, S=5, N=3, I=4, H=6):
+def recurrent(rng, op, direction, layout, seq_lens, lbr=0, peep=0, clip=0, init=0, forget=0, S=5, N=3, I=4, H=6,
+              named=False):
     G = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
     D = 2 if direction == "bidirectional" else 1
     x = rng.standard_normal((N, S, I) if layout else (S, N, I)).astype(np.float32)
@@ -57,7 +59,9 @@ def recurrent(rng, op, direction, layout, seq_lens, lbr=0, peep=0, clip=0, init=
         attrs["input_forget"] = 1
     outs = ["Y", "Yh"] + (["Yc"] if op == "LSTM" else [])
     g = helper.make_graph([helper.make_node(op, ins, outs, **attrs)], "g",
-                          [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("X", TensorProto.FLOAT,
+                                                         (["batch", "steps"] if layout else ["steps", "batch"]) + [I]
+                                                         if named else list(x.shape))],
                           [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), x, outs
 
@@ -67,13 +71,13 @@ def cases():
     for op in ("LSTM", "GRU", "RNN"):
         for k, direction in enumerate(("forward", "reverse", "bidirectional")):
             for layout in (0, 1):
-                f = dict(seq_lens=(k + layout) % 2, init=layout, clip=1 - layout)
+                f = dict(seq_lens=(k + layout) % 2, init=layout, clip=1 - layout, named=(k + layout + 1) % 2 == 1)
                 if op == "LSTM":
                     f.update(peep=layout, forget=1 - layout)
                 if op == "GRU":
                     f.update(lbr=(k + layout + 1) % 2)
                 out.append((op, direction, layout, f))
-    out.append(("LSTM", "forward", 0, dict(seq_lens=0, S=40, N=1, I=32, H=128)))
+    out.append(("LSTM", "forward", 0, dict(seq_lens=0, S=40, N=1, I=32, H=128, named=True)))
     return out
 
 
