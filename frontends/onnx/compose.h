@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "frontends/onnx/context.h"
+#include "frontends/onnx/shape_util.h"
 
 namespace relax::onnx_fe {
 
@@ -33,11 +34,36 @@ inline Expr slice_axis(Context& ctx, Expr x, int64_t axis, SymExpr begin, SymExp
   return op(ctx, "strided_slice", {x}, {{"axes", Ints{axis}}, {"begin", Dims{begin}}, {"end", Dims{end}}});
 }
 
+// A broadcasting op whose operands' dims are not provably equal (an FPN's
+// upsampled (((h + 1) // 2 + 1) // 2) * 2 beside its skip's (h + 1) // 2)
+// keeps dims anyway: per axis, the dim of the operands that is not 1, the
+// shorter where two differ; the match_cast that gives them checks them at
+// run time, where the op would have failed.
+inline Expr broadcast_op(Context& ctx, const std::string& op, std::vector<Expr> args) {
+  Expr r = ctx.emit_op(op, args);
+  const auto* t = as<TensorSI>(sinfo_of(r));
+  if (!t || t->shape || t->ndim < 0) return r;
+  std::vector<SymExpr> want(size_t(t->ndim));
+  for (const Expr& a : args) {
+    const auto* at = as<TensorSI>(sinfo_of(a));
+    if (!at || !at->shape || at->ndim > t->ndim) return r;
+    size_t off = size_t(t->ndim - at->ndim);
+    for (size_t k = 0; k < at->shape->size(); ++k) {
+      SymExpr& w = want[off + k];
+      const SymExpr& d = (*at->shape)[k];
+      if (!w.defined() || w.is_const(1) || (!d.is_const(1) && to_string(d).size() < to_string(w).size())) w = d;
+    }
+  }
+  for (SymExpr& w : want)
+    if (!w.defined()) w = 1;
+  return shape::settle(ctx, r, want);
+}
+
 // a * b (broadcasting).
-inline Expr mul(Context& ctx, Expr a, Expr b) { return op(ctx, "multiply", {a, b}); }
+inline Expr mul(Context& ctx, Expr a, Expr b) { return broadcast_op(ctx, "multiply", {a, b}); }
 
 // a + b (broadcasting).
-inline Expr add(Context& ctx, Expr a, Expr b) { return op(ctx, "add", {a, b}); }
+inline Expr add(Context& ctx, Expr a, Expr b) { return broadcast_op(ctx, "add", {a, b}); }
 
 // ---- Dtypes and scalars --------------------------------------------------------------
 

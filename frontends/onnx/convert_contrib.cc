@@ -221,9 +221,12 @@ Expr mask_allowed(Context& ctx, Expr mask, const SymExpr& batch, const SymExpr& 
 // heads shares a key head): softmax(scale q k^T + bias, masked) v as (B, S,
 // N * Hv). The node's attributes: scale (1 / sqrt(H) when 0 or absent),
 // unidirectional (key j allowed up to past_len + s), mask_filter_value (the
-// score of a masked key); `mask` as mask_allowed reads it.
+// score of a masked key); `mask` as mask_allowed reads it. With a
+// `window` of W >= 0, query s sees only the last W keys up to its own
+// position past_len + s (a sliding window, as ONNX Runtime 1.30 and
+// Mistral's sliding_window count it).
 Expr attend(Context& ctx, Expr q, Expr k, Expr v, const SymExpr& past_len, std::optional<Expr> mask,
-            std::optional<Expr> bias, bool causal) {
+            std::optional<Expr> bias, bool causal, int64_t window = -1) {
   DataType dt = expr_dtype(q);
   Dims qd = dims_of(ctx, q), kd = dims_of(ctx, k);
   int64_t heads = const_dim(ctx, qd[1], "head count"), kv_heads = const_dim(ctx, kd[1], "key head count");
@@ -252,7 +255,10 @@ Expr attend(Context& ctx, Expr q, Expr k, Expr v, const SymExpr& past_len, std::
   if (causal || ctx.attr_int("unidirectional", 0)) {
     Expr i = reshape(ctx, iota(ctx, seq), {seq, SymExpr(1)});
     Expr j = reshape(ctx, iota(ctx, total), {SymExpr(1), total});
-    Expr c = op(ctx, "less_equal", {j, add(ctx, i, dim_scalar(ctx, past_len))});
+    Expr last = add(ctx, i, dim_scalar(ctx, past_len));
+    Expr c = op(ctx, "less_equal", {j, last});
+    if (window >= 0)
+      c = op(ctx, "logical_and", {c, op(ctx, "greater", {add(ctx, j, ctx.scalar(kI64, window)), last})});
     allowed = allowed ? op(ctx, "logical_and", {*allowed, c}) : c;
   }
   if (allowed) {
@@ -370,17 +376,16 @@ std::vector<Value> convert_multi_head_attention(Context& ctx) {
 // with the new keys after it, and query row s sees keys j <= P + s that lie
 // below its batch's seqlens_k + 1: the layout of a past buffer holding
 // exactly the tokens so far. Rotary (do_rotary) turns Q and the new K at
-// positions P + s. Shared past/present buffers (a past longer than the
-// tokens so far), local_window_size, position_ids, attention_bias,
-// head_sink and smooth_softmax are not supported.
+// positions P + s, or at position_ids (B, S) when given. local_window_size
+// W >= 0 limits row s to the W keys up to P + s; attention_bias (B or
+// 1, N or 1, S, T) is added to the scores. Shared past/present buffers (a
+// past longer than the tokens so far), head_sink and smooth_softmax are
+// not supported.
 std::vector<Value> convert_group_query_attention(Context& ctx) {
   int64_t heads = ctx.attr_int("num_heads"), kv_heads = ctx.attr_int("kv_num_heads");
   if (heads < 1 || kv_heads < 1 || heads % kv_heads) ctx.fail("needs num_heads, a multiple of kv_num_heads");
-  if (ctx.num_inputs() > 9 && ctx.has_input(9)) ctx.unsupported("position_ids");
-  if (ctx.num_inputs() > 10 && ctx.has_input(10)) ctx.unsupported("attention_bias");
   if (ctx.num_inputs() > 11 && ctx.has_input(11)) ctx.unsupported("head_sink");
   if (ctx.attr_int("smooth_softmax", 0)) ctx.unsupported("smooth_softmax");
-  if (ctx.attr_int("local_window_size", -1) >= 0) ctx.unsupported("local_window_size");
   Dims qs = ctx.bound_shape(0);
   Expr q = ctx.expr(0), k, v;
   int64_t width = const_dim(ctx, qs[2], "query width");
@@ -397,7 +402,8 @@ std::vector<Value> convert_group_query_attention(Context& ctx) {
   if (ctx.has_input(3)) past_len = ctx.bound_shape(3)[2];
   if (ctx.attr_int("do_rotary", 0)) {  // Q and the new K at positions P .. P + S - 1
     if (!ctx.has_input(7) || !ctx.has_input(8)) ctx.fail("do_rotary needs cos_cache and sin_cache");
-    Expr pos = reshape(ctx, add(ctx, iota(ctx, qs[1]), dim_scalar(ctx, past_len)), {SymExpr(1), qs[1]});
+    Expr pos = ctx.has_input(9) ? cast_to(ctx, ctx.expr(9), kI64)
+                                : reshape(ctx, add(ctx, iota(ctx, qs[1]), dim_scalar(ctx, past_len)), {SymExpr(1), qs[1]});
     Angles a = gather_angles(ctx, pos, ctx.expr(7), ctx.expr(8));
     bool interleaved = ctx.attr_int("rotary_interleaved", 0) != 0;
     auto turn = [&](Expr e, int64_t n) {  // (B, S, n H) -> (B, S, n, H), rotated, back
@@ -417,7 +423,8 @@ std::vector<Value> convert_group_query_attention(Context& ctx) {
   }
   // Keys below each batch's seqlens_k + 1, as key lengths (B,).
   Expr lengths = add(ctx, cast_to(ctx, ctx.expr(5), kI64), ctx.scalar(kI64, 1));
-  Expr out = attend(ctx, q, k, v, past_len, lengths, std::nullopt, /*causal=*/true);
+  std::optional<Expr> bias = optional_input(ctx, 10);
+  Expr out = attend(ctx, q, k, v, past_len, lengths, bias, /*causal=*/true, ctx.attr_int("local_window_size", -1));
   return {expr_value(out), expr_value(k), expr_value(v)};
 }
 

@@ -305,12 +305,12 @@ std::vector<Value> convert_unary(Context& ctx, const UnaryDef& d) {
 std::vector<Value> convert_binary(Context& ctx, const BinaryDef& d) {
   if (auto v = try_fold(ctx, d.fold, d.to_bool)) return {*v};
   Expr a = ctx.expr(0);
-  return {emit(ctx, d.op, {a, legacy_rhs(ctx)})};
+  return {expr_value(broadcast_op(ctx, d.op, {a, legacy_rhs(ctx)}))};
 }
 
 Expr fold_left(Context& ctx, const std::string& op) {
   Expr acc = ctx.expr(0);
-  for (size_t i = 1; i < ctx.num_inputs(); ++i) acc = ctx.emit_op(op, {acc, ctx.expr(i)});
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) acc = broadcast_op(ctx, op, {acc, ctx.expr(i)});
   return acc;
 }
 

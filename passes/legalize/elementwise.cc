@@ -37,7 +37,7 @@ std::optional<Operand> operand(ProgramBuilder& pb, const Expr& arg, const std::s
 
 // The result of a broadcasting op whose dims the operands' do not determine
 // at compile time (two of them different variables, either of which may be
-// 1): call_pure_builtin("relax.broadcast_shape", (tensor operands...)) bound
+// 1): call_pure_builtin("relax.broadcast_shape", (tensor operands..., "var")) bound
 // by a match_cast to fresh variables bcast_d0, bcast_d1, ...; the program
 // then reads each operand with run-time `dim == 1` selects (load_bcast).
 std::optional<StructInfo> runtime_broadcast(LegalizeContext& ctx, const CallNode& call, size_t num_operands) {
@@ -47,6 +47,7 @@ std::optional<StructInfo> runtime_broadcast(LegalizeContext& ctx, const CallNode
   for (size_t k = 0; k < num_operands; ++k)
     if (as<TensorSI>(call.args[k]->sinfo)) tensors.push_back(call.args[k]);
   if (tensors.empty()) return std::nullopt;
+  if (!ctx.call_name().empty()) tensors.push_back(make_string(ctx.call_name()));  // names it in an error
   Expr value = ctx.call_pure_builtin("relax.broadcast_shape", tensors, shape_si_ndim(t->ndim));
   return tensor_si(t->dtype, *ctx.bind_shape(value, "bcast"));
 }

@@ -140,6 +140,8 @@ class LegalizeContext {
   // Used by the pass around each legaliser call; `name` is the variable
   // the call is bound to.
   void begin_call(bool in_dataflow, std::string name);
+  // The variable the call being legalised is bound to (for run-time messages).
+  const std::string& call_name() const { return name_; }
   std::vector<Binding> take_pending();
 
  private:

@@ -16,8 +16,11 @@ node as those tools fuse them, with random seeded weights.
                    heads, rotary, past, prompt and decode steps)
   contrib_misc     BiasSoftmax (inner and outer broadcast), BiasAdd,
                    GemmFastGelu
+  gqa_window_ort   GroupQueryAttention with a sliding window
+                   (local_window_size), rotary at position_ids, an
+                   attention_bias and softcap (prompt and decode steps)
 
-The references of the first two are ONNX Runtime's own outputs (npm's
+The references of all but contrib_misc are ONNX Runtime's own outputs (npm's
 onnxruntime-node 1.30, CPU, optimisations off), through ort_reference.js;
 BiasSoftmax, BiasAdd and GemmFastGelu have no CPU kernel in ONNX Runtime,
 so theirs come from numpy, by the formulas of its CUDA kernels.
@@ -197,6 +200,44 @@ def attention_ort():
     return m, cases
 
 
+# ---- gqa_window_ort: GroupQueryAttention with a sliding window -----------------------------
+
+def gqa_window_ort():
+    """A Mistral-style decoder's attention as ONNX Runtime's tools write it:
+    a sliding window (local_window_size), rotary at explicit position_ids,
+    an additive attention_bias and softcap."""
+    global rng
+    rng = np.random.default_rng(5)  # its own inputs, with --only or without
+    N, NKV, H, MAXS, W = 4, 2, 16, 64, 3
+    inv = 1.0 / (10000 ** (np.arange(0, H, 2, dtype=np.float32) / H))
+    ang = np.arange(MAXS, dtype=np.float32)[:, None] * inv[None, :]
+    inits = [init("cos_cache", np.cos(ang).astype(np.float32)), init("sin_cache", np.sin(ang).astype(np.float32))]
+    nodes = [helper.make_node("GroupQueryAttention", ["q", "k", "v", "past_key", "past_value", "seqlens_k",
+                                                      "total_sequence_length", "cos_cache", "sin_cache",
+                                                      "position_ids", "attention_bias"],
+                              ["out", "present_key", "present_value"], domain=MS, num_heads=N, kv_num_heads=NKV,
+                              do_rotary=1, local_window_size=W, softcap=2.0, name="GQA_window")]
+    m = model("gqa_window_ort", nodes,
+              [vi("q", TensorProto.FLOAT, ["batch", "seq", N * H]), vi("k", TensorProto.FLOAT, ["batch", "seq", NKV * H]),
+               vi("v", TensorProto.FLOAT, ["batch", "seq", NKV * H]),
+               vi("past_key", TensorProto.FLOAT, ["batch", NKV, "past", H]),
+               vi("past_value", TensorProto.FLOAT, ["batch", NKV, "past", H]),
+               vi("seqlens_k", TensorProto.INT32, ["batch"]), vi("total_sequence_length", TensorProto.INT32, []),
+               vi("position_ids", TensorProto.INT64, ["batch", "seq"]),
+               vi("attention_bias", TensorProto.FLOAT, ["batch", 1, "seq", "total"])],
+              [vi("out", TensorProto.FLOAT, ["batch", "seq", N * H]),
+               vi("present_key", TensorProto.FLOAT, ["batch", NKV, "total", H]),
+               vi("present_value", TensorProto.FLOAT, ["batch", NKV, "total", H])], inits)
+    cases = []
+    for b, s, past in ((1, 6, 0), (2, 1, 7), (1, 2, 9)):
+        pos = np.broadcast_to(np.arange(past, past + s, dtype=np.int64) + 2, (b, s)).copy()
+        cases.append((f"b{b}_s{s}_p{past}", [
+            f32(b, s, N * H, scale=1.0), f32(b, s, NKV * H, scale=1.0), f32(b, s, NKV * H, scale=1.0),
+            f32(b, NKV, past, H, scale=1.0), f32(b, NKV, past, H, scale=1.0), np.full((b,), past + s - 1, np.int32),
+            np.array(past + s, np.int32), pos, f32(b, 1, s, past + s, scale=0.5)]))
+    return m, cases
+
+
 # ---- contrib_misc (numpy references) -------------------------------------------------------
 
 def softmax_from(z, axis):
@@ -284,9 +325,13 @@ def save(name, m, cases, node_modules):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ort-node", required=True, help="a node_modules folder holding onnxruntime-node")
+    ap.add_argument("--only", help="write only this model")
     args = ap.parse_args()
     for name, make in (("bert_ort_fused", bert_ort_fused), ("llm_ort_fused", llm_ort_fused),
-                       ("attention_ort", attention_ort), ("contrib_misc", contrib_misc)):
+                       ("attention_ort", attention_ort), ("contrib_misc", contrib_misc),
+                       ("gqa_window_ort", gqa_window_ort)):
+        if args.only and name != args.only:
+            continue
         m, cases = make()
         save(name, m, cases, args.ort_node)
 

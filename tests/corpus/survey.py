@@ -13,7 +13,7 @@ python3-onnx), node and npm's onnxruntime-node (ORT_NODE_PATH or
 
 Per model it prints: imported, the outputs' dims (named or not), the
 match_casts left in @main, and per target built and, per shape, the largest
-error relative to the reference output's range.
+absolute error and the largest relative to the reference output's range.
 """
 import argparse
 import json
@@ -68,6 +68,20 @@ MODELS = {
     "picodet_xs_416_coco_lcnet_sim": (
         "PaddlePaddle/Paddle2ONNX@5ea2d29:model_zoo/rk3588/detection/picodet/weights/onnx/picodet_xs_416_coco_lcnet_sim.onnx",
         [], [{"image": [1, 3, 416, 416]}]),
+    # Kazuhito00/PaddleOCR-ONNX-Sample@HEAD, ppocr_onnx/model/: paddle2onnx
+    # exports with dynamic batch, height and width (p2o.DynamicDimension.K);
+    # the recogniser ends in a bidirectional LSTM over the text line
+    "kz_ch_PP-OCRv3_det_infer": ("Kazuhito00/PaddleOCR-ONNX-Sample:ppocr_onnx/model/det_model/ch_PP-OCRv3_det_infer.onnx",
+                                 [], [{"x": [1, 3, 320, 480]}, {"x": [2, 3, 256, 256]}]),
+    "kz_ch_ppocr_mobile_v2.0_det_infer": (
+        "Kazuhito00/PaddleOCR-ONNX-Sample:ppocr_onnx/model/det_model/ch_ppocr_mobile_v2.0_det_infer.onnx",
+        [], [{"x": [1, 3, 224, 320]}]),
+    "kz_ch_ppocr_mobile_v2.0_cls_infer": (
+        "Kazuhito00/PaddleOCR-ONNX-Sample:ppocr_onnx/model/cls_model/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+        [], [{"x": [4, 3, 48, 192]}, {"x": [1, 3, 48, 96]}]),
+    "kz_en_number_mobile_v2.0_rec_infer": (
+        "Kazuhito00/PaddleOCR-ONNX-Sample:ppocr_onnx/model/rec_model/en_number_mobile_v2.0_rec_infer.onnx",
+        [], [{"x": [1, 3, 32, 320]}, {"x": [3, 3, 32, 100]}]),
     # google/magika@HEAD (tf2onnx 1.16.1 of a Keras model, opset 13 and 15):
     # file-type classification of byte values 0..256 (256 pads)
     "magika_standard_v2_1": ("google/magika:assets/models/standard_v2_1/model.onnx", [], [
@@ -162,22 +176,25 @@ def write_case(case_dir, inputs, outputs):
             f.write(numpy_helper.from_array(a, name).SerializeToString())
 
 
-def relative_error(out_dir, outputs):
-    """The largest |relax - ort| over the reference's range, across outputs."""
-    worst = 0.0
+def errors(out_dir, outputs):
+    """The largest |relax - ort|, and the largest over the reference's
+    range (misleading for an output that is nearly constant: a detector's
+    probability map of a noise image), across outputs."""
+    worst, worst_abs = 0.0, 0.0
     for name, ref in outputs:
         path = os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".npy")
         if not os.path.exists(path):
             path = os.path.join(out_dir, name + ".npy")
         got = np.load(path)
         if got.shape != ref.shape:
-            return float("inf")
+            return float("inf"), float("inf")
         if ref.size == 0:
             continue
         r, g = ref.astype(np.float64), got.astype(np.float64)
         span = max(float(np.max(r) - np.min(r)), float(np.max(np.abs(r))), 1e-6)
+        worst_abs = max(worst_abs, float(np.max(np.abs(r - g))))
         worst = max(worst, float(np.max(np.abs(r - g))) / span)
-    return worst
+    return worst_abs, worst
 
 
 def named_dims(sig):
@@ -245,7 +262,8 @@ def survey(args, name, tmp):
             if r.returncode != 0:
                 res["runs"].append({"shape": shape, "error": (r.stderr.strip() or r.stdout.strip())[-400:]})
                 continue
-            res["runs"].append({"shape": shape, "rel_err": relative_error(out_dir, outputs)})
+            abs_err, rel_err = errors(out_dir, outputs)
+            res["runs"].append({"shape": shape, "abs_err": abs_err, "rel_err": rel_err})
     return row
 
 
@@ -281,7 +299,8 @@ def main():
                     print(f"    {t}: build failed ({res['build_s']} s): " + res["error"].replace("\n", "\n      "))
                     continue
                 for r in res["runs"]:
-                    what = f"rel err {r['rel_err']:.2e}" if "rel_err" in r else "run failed: " + r["error"]
+                    what = (f"max abs err {r['abs_err']:.2e} ({r['rel_err']:.2e} of the range)" if "rel_err" in r
+                            else "run failed: " + r["error"])
                     print(f"    {t} (built in {res['build_s']} s) {r['shape']}: {what}")
     if args.json:
         with open(args.json, "w") as f:

@@ -571,3 +571,18 @@ TEST_CASE("a reduction of a shape's dims folds at import (tf2onnx's element coun
   CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(b * s,), f32]");
   CHECK(text.find("match_cast") == std::string::npos);
 }
+
+TEST_CASE("a broadcast whose operands' dims are not provably equal keeps dims, checked at run time") {
+  // An FPN's upsampled (h // 2) * 2 beside its skip's h: the shorter is kept.
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "skip", onnx_fe::kFloat, {"b", "1", "height", "w"});
+    add_input(g, "up", onnx_fe::kFloat, {"1", "8", "height // 2 * 2", "w"});
+    add_node(g, "Add", {"skip", "up"}, {"y"});
+    g->add_output()->set_name("y");
+  });
+  auto r = onnx_fe::import_onnx(write_model("broadcast_assume.onnx", m));
+  std::string text = print_module(r.mod);
+  INFO(text);
+  CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(b, 8, height, w), f32]");
+  CHECK(text.find("match_cast(y, Tensor[(b, 8, height, w), f32])") != std::string::npos);
+}
