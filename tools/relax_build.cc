@@ -29,6 +29,7 @@
 #include "runtime/package.h"
 #include "tools/batch_build.h"
 #include "tools/driver/build.h"
+#include "tools/import_flags.h"
 #include "tools/version.h"
 
 namespace fs = std::filesystem;
@@ -105,13 +106,8 @@ int main(int argc, char** argv) {
   app.add_option(
       "--bound", bounds,
       "bounds of a symbolic dim, checked at run time; -O2 plans memory for the upper bound: NAME=LO..HI (repeatable)");
-  std::vector<std::string> dims, shapes;
-  app.add_option("--dim", dims,
-                 "ONNX: give every input dim named NAME the value VALUE at import, so that what depends on it folds "
-                 "(a branch on a chunk length): NAME=VALUE (repeatable)");
-  app.add_option("--shape", shapes,
-                 "ONNX: the shape of an input, each dim an integer or a name (a name makes an exporter's fixed dim "
-                 "symbolic): INPUT=D0,D1,... (repeatable)");
+  ImportFlags import_flags;
+  import_flags.add_to(app, "ONNX: ");
   app.add_option("--emit", emit,
                  "instead of a package, print the IR after the passes (relax) or the kernels' source (kernels: LLVM "
                  "IR for cpu, GLSL for vulkan, PTX for cuda)");
@@ -185,8 +181,7 @@ int main(int argc, char** argv) {
   };
   try {
     for (const std::string& b : bounds) opts.bounds.insert(parse_bound(b));
-    for (const std::string& d : dims) opts.import.add_dim(d);
-    for (const std::string& s : shapes) opts.import.add_shape(s);
+    opts.import = import_flags.options();
     for (const auto& f : target_flags)
       if (f->cli->count()) opts.target_options[f->option.name] = f->option.is_switch() ? "0" : f->value;
     for (const Target* t : all_targets()) t->check_options(resolve_options(*t, level, opts.target_options));

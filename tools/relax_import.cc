@@ -15,6 +15,7 @@
 #include "frontends/onnx/importer.h"
 #include "frontends/onnx/safetensors.h"
 #include "ir/printer.h"
+#include "tools/import_flags.h"
 #include "tools/version.h"
 
 namespace fs = std::filesystem;
@@ -59,13 +60,8 @@ int main(int argc, char** argv) {
                  "the IR text file (default: MODEL.relax beside the model); "
                  "the weights go beside it as OUT.safetensors");
   app.add_flag("--json", json, "print a JSON summary (inputs, outputs, ops, unsupported) on standard output");
-  std::vector<std::string> dims, shapes;
-  app.add_option("--dim", dims,
-                 "give every input dim named NAME the value VALUE, so that what depends on it folds (a branch on a "
-                 "chunk length): NAME=VALUE (repeatable)");
-  app.add_option("--shape", shapes,
-                 "the shape of an input, each dim an integer or a name (a name makes an exporter's fixed dim "
-                 "symbolic): INPUT=D0,D1,... (repeatable)");
+  ImportFlags import_flags;
+  import_flags.add_to(app);
   app.footer(
       "Examples:\n"
       "  relax-import gpt2.onnx                      # -> gpt2.relax and gpt2.safetensors\n"
@@ -79,10 +75,7 @@ int main(int argc, char** argv) {
   if (output.empty()) output = fs::path(model).replace_extension(".relax").string();
   std::string weights_path = fs::path(output).replace_extension(".safetensors").string();
   try {
-    onnx_fe::ImportOptions opts;
-    for (const std::string& d : dims) opts.add_dim(d);
-    for (const std::string& s : shapes) opts.add_shape(s);
-    onnx_fe::ImportedModel m = onnx_fe::import_onnx(model, opts);
+    onnx_fe::ImportedModel m = onnx_fe::import_onnx(model, import_flags.options());
     m.mod.attrs.set("weights", fs::path(weights_path).filename().string());
     write_outputs(output, print_module(m.mod), weights_path, encode_safetensors(m.weights));
     for (const std::string& n : m.notes) std::cerr << "relax-import: note: " << n << "\n";

@@ -1,5 +1,6 @@
 #include "backends/gpu/rule_util.h"
 
+#include <algorithm>
 #include <set>
 
 #include "ir/tir_functor.h"
@@ -24,6 +25,21 @@ bool same_indices(const std::vector<tir::TExpr>& a, const std::vector<tir::TExpr
 // elements) and is to a global buffer; every load of a buffer stored
 // inside reads at exactly an index stored inside (its own iteration's
 // element); no barrier.
+// Whether index `i` is `v` plus terms free of `v` (v, v + 24, 8 - v is not):
+// distinct values of v give distinct values of i.
+bool offset_of(const tir::TExpr& i, const SymExpr& v) {
+  if (const auto* s = tir::as<tir::SymNodeT>(i)) {  // a symbolic index: v + (terms free of v)?
+    std::vector<SymExpr> rest = free_vars(s->value - v);
+    return std::find(rest.begin(), rest.end(), v) == rest.end();
+  }
+  const auto* b = tir::as<tir::BinaryNode>(i);
+  if (!b) return false;
+  if (b->op == tir::BinOp::Add)
+    return (offset_of(b->a, v) && !depends_on(b->b, v)) || (offset_of(b->b, v) && !depends_on(b->a, v));
+  if (b->op == tir::BinOp::Sub) return offset_of(b->a, v) && !depends_on(b->b, v);
+  return false;
+}
+
 bool independent(const tir::ForNode& f) {
   std::set<const tir::BufferNode*> inner;  // allocated inside: private to an iteration
   std::vector<const tir::StoreNode*> stores;
@@ -40,7 +56,7 @@ bool independent(const tir::ForNode& f) {
     if (st->buffer->scope != tir::Scope::Global) return false;
     bool by_var = false;
     for (const tir::TExpr& i : st->indices)
-      if (const auto* v = tir::as<tir::SymNodeT>(i); v && v->value == f.var) by_var = true;
+      if (offset_of(i, f.var)) by_var = true;
     if (!by_var) return false;
     stored.insert(st->buffer.get());
   }

@@ -10,8 +10,9 @@
 //    one thread per element;
 //  - otherwise the leading chain of loops whose iterations are independent
 //    (marked parallel or vectorized by the legaliser, or shown so: each
-//    iteration writes only elements indexed by its own variable and reads
-//    back only those): flattened, one thread per iteration, the rest of the
+//    iteration writes only elements indexed by its own variable, or by it
+//    plus an offset free of it (a concat's later parts), and reads back
+//    only those): flattened, one thread per iteration, the rest of the
 //    body serial in the thread (reductions per output element, conv row
 //    nests, scans);
 //  - otherwise one thread runs the stage.

@@ -198,3 +198,21 @@ fn @main(a: Tensor[(b, m, 64), f32], w: Tensor[(64, k), f32], x: Tensor[(1, 16, 
   st = gpu_stages(named(progs, "matmul"));
   CHECK(!gpu_shared_tile(st[0], 4, 4, 256, 64));
 }
+
+TEST_CASE("gpu schedule: a concat's later parts (stored at i + offset) spread over every loop") {
+  // Each part is a nest storing at (i0, i1 + offset, i2, i3); its loops are
+  // independent, so a stage is one thread per element, not one per i0 with
+  // the rest serial (past lavapipe's loop limit for a detector's feature maps).
+  auto progs = gpu_programs(R"(
+fn @main(a: Tensor[(n, 24, h, w), f32], b: Tensor[(n, 24, h, w), f32]) -> Tensor[(n, 48, h, w), f32] {
+  dataflow {
+    out: Tensor[(n, 48, h, w), f32] = concat((a, b), axis=1)
+  }
+  return out
+}
+)");
+  std::vector<GpuStage> st = gpu_stages(named(progs, "concat"));
+  REQUIRE(st.size() == 2);
+  CHECK(st[0].vars.size() == 4);
+  CHECK(st[1].vars.size() == 4);
+}
