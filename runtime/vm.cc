@@ -1,5 +1,7 @@
 #include "runtime/vm.h"
 
+#include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <unordered_map>
 
@@ -136,6 +138,23 @@ VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const 
   }
 }
 
+void VirtualMachine::set_profiling(bool on) {
+  profiling_ = on;
+  kernel_times_.assign(exe_.kernels.size(), CallTime{});
+  builtin_times_.assign(exe_.builtins.size(), CallTime{});
+  for (size_t k = 0; k < exe_.kernels.size(); ++k) kernel_times_[k].name = exe_.kernels[k], kernel_times_[k].kernel = true;
+  for (size_t b = 0; b < exe_.builtins.size(); ++b) builtin_times_[b].name = exe_.builtins[b];
+}
+
+std::vector<VirtualMachine::CallTime> VirtualMachine::profile() const {
+  std::vector<CallTime> out;
+  for (const auto* list : {&kernel_times_, &builtin_times_})
+    for (const CallTime& ct : *list)
+      if (ct.calls) out.push_back(ct);
+  std::sort(out.begin(), out.end(), [](const CallTime& a, const CallTime& b) { return a.ms > b.ms; });
+  return out;
+}
+
 Value VirtualMachine::invoke(const std::string& name, std::vector<Value> args) {
   int f = exe_.find_function(name);
   if (f < 0) rt_fail("the package has no function '", name, "'");
@@ -217,8 +236,18 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
         case CalleeKind::Builtin: {
           Value out;
           BuiltinCall call{*this, heap, argp.data(), argp.size(), out};
-          if (kernel_source_ && builtin_syncs_[size_t(in.callee)]) kernel_source_->synchronize();
+          bool data = builtin_syncs_[size_t(in.callee)];
+          if (kernel_source_ && data) kernel_source_->synchronize();
+          auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
           builtins_[size_t(in.callee)](call);
+          if (profiling_ && data) {
+            CallTime& ct = builtin_times_[size_t(in.callee)];
+            ct.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            ++ct.calls;
+            for (const Value* a : argp)
+              if (const auto* t = std::get_if<Tensor>(&a->v)) ct.bytes += double(t->nbytes());
+            if (const auto* t = std::get_if<Tensor>(&out.v)) ct.bytes += double(t->nbytes());
+          }
           if (in.dst >= 0) regs[size_t(in.dst)] = std::move(out);
           break;
         }
@@ -237,8 +266,16 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
             }
           }
           if (syms) shape_args.insert(shape_args.end(), syms->shape().begin(), syms->shape().end());
+          auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
           int32_t rc = kernels_[size_t(in.callee)](buffers.data(), shape_args.data());
           if (rc != 0) rt_fail("returned error code ", rc);
+          if (profiling_) {
+            CallTime& ct = kernel_times_[size_t(in.callee)];
+            ct.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            ++ct.calls;
+            for (const Value* a : argp)
+              if (const auto* t = std::get_if<Tensor>(&a->v)) ct.bytes += double(t->nbytes());
+          }
           break;
         }
         case CalleeKind::Function: {

@@ -112,6 +112,20 @@ class VirtualMachine {
   Tensor& persistent_storage(const std::string& site) { return persistent_[site]; }
   PoolAllocator* pool() const { return pool_.get(); }
 
+  // The time each kernel and each builtin that touches tensor data took,
+  // summed over the calls since set_profiling(true) (relax-run --profile
+  // for cpu packages; a device's kernels are timed by its Kernels). `bytes`:
+  // of the tensors each call read and wrote.
+  struct CallTime {
+    std::string name;
+    bool kernel = false;
+    uint64_t calls = 0;
+    double ms = 0, bytes = 0;
+  };
+  void set_profiling(bool on);
+  // By total time, most first; calls never made are left out.
+  std::vector<CallTime> profile() const;
+
  private:
   Value run(int function, std::vector<Value>& regs);
 
@@ -123,6 +137,8 @@ class VirtualMachine {
   std::vector<bool> builtin_syncs_;  // reads or writes tensor data on the host: wait for the kernels first
   std::shared_ptr<PoolAllocator> pool_;
   std::map<std::string, Tensor> persistent_;
+  bool profiling_ = false;
+  std::vector<CallTime> kernel_times_, builtin_times_;  // by callee index
 };
 
 }  // namespace relax::rt

@@ -211,9 +211,10 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print the result as JSON on standard output");
   bool stats = false, profile = false;
   app.add_flag("--profile", profile,
-               "vulkan and cuda packages: run each kernel call on its own, time it, and print the kernels by total "
-               "time (cuda: with the bandwidth of their buffers' bytes and its share of the device's peak; CUDA "
-               "graphs off) (in --json: \"profile\")");
+               "time each kernel call and print the kernels by total time (cpu: also the library calls and other "
+               "builtins on tensor data, with the bandwidth of the bytes they read and wrote; vulkan: each call run "
+               "on its own; cuda: with its buffers' bandwidth and its share of the device's peak, CUDA graphs off) "
+               "(in --json: \"profile\")");
   app.add_flag("--stats", stats,
                "print what a vulkan package did on the device per run: kernel calls, dispatches, barriers, "
                "submits, bytes copied in and out; for a cuda package, its CUDA graphs: captures, replays, regions "
@@ -239,7 +240,7 @@ int main(int argc, char** argv) {
     auto model = Model::load(pkg, device);
     const auto* vk = dynamic_cast<const VulkanKernels*>(model->kernels());
     const auto* cu = dynamic_cast<const CudaKernels*>(model->kernels());
-    if (profile && !vk && !cu) rt_fail("--profile times the kernels of vulkan and cuda packages only");
+    if (profile && !vk && !cu) model->vm().set_profiling(true);
     if (profile && vk) vk->set_profiling(true);
     if (profile && cu) cu->set_profiling(true);
     std::vector<Value> in =
@@ -266,6 +267,9 @@ int main(int argc, char** argv) {
         for (const auto& t : vk->profile()) rows.push_back({t.name, t.calls, t.ms, -1});
       if (cu)
         for (const auto& t : cu->profile()) rows.push_back({t.name, t.calls, t.ms, t.bytes});
+      if (!vk && !cu)  // cpu: the kernels and the library calls (GEMM, ...) and other builtins on tensor data
+        for (const auto& t : model->vm().profile())
+          rows.push_back({t.kernel ? t.name : t.name + " (builtin)", t.calls, t.ms, t.bytes});
       rep["profile"] = print_profile(rows, cu ? cuda_driver_status().peak_bytes_per_s : 0, !json);
     }
     if (vk) {

@@ -7,7 +7,7 @@ broken input, never leaving a file behind; relax-run reads .npy and .pb
 inputs, writes outputs as DIR/<sanitised name>.npy with the right values,
 compares with --test-data (exit 0 / 1), refuses a damaged package and an
 input whose shape breaks the signature, naming the input and the dim;
---json and --bench work.
+--json, --bench and --profile work.
 
     tests/tools/test_relax_build_run.py --bin build/bin
 """
@@ -123,6 +123,11 @@ def main():
         # .pb input and --bench.
         r = run(rrun, pkg, "--input", "x=" + os.path.join(data, "input_0.pb"), "--bench", "5")
         check(r.returncode == 0 and "median latency" in r.stdout, f"--bench: {r.stdout} {r.stderr}")
+        # --profile of a cpu package: its kernels and library calls by time, with their bytes.
+        r = run(rrun, pkg, "--input", "x=" + os.path.join(data, "input_0.pb"), "--bench", "2", "--profile", "--json")
+        rows = json.loads(r.stdout).get("profile", []) if r.returncode == 0 else []
+        check(rows and all(k["calls"] == 3 and k["ms"] >= 0 and k["bytes"] > 0 for k in rows),
+              f"--profile on cpu: {r.stdout} {r.stderr}")
 
         # A wrong input shape names the input and the dim.
         np.save(os.path.join(tmp, "bad.npy"), np.ones((2, 7), np.float32))
