@@ -14,6 +14,10 @@
 #include "ir/error.h"
 #include "ir/module.h"
 
+namespace onnx {
+class ModelProto;
+}
+
 namespace relax::onnx_fe {
 
 // One unsupported (domain, op, opset) and the nodes that use it.
@@ -61,6 +65,9 @@ struct ImportOptions {
   // The options as relax-build's arguments, and as one canonical string.
   std::vector<std::string> args() const;
   std::string key() const;
+  // Puts them into `model`'s declared inputs; an Error naming `path` when
+  // one names no input or dim of the model.
+  void apply_to(onnx::ModelProto& model, const std::string& path) const;
 };
 
 // Imports a model file. Raises UnsupportedModel (every unsupported op at

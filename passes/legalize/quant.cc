@@ -232,17 +232,11 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
   int64_t H = R->shape[2].const_value();
   bool batch_first = cell->batch_first;
   SymExpr S = X->shape[batch_first ? 1 : 0], N = X->shape[batch_first ? 0 : 1], I = X->shape[2];
-  std::string direction = cell->direction;
-  int dirs = cell->dirs;
-  double clip = cell->clip;
-  bool lbr = cell->lbr;
-  bool input_forget = cell->input_forget;
+  const int dirs = cell->dirs;
+  const bool lbr = cell->lbr, input_forget = cell->input_forget;
   DataType t = compute_dtype(X->dtype);
   if (!t.is_float()) return std::nullopt;
-  auto cl = [&](const TExpr& v) {
-    if (clip <= 0) return v;
-    return min_(max_(v, const_of(t, -clip)), const_of(t, clip));
-  };
+  auto cl = [&](const TExpr& v) { return cell->clipped(v, t); };
   auto xi = [&](const TExpr& tt, const TExpr& b, const TExpr& k) {
     return batch_first ? Index{b, tt, k} : Index{tt, b, k};
   };
@@ -263,7 +257,7 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
   Buffer tmp = tir::make_buffer("reset_h", t, {N, SymExpr(H)});
   std::vector<Stmt> dir_bodies;
   for (int d = 0; d < dirs; ++d) {
-    bool reverse = direction == "reverse" || d == 1;
+    bool reverse = cell->reverse(d);
     std::string sfx = std::to_string(d);
     Act f = cell->f(d), g = cell->g(d), h = cell->h(d);
     LoopKind par = N.is_const() && N.const_value() <= 1 ? LoopKind::Serial : LoopKind::Parallel;
