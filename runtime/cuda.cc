@@ -45,6 +45,7 @@ const Driver& driver() {
     RELAX_CUDA_FUNCTIONS(X)
 #undef X
     if (!d.why_not.empty()) return;
+    d.mem_prefetch = reinterpret_cast<decltype(d.mem_prefetch)>(dlsym(d.lib, "cuMemPrefetchAsync"));
     if (CUresult r = d.init(0); r != 0) {
       d.why_not = "the CUDA driver failed to initialise: " + d.error(r);
       return;
@@ -238,6 +239,11 @@ struct CudaKernels::Impl {
   static constexpr size_t kGraphsPerRegion = 32;
   static constexpr int64_t kNoRepeat = 4;
   bool graphs_on = true;  // RELAX_CUDA_GRAPH=0 turns them off
+  bool capturing = false;  // a region's launches are being recorded into a graph
+  // Managed blocks are migrated to the device in bulk before the launches
+  // that use them (prefetch_to_device); RELAX_CUDA_PREFETCH=0 leaves it
+  // to page faults.
+  bool prefetch = true;
   std::map<std::string, Region, std::less<>> regions;
   CudaGraphStats stats;
   int uses_blas = -1;  // the package calls cuBLAS (-1: not known yet)
@@ -300,6 +306,7 @@ struct CudaKernels::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       ranges.erase(uintptr_t(p));
+      resident.erase(uintptr_t(p));
     }
     d->mem_free(CUdeviceptr(reinterpret_cast<uintptr_t>(p)));
   }
@@ -337,6 +344,39 @@ struct CudaKernels::Impl {
       free_managed(x.managed);
     }
     m.clear();
+  }
+
+  // Moves the managed blocks a launch touches to the device in bulk before
+  // it runs, each once between two points where the host may have touched
+  // data (synchronize() forgets them), so kernels do not fault pages over
+  // one by one. Not while capturing: a replay is preceded by its own.
+  std::set<uintptr_t> resident;
+  void prefetch_to_device(const CUdeviceptr* ptrs, size_t n) {
+    if (!prefetch || capturing || !d->mem_prefetch) return;
+    for (size_t k = 0; k < n; ++k) {
+      if (!ptrs[k]) continue;
+      uintptr_t base = 0;
+      size_t bytes = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        auto it = ranges.upper_bound(uintptr_t(ptrs[k]));
+        if (it == ranges.begin()) continue;
+        --it;
+        if (uintptr_t(ptrs[k]) >= it->first + it->second || !resident.insert(it->first).second) continue;
+        base = it->first, bytes = it->second;
+      }
+      if (d->mem_prefetch(CUdeviceptr(base), bytes, device, stream) != 0) {
+        // A device without concurrent managed access refuses it: page faults then, as before.
+        prefetch = false;
+        if (std::getenv("RELAX_CUDA_GRAPH_VERBOSE"))
+          std::fprintf(stderr, "%s: cuMemPrefetchAsync refused; kernels fault managed pages in\n", label.c_str());
+        return;
+      }
+    }
+  }
+  void forget_resident() {
+    std::lock_guard<std::mutex> lock(mu);
+    resident.clear();
   }
 
   // Shared-memory tiles when the blocks are at least half used and a chunk
@@ -383,6 +423,7 @@ struct CudaKernels::Impl {
       all_bytes += double(bytes);
       ptrs[k] = device_ptr(buffers[k], bytes, k >= e.num_inputs, mirrors);
     }
+    prefetch_to_device(ptrs.data(), ptrs.size());
     std::vector<void*> args;
     for (CUdeviceptr& p : ptrs) args.push_back(&p);
     for (int64_t s = 0; s < e.slots; ++s) args.push_back(const_cast<int64_t*>(shape_args + s));
@@ -464,6 +505,8 @@ struct CudaKernels::Impl {
     CUdeviceptr pb = device_ptr(b.data(), b.nbytes(), false, mirrors);
     CUdeviceptr pc = device_ptr(out.data(), out.nbytes(), true, mirrors);
     CUdeviceptr pw = device_ptr(ws.data(), ws.nbytes(), true, mirrors);
+    const CUdeviceptr ps[] = {pa, pb, pc, pw};
+    prefetch_to_device(ps, 4);
     if (out.numel() == 0) return finish(mirrors, what);
     if (K == 0) {
       check(d->memset_async(pc, 0, out.nbytes(), stream), "cublas.matmul: zeroing the output");
@@ -493,6 +536,15 @@ struct CudaKernels::Impl {
   }
 
   // ---- CUDA graphs ------------------------------------------------------------------
+
+  // The blocks of the tensors a region's graph reads and writes, before it is launched.
+  void prefetch_captured(const std::vector<Value>& captured) {
+    std::vector<CUdeviceptr> ptrs;
+    for (const Value& v : captured)
+      if (const auto* t = std::get_if<Tensor>(&v.v); t && t->nbytes())
+        ptrs.push_back(CUdeviceptr(reinterpret_cast<uintptr_t>(t->data())));
+    prefetch_to_device(ptrs.data(), ptrs.size());
+  }
 
   // Runs a region (a closure over the tensors and symbolic values its
   // kernels use): replays the graph captured for the same key, or captures
@@ -527,6 +579,10 @@ struct CudaKernels::Impl {
         cap = t->nbytes();
       }
       std::memcpy(buf, t->data(), t->nbytes());
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        resident.erase(uintptr_t(buf));
+      }
       v = Tensor(Storage::wrap(buf, cap, nullptr), t->dtype(), t->shape());
     }
     std::string key;
@@ -551,6 +607,7 @@ struct CudaKernels::Impl {
       region.graphs.splice(region.graphs.begin(), region.graphs, it);
       ++stats.replays;
       ++region.hits;
+      prefetch_captured(captured);
       check(d->graph_launch(it->exec, stream), "replaying the CUDA graph of " + name);
       return;
     }
@@ -576,11 +633,13 @@ struct CudaKernels::Impl {
     if (CUresult rb = d->begin_capture(stream, kCaptureThreadLocal); rb != 0) {
       why = "starting the capture: " + d->error(rb);
     } else {
+      capturing = true;
       try {
         vm.call(staged_fn, {}, /*wait=*/false);
       } catch (const Error& e) {
         why = e.what();
       }
+      capturing = false;
       CUresult r = d->end_capture(stream, &graph);
       if (why.empty() && r != 0) why = d->error(r);
     }
@@ -609,6 +668,7 @@ struct CudaKernels::Impl {
       region.graphs.pop_back();
     }
     ++stats.replays;
+    prefetch_captured(local->captured);
     check(d->graph_launch(exec, stream), "launching the CUDA graph of " + name);
   }
 };
@@ -641,13 +701,16 @@ std::unique_ptr<CudaKernels> CudaKernels::load(std::string_view metadata, std::s
   impl->check(d.ctx_set_current(impl->ctx), "cuCtxSetCurrent");
   impl->check(d.stream_create(&impl->stream, kStreamNonBlocking), "cuStreamCreate");
   if (const char* g = std::getenv("RELAX_CUDA_GRAPH"); g && *g == '0') impl->graphs_on = false;
+  if (const char* p = std::getenv("RELAX_CUDA_PREFETCH"); p && *p == '0') impl->prefetch = false;
   if (const char* r = std::getenv("RELAX_CUDA_ROWS"); r && (*r == '0' || *r == '1')) impl->force_rows = *r - '0';
   std::string text(ptx);  // NUL-terminated for the driver
   char log[8192] = {};
+  if (!text.empty()) {
   int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferBytes};
   void* values[] = {log, reinterpret_cast<void*>(uintptr_t(sizeof log))};
   if (CUresult r = d.module_load(&impl->module, text.c_str(), 2, options, values); r != 0)
     rt_fail(label, ": the driver could not load the PTX: ", d.error(r), log[0] ? std::string(": ") + log : "");
+  }
   try {
     nlohmann::json meta = nlohmann::json::parse(metadata);
     impl->block = meta.value("block", 256);
@@ -781,6 +844,7 @@ void register_cuda_builtins() {
 void CudaKernels::synchronize() const {
   impl_->check(impl_->d->ctx_set_current(impl_->ctx), "cuCtxSetCurrent");
   impl_->check(impl_->d->stream_synchronize(impl_->stream), "running the kernels");
+  impl_->forget_resident();  // the host may touch any block now
 }
 
 }  // namespace relax::rt

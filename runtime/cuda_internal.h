@@ -66,6 +66,9 @@ struct Driver {
   member##_fn member = nullptr;
   RELAX_CUDA_FUNCTIONS(X)
 #undef X
+  // Optional (looked up, never required): cuMemPrefetchAsync, the form
+  // before CUDA 12.2's CUmemLocation one, which drivers still export.
+  CUresult (*mem_prefetch)(CUdeviceptr, size_t, CUdevice, Handle) = nullptr;
   void* lib = nullptr;
   std::string why_not;  // empty when usable
   int version = 0, devices = 0;

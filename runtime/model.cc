@@ -52,9 +52,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
       m->kernels_ = VulkanKernels::load(m->pkg_.section_text("kernels.vulkan"), m->pkg_.section("kernels.vulkan.spv"),
                                         device, path + ":kernels.vulkan");
   } else if (target == "cuda") {
-    if (m->pkg_.has("kernels.cuda"))
-      m->kernels_ = CudaKernels::load(m->pkg_.section_text("kernels.cuda"), m->pkg_.section_text("kernels.cuda.ptx"),
-                                      device, path + ":kernels.cuda");
+    // Also without kernels: a package whose only work is cuBLAS calls runs
+    // under the CUDA runtime, with its weights on the device.
+    bool has = m->pkg_.has("kernels.cuda");
+    m->kernels_ = CudaKernels::load(has ? m->pkg_.section_text("kernels.cuda") : R"({"kernels": []})",
+                                    has ? m->pkg_.section_text("kernels.cuda.ptx") : "", device,
+                                    path + ":kernels.cuda");
   } else {
     rt_fail(path, ": built for target '", target, "', which this runtime cannot run");
   }
