@@ -10,6 +10,7 @@
 //    output), so memory planning covers it.
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/error.h"
@@ -65,35 +66,47 @@ void matmul(BuiltinCall& c) {
     return;
   }
   std::vector<int64_t> sa = batch_strides(ab, ob, M * K), sb = batch_strides(bb, ob, K * N);
-  static thread_local int threads = -1;
-  int want = ThreadPool::global()->num_threads();
-  if (threads != want) {
-    openblas_set_num_threads(want);
-    threads = want;
-  }
-  std::vector<int64_t> idx(ob.size(), 0);
-  for (int64_t i = 0; i < batch; ++i) {
-    int64_t oa = 0, obb = 0;
-    for (size_t k = 0; k < ob.size(); ++k) {
-      oa += idx[k] * sa[k];
-      obb += idx[k] * sb[k];
+  // Work items: each output matrix, split into column slices when there
+  // are fewer matrices than threads; each is one single-threaded BLAS call
+  // on the runtime's pool (OpenBLAS's own threads stay off: two pools
+  // spinning on two cores take turns instead of working).
+  std::shared_ptr<ThreadPool> pool = ThreadPool::global();
+  int threads = pool->num_threads();
+  double work = double(batch) * double(M) * double(N) * double(K);
+  int64_t slices = 1;
+  if (work >= double(1 << 17) && batch < threads) slices = std::min<int64_t>((threads + batch - 1) / batch, (N + 15) / 16);
+  int64_t cols = (N + slices - 1) / slices;
+  cols = (cols + 15) / 16 * 16;  // whole vector panels per slice
+  slices = (N + cols - 1) / cols;
+  auto one = [&](int64_t item) {
+    int64_t i = item / slices, j0 = item % slices * cols, nj = std::min(cols, N - j0);
+    int64_t oa = 0, obb = 0, rest = i;
+    for (size_t k = ob.size(); k-- > 0;) {
+      int64_t ix = rest % ob[k];
+      rest /= ob[k];
+      oa += ix * sa[k];
+      obb += ix * sb[k];
     }
     const char* pa = static_cast<const char*>(a.data()) + size_t(oa) * esize;
-    const char* pb = static_cast<const char*>(b.data()) + size_t(obb) * esize;
-    char* pc = static_cast<char*>(out.data()) + size_t(i * M * N) * esize;
+    const char* pb = static_cast<const char*>(b.data()) + size_t(obb + j0) * esize;
+    char* pc = static_cast<char*>(out.data()) + size_t(i * M * N + j0) * esize;
     if (d == DType::f32())
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(N), blasint(K), 1.0f,
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(K), 1.0f,
                   reinterpret_cast<const float*>(pa), blasint(K), reinterpret_cast<const float*>(pb), blasint(N), 0.0f,
                   reinterpret_cast<float*>(pc), blasint(N));
     else
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(N), blasint(K), 1.0,
-                  reinterpret_cast<const double*>(pa), blasint(K), reinterpret_cast<const double*>(pb), blasint(N), 0.0,
-                  reinterpret_cast<double*>(pc), blasint(N));
-    for (size_t k = ob.size(); k-- > 0;) {
-      if (++idx[k] < ob[k]) break;
-      idx[k] = 0;
-    }
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(K), 1.0,
+                  reinterpret_cast<const double*>(pa), blasint(K), reinterpret_cast<const double*>(pb), blasint(N),
+                  0.0, reinterpret_cast<double*>(pc), blasint(N));
+  };
+  int64_t items = batch * slices;
+  if (work < double(1 << 17) || threads == 1 || items == 1) {
+    for (int64_t t = 0; t < items; ++t) one(t);
+    return;
   }
+  pool->parallel_for(items, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) one(t);
+  });
 }
 
 // gemm.conv2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y[, ws]):
@@ -146,6 +159,10 @@ void conv2d(BuiltinCall& c) {
             int64_t ci = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
             const float* plane = img + ci * H * W;
             float* row = col + r * P;
+            // Output columns [lo, hi) read inside the row: iw = ow * sw + off.
+            int64_t off = kw * dw - pw;
+            int64_t lo = off >= 0 ? 0 : std::min(OW, (-off + sw - 1) / sw);
+            int64_t hi = W - 1 - off < 0 ? lo : std::clamp((W - 1 - off) / sw + 1, lo, OW);
             for (int64_t oh = 0; oh < OH; ++oh) {
               int64_t ih = oh * sh + kh * dh - ph;
               float* out = row + oh * OW;
@@ -153,11 +170,15 @@ void conv2d(BuiltinCall& c) {
                 std::memset(out, 0, size_t(OW) * sizeof(float));
                 continue;
               }
-              const float* in = plane + ih * W;
-              for (int64_t ow = 0; ow < OW; ++ow) {
-                int64_t iw = ow * sw + kw * dw - pw;
-                out[ow] = iw >= 0 && iw < W ? in[iw] : 0.0f;
-              }
+              const float* in = plane + ih * W + off;
+              // Plain loops: rows are often a few elements long, where a
+              // call to memcpy costs more than the copy.
+              for (int64_t ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
+              if (sw == 1)
+                for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow];
+              else
+                for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow * sw];
+              for (int64_t ow = hi; ow < OW; ++ow) out[ow] = 0.0f;
             }
           }
         });
@@ -171,6 +192,8 @@ void conv2d(BuiltinCall& c) {
 }  // namespace
 
 void register_blas_builtins() {
+  // Every product runs single-threaded inside the runtime's own pool.
+  openblas_set_num_threads(1);
   register_builtin("blas.matmul", matmul);
   register_builtin("gemm.conv2d", conv2d);
 }

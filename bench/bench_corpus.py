@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""relax against ONNX Runtime on the real-model corpus (tests/corpus), cpu,
+at 1 and 2 threads, measured side by side in one run: the median latency of
+`relax-run --bench` and of ONNX Runtime (npm onnxruntime-node, all graph
+optimisations, bench/ort_bench.js) on the same model and inputs (each
+model's largest reference case), and their ratio (below 1: relax is faster).
+Prints a table and the geometric mean of the ratios per thread count.
+
+    (cd bench && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-save onnxruntime-node)
+    /usr/bin/python3 bench/bench_corpus.py --bin build/bin [--runs 30] [--threads 1,2] [--only resnet_small,vit]
+        [--json FILE]
+
+A model ONNX Runtime cannot run, or whose inputs it cannot take (sequences),
+is listed with the reason and left out of the means.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnx.numpy_helper as nh
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "..", "tests", "corpus")
+ORT_TYPES = {np.float32: "float32", np.int64: "int64", np.int32: "int32", np.bool_: "bool", np.float64: "float64",
+             np.uint8: "uint8", np.int8: "int8", np.float16: "float16"}
+
+
+def largest_case(model):
+    root = os.path.join(CORPUS, "data", model)
+    sizes = {}
+    for case in os.listdir(root):
+        d = os.path.join(root, case)
+        sizes[case] = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.startswith("input_"))
+    return max(sorted(sizes), key=lambda c: sizes[c])
+
+
+def input_names(onnx_path):
+    m = onnx.load(onnx_path, load_external_data=False)
+    inits = {i.name for i in m.graph.initializer}
+    return [i.name for i in m.graph.input if i.name not in inits]
+
+
+def ort_inputs(case_dir, names, tmp):
+    """The case's inputs as raw files and a spec for ort_bench.js, or a reason it cannot take them."""
+    out = []
+    for k in range(100):
+        p = os.path.join(case_dir, f"input_{k}.pb")
+        if not os.path.exists(p):
+            break
+        t = onnx.TensorProto()
+        with open(p, "rb") as f:
+            t.ParseFromString(f.read())
+        if k >= len(names) or not t.ByteSize():
+            return None, f"input {k} is not a tensor"
+        name = t.name or names[k]
+        a = nh.to_array(t)
+        if a.dtype.type not in ORT_TYPES:
+            return None, f"input {name} has dtype {a.dtype}"
+        path = os.path.join(tmp, f"in_{k}.bin")
+        (a.view(np.uint16) if a.dtype == np.float16 else a).tofile(path)
+        out.append({"name": name, "dtype": ORT_TYPES[a.dtype.type], "shape": list(a.shape), "file": path})
+    spec = os.path.join(tmp, "inputs.json")
+    with open(spec, "w") as f:
+        json.dump(out, f)
+    return spec, None
+
+
+def relax_ms(args, pkg, case_dir, threads):
+    r = subprocess.run([os.path.join(args.bin, "relax-run"), pkg, "--test-data", case_dir, "--atol", "1e-3", "--rtol",
+                        "1e-3", "--bench", str(args.runs), "--threads", str(threads), "--json"], capture_output=True,
+                       text=True)
+    try:
+        rep = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        return None, (r.stderr.strip() or r.stdout.strip())[-200:]
+    if "bench" not in rep:
+        return None, str(rep.get("error", "no timing"))[-200:]
+    return rep["bench"]["median_ms"], None if rep.get("ok") else "outputs differ from the reference"
+
+
+def ort_ms(args, onnx_path, spec, threads):
+    env = dict(os.environ)
+    if args.node_path:
+        env["NODE_PATH"] = args.node_path
+    o = subprocess.run(["node", os.path.join(HERE, "ort_bench.js"), onnx_path, spec, str(args.runs), str(threads)],
+                       capture_output=True, text=True, cwd=HERE, env=env)
+    if o.returncode != 0:
+        return None, o.stderr.strip().splitlines()[-1][:200] if o.stderr.strip() else "failed"
+    return json.loads(o.stdout)["median_ms"], None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="the folder holding relax-build and relax-run")
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    ap.add_argument("--only", help="models, comma-separated (default: every corpus model)")
+    ap.add_argument("--node-path", default=os.environ.get("NODE_PATH"),
+                    help="where onnxruntime-node is installed, if not in bench/node_modules")
+    ap.add_argument("--json", help="write every measurement to this file")
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    models = args.only.split(",") if args.only else sorted(
+        f[:-5] for f in os.listdir(CORPUS) if f.endswith(".onnx"))
+    rows = []
+    head = f"{'model':<20} {'case':<12}" + "".join(f" {'relax ms':>9} {'ORT ms':>8} {'ratio':>6} " for _ in threads)
+    print(f"median of {args.runs} runs; threads " + ", ".join(map(str, threads)) + " (column groups, left to right)\n")
+    print(head)
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in models:
+            onnx_path = os.path.join(CORPUS, model + ".onnx")
+            case = largest_case(model)
+            case_dir = os.path.join(CORPUS, "data", model, case)
+            row = {"model": model, "case": case, "threads": {}}
+            pkg = os.path.join(tmp, model + ".rpkg")
+            b = subprocess.run([os.path.join(args.bin, "relax-build"), onnx_path, "-o", pkg], capture_output=True,
+                               text=True)
+            spec, why = ort_inputs(case_dir, input_names(onnx_path), tmp)
+            line = f"{model:<20} {case:<12}"
+            for t in threads:
+                cell = {}
+                if b.returncode != 0:
+                    cell["relax_error"] = "build failed: " + b.stderr.strip()[-200:]
+                else:
+                    cell["relax_ms"], err = relax_ms(args, pkg, case_dir, t)
+                    if err:
+                        cell["relax_error"] = err
+                if spec:
+                    cell["ort_ms"], err = ort_ms(args, onnx_path, spec, t)
+                    if err:
+                        cell["ort_error"] = err
+                else:
+                    cell["ort_error"] = why
+                ok = cell.get("relax_ms") and cell.get("ort_ms") and "relax_error" not in cell
+                if ok:
+                    cell["ratio"] = cell["relax_ms"] / cell["ort_ms"]
+                fmt = lambda v: f"{v:>9.3f}" if v else f"{'-':>9}"  # noqa: E731
+                line += f" {fmt(cell.get('relax_ms'))} {fmt(cell.get('ort_ms'))[1:]} " + (
+                    f"{cell['ratio']:>6.2f} " if ok else f"{'-':>6} ")
+                row["threads"][t] = cell
+            rows.append(row)
+            notes = {e for c in row["threads"].values() for e in (c.get("relax_error"), c.get("ort_error")) if e}
+            print(line + ("  " + "; ".join(sorted(notes)) if notes else ""), flush=True)
+    print()
+    for t in threads:
+        ratios = [r["threads"][t]["ratio"] for r in rows if "ratio" in r["threads"][t]]
+        if ratios:
+            gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+            faster = sum(1 for x in ratios if x <= 1.0)
+            print(f"threads {t}: geometric mean relax/ORT {gm:.2f} over {len(ratios)} models; "
+                  f"{faster} at or below 1.0, worst {max(ratios):.2f} ({max(rows, key=lambda r: r['threads'][t].get('ratio', 0))['model']})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

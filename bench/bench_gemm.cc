@@ -1,0 +1,159 @@
+// GEMM GFLOP/s of the runtime's own product (runtime/gemm.h, what the cpu
+// target's matmuls and convolutions call) beside OpenBLAS's cblas_sgemm on
+// the same shapes, at 1 and 2 threads, and this machine's FMA peak measured
+// by a loop of independent fused multiply-adds as wide as the CPU has.
+//
+//   build/bin/relax-bench-gemm [--reps-ms 300] [--shape BATCH,M,N,K ...]
+//
+// The shapes are issue 20's: square, transformer projections (M = 1, 64,
+// 512 by K = N = 768 and 3072) and attention's batched QK^T and PV.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/gemm.h"
+#include "runtime/thread_pool.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+using relax::rt::ThreadPool;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Runs `f` until `budget` seconds have passed (at least 3 times after one
+// warm-up) and returns the best time of one call.
+template <typename F>
+double best_time(F f, double budget) {
+  f();
+  double best = 1e30;
+  auto start = Clock::now();
+  for (int i = 0; i < 3 || seconds_since(start) < budget; ++i) {
+    auto t = Clock::now();
+    f();
+    best = std::min(best, seconds_since(t));
+  }
+  return best;
+}
+
+#if defined(__x86_64__)
+// Single-core FMA throughput: independent accumulator chains (enough to
+// cover the latency of two FMA pipes), as wide as the ISA.
+__attribute__((target("avx2,fma"), noinline)) void fma_loop_avx2() {
+  __m256 a[10];
+  for (int i = 0; i < 10; ++i) a[i] = _mm256_set1_ps(float(i));
+  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (int k = 0; k < 1000000; ++k)
+#pragma GCC unroll 10
+    for (int i = 0; i < 10; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+  float s = 0;
+  for (int i = 0; i < 10; ++i) s += _mm256_cvtss_f32(a[i]);
+  asm volatile("" ::"x"(s));
+}
+__attribute__((target("avx512f"), noinline)) void fma_loop_avx512() {
+  __m512 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(float(i));
+  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (int k = 0; k < 1000000; ++k)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+  float s = 0;
+  for (int i = 0; i < 12; ++i) s += _mm512_cvtss_f32(a[i]);
+  asm volatile("" ::"x"(s));
+}
+double peak_avx2(double budget) { return 10.0 * 1e6 * 8 * 2 / best_time(fma_loop_avx2, budget) / 1e9; }
+double peak_avx512(double budget) { return 12.0 * 1e6 * 16 * 2 / best_time(fma_loop_avx512, budget) / 1e9; }
+#endif
+
+struct Shape {
+  std::string what;
+  int64_t batch, M, N, K;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double budget = 0.3;
+  std::vector<Shape> only;
+  for (int i = 1; i < argc; ++i) {
+    long long b, m, n, k;
+    if (!std::strcmp(argv[i], "--reps-ms") && i + 1 < argc) {
+      budget = std::atof(argv[++i]) / 1000;
+    } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%lld,%lld,%lld,%lld", &b, &m, &n, &k) == 4) {
+      only.push_back({"asked", b, m, n, k});
+      ++i;
+    } else {
+      std::fprintf(stderr, "usage: %s [--reps-ms MS] [--shape BATCH,M,N,K]...\n", argv[0]);
+      return 2;
+    }
+  }
+  double peak = 0;
+  const char* isa = "scalar";
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) {
+    peak = peak_avx512(budget), isa = "AVX-512";
+    double p2 = peak_avx2(budget);
+    if (p2 > peak) peak = p2, isa = "AVX2 (AVX-512 measured slower)";
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    peak = peak_avx2(budget), isa = "AVX2";
+  }
+#endif
+  std::printf("FMA peak, one core, measured: %.1f GFLOP/s (%s); two cores: %.1f\n\n", peak, isa, 2 * peak);
+  std::vector<Shape> shapes = {
+      {"square", 1, 256, 256, 256},        {"square", 1, 1024, 1024, 1024},  {"square", 1, 2048, 2048, 2048},
+      {"decode", 1, 1, 768, 768},          {"decode", 1, 1, 3072, 768},      {"decode", 1, 1, 768, 3072},
+      {"prompt", 1, 64, 768, 768},         {"prompt", 1, 64, 3072, 768},     {"prompt", 1, 64, 768, 3072},
+      {"batch", 1, 512, 768, 768},         {"batch", 1, 512, 3072, 768},     {"batch", 1, 512, 768, 3072},
+      {"QK^T 12x", 12, 128, 128, 64},      {"PV 12x", 12, 128, 64, 128},     {"QK^T 12x", 12, 512, 512, 64},
+      {"PV 12x", 12, 512, 64, 512},
+  };
+  if (!only.empty()) shapes = only;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::printf("%-10s %6s %5s %5s %5s | %-23s | %-23s\n", "shape", "batch", "M", "N", "K", "1 thread: relax  BLAS",
+              "2 threads: relax  BLAS");
+  for (const Shape& s : shapes) {
+    std::vector<float> a(size_t(s.batch * s.M * s.K)), b(size_t(s.batch * s.K * s.N)), c(size_t(s.batch * s.M * s.N));
+    for (float& x : a) x = dist(rng);
+    for (float& x : b) x = dist(rng);
+    double flops = 2.0 * double(s.batch * s.M) * double(s.N) * double(s.K);
+    std::printf("%-10s %6lld %5lld %5lld %5lld |", s.what.c_str(), (long long)s.batch, (long long)s.M,
+                (long long)s.N, (long long)s.K);
+    for (int threads : {1, 2}) {
+      ThreadPool::set_global_num_threads(threads);
+      std::shared_ptr<ThreadPool> pool = ThreadPool::global();
+      openblas_set_num_threads(threads);
+      double ours = best_time(
+          [&] {
+            for (int64_t i = 0; i < s.batch; ++i)
+              relax::rt::gemm_f32(s.M, s.N, s.K, a.data() + i * s.M * s.K, s.K, b.data() + i * s.K * s.N, s.N,
+                                  c.data() + i * s.M * s.N, s.N, pool.get());
+          },
+          budget);
+      double blas = best_time(
+          [&] {
+            for (int64_t i = 0; i < s.batch; ++i)
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(s.M), int(s.N), int(s.K), 1.0f,
+                          a.data() + i * s.M * s.K, int(s.K), b.data() + i * s.K * s.N, int(s.N), 0.0f,
+                          c.data() + i * s.M * s.N, int(s.N));
+          },
+          budget);
+      std::printf(" %7.1f %7.1f (%4.2f) |", flops / ours / 1e9, flops / blas / 1e9, blas / ours);
+    }
+    std::printf("\n");
+  }
+  std::printf("\nGFLOP/s; in parentheses relax's speed as a share of OpenBLAS's (above 1: faster)\n");
+  return 0;
+}
