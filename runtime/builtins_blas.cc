@@ -11,12 +11,18 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
+#include "runtime/conv_direct.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
 #include "runtime/thread_pool.h"
 #include "runtime/vm.h"
+
+// OpenBLAS's pthread builds export it (its fork handler); others may not.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 
 namespace relax::rt {
 namespace {
@@ -109,6 +115,23 @@ void matmul(BuiltinCall& c) {
   });
 }
 
+// Direct convolution (runtime/conv_direct.h) where the im2col matrix
+// would cost more than it saves: every kernel wider than 1x1 (a 1x1 one is
+// a plain product, or a cheap strided copy, for the GEMM) with at least 8
+// output channels per group and a reduction shorter than 4096 (past it
+// the GEMM's cache blocking wins: measured on this machine, 3x3 convs of
+// 64 to 256 channels ran 1.2x to 1.4x faster direct, 512 channels 1.2x
+// slower). RELAX_CONV=direct|im2col forces one or the other.
+bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K) {
+  static const int forced = [] {
+    const char* e = std::getenv("RELAX_CONV");
+    return !e ? -1 : std::string(e) == "direct" ? 1 : std::string(e) == "im2col" ? 0 : -1;
+  }();
+  if (!conv2d_direct_available()) return false;
+  if (forced >= 0) return forced;
+  return (KH > 1 || KW > 1) && Og >= 8 && K < 4096;
+}
+
 // gemm.conv2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y[, ws]):
 // y = conv(x, w) for x (N, C, H, W), w (O, C / groups, KH, KW), y (N, O,
 // OH, OW); the ends of the padding follow from OH and OW. ws holds the
@@ -147,6 +170,11 @@ void conv2d(BuiltinCall& c) {
   const float* xd = static_cast<const float*>(x.data());
   const float* wd = static_cast<const float*>(w.data());
   float* yd = static_cast<float*>(y.data());
+  if (use_direct(KH, KW, Og, K)) {
+    thread_local std::vector<float> scratch;
+    conv2d_direct_f32({N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, groups}, xd, wd, yd, scratch, pool.get());
+    return;
+  }
   float* col = ws ? static_cast<float*>(ws->data()) : nullptr;
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t g = 0; g < groups; ++g) {
@@ -192,8 +220,11 @@ void conv2d(BuiltinCall& c) {
 }  // namespace
 
 void register_blas_builtins() {
-  // Every product runs single-threaded inside the runtime's own pool.
+  // Every product runs single-threaded inside the runtime's own pool, and
+  // OpenBLAS's idle server threads are stopped: they poll with sched_yield
+  // for 2^28 rounds before sleeping, taking a core from the pool's workers.
   openblas_set_num_threads(1);
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
   register_builtin("blas.matmul", matmul);
   register_builtin("gemm.conv2d", conv2d);
 }

@@ -69,7 +69,10 @@ TExpr round_half_even(const TExpr& x) {
   TExpr f = intrin(tir::Intrinsic::floor, x);
   TExpr d = x - f;
   TExpr half = const_of(t, 0.5);
-  TExpr odd = ne(intrin(tir::Intrinsic::fmod, f, const_of(t, 2)), zero(t));
+  // f is odd when f - 2 * floor(f / 2) is not 0 (exact for every float
+  // integer; NaN for an infinite f, as fmod(f, 2) is): no call to fmod,
+  // so loops of it vectorise.
+  TExpr odd = ne(f - const_of(t, 2) * intrin(tir::Intrinsic::floor, f * half), zero(t));
   return select(or_(gt(d, half), and_(eq(d, half), odd)), f + one(t), f);
 }
 

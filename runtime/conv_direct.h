@@ -1,0 +1,36 @@
+// Direct 2-D convolution for f32 NCHW tensors, for the convolutions whose
+// im2col matrix would cost more to build than the product it feeds: small
+// images, where an im2col row is a handful of elements and copying it (and
+// packing it again for the GEMM) took most of a CNN's time.
+//
+// Output channels go in the vector lanes (16 per tile, two AVX2 registers)
+// and 6 output positions of a row in registers beside them: each
+// (channel, tap) step loads the 16 weights once and broadcasts the 6
+// inputs, so 12 fused multiply-adds need 8 loads. The weights are first
+// transposed to [group][c][kh][kw][o] with o padded to 16. Every output
+// element is one chain of fused multiply-adds over (c, kh, kw) in order,
+// padding read as zeros (as im2col's would be), whatever its position.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace relax::rt {
+
+class ThreadPool;
+
+struct Conv2dGeometry {
+  int64_t N, C, H, W;       // x
+  int64_t O, KH, KW;        // w: (O, C / groups, KH, KW)
+  int64_t OH, OW;           // y: (N, O, OH, OW)
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+};
+
+// Whether this CPU has the kernel (AVX2 and FMA).
+bool conv2d_direct_available();
+
+// y = conv(x, w). `scratch` holds the transposed weights between calls.
+void conv2d_direct_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, std::vector<float>& scratch,
+                       ThreadPool* pool);
+
+}  // namespace relax::rt

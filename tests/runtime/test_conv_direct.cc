@@ -1,0 +1,93 @@
+// The direct convolution (runtime/conv_direct.h) against a double-precision
+// loop nest: strides, dilations, asymmetric padding (an output narrower
+// than the padded input allows), groups, channel counts that leave a
+// partial block of 16, outputs whose positions leave a partial tile of 6,
+// one thread and a pool; and that equal windows give bitwise equal results
+// wherever they sit, padding included.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/conv_direct.h"
+#include "runtime/thread_pool.h"
+
+namespace relax::rt {
+namespace {
+
+std::vector<float> reference(const Conv2dGeometry& g, const std::vector<float>& x, const std::vector<float>& w) {
+  int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
+  std::vector<float> y(size_t(g.N * g.O * g.OH * g.OW));
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t o = 0; o < g.O; ++o)
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          double acc = 0;
+          int64_t gi = o / Og;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+              for (int64_t kw = 0; kw < g.KW; ++kw) {
+                int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
+                if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+                acc += double(x[size_t(((n * g.C + gi * Cg + c) * g.H + ih) * g.W + iw)]) *
+                       double(w[size_t(((o * Cg + c) * g.KH + kh) * g.KW + kw)]);
+              }
+          y[size_t(((n * g.O + o) * g.OH + oh) * g.OW + ow)] = float(acc);
+        }
+  return y;
+}
+
+TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
+  if (!conv2d_direct_available()) return;  // no AVX2: the runtime uses im2col instead
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  ThreadPool pool(2);
+  //                    N  C   H   W   O  KH KW  sh sw ph pw dh dw groups (OH, OW from pad_end = 0 or ph)
+  std::vector<Conv2dGeometry> cases = {
+      {1, 3, 7, 9, 16, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},    {2, 5, 12, 10, 20, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
+      {1, 4, 9, 11, 8, 5, 3, 0, 0, 1, 2, 2, 1, 2, 1, 1},    {3, 8, 6, 6, 24, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 2},
+      {1, 2, 2, 2, 16, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},    {1, 6, 15, 4, 33, 7, 1, 0, 0, 3, 1, 3, 0, 1, 1, 3},
+      {2, 16, 13, 13, 40, 3, 3, 0, 0, 2, 2, 0, 0, 1, 1, 1}, {1, 3, 20, 17, 9, 4, 4, 0, 0, 2, 3, 1, 2, 1, 1, 1},
+  };
+  for (Conv2dGeometry g : cases) {
+    // Outputs as ONNX computes them with pads (ph, pw) at the start and 0 or the same at the end.
+    int64_t eh = g.ph % 2, ew = g.pw % 2;  // vary the end padding too
+    g.OH = (g.H + g.ph + eh - (g.KH - 1) * g.dh - 1) / g.sh + 1;
+    g.OW = (g.W + g.pw + ew - (g.KW - 1) * g.dw - 1) / g.sw + 1;
+    std::vector<float> x(size_t(g.N * g.C * g.H * g.W)), w(size_t(g.O * (g.C / g.groups) * g.KH * g.KW));
+    for (float& v : x) v = d(rng);
+    for (float& v : w) v = d(rng);
+    std::vector<float> want = reference(g, x, w);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> y(want.size(), 7.0f), scratch;
+      conv2d_direct_f32(g, x.data(), w.data(), y.data(), scratch, p);
+      double worst = 0;
+      for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, double(std::abs(y[i] - want[i])));
+      CAPTURE(g.C);
+      CAPTURE(g.O);
+      CAPTURE(g.OH);
+      CAPTURE(g.OW);
+      CHECK(worst < 1e-4);
+    }
+  }
+}
+
+TEST_CASE("conv2d_direct_f32: equal windows give bitwise equal results") {
+  if (!conv2d_direct_available()) return;
+  // A constant image: every output whose window lies inside it is the
+  // same sum, whichever tile or lane computes it.
+  Conv2dGeometry g{1, 5, 11, 14, 19, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1};
+  g.OH = g.H, g.OW = g.W;
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> x(size_t(g.C * g.H * g.W), 0.3f), w(size_t(g.O * g.C * 9)), y(size_t(g.O * g.H * g.W)), scratch;
+  for (float& v : w) v = d(rng);
+  conv2d_direct_f32(g, x.data(), w.data(), y.data(), scratch, nullptr);
+  for (int64_t o = 0; o < g.O; ++o)
+    for (int64_t h = 1; h + 1 < g.H; ++h)
+      for (int64_t c = 1; c + 1 < g.W; ++c) CHECK(y[size_t((o * g.H + h) * g.W + c)] == y[size_t((o * g.H + 1) * g.W + 1)]);
+}
+
+}  // namespace
+}  // namespace relax::rt
