@@ -1,7 +1,7 @@
 // GEMM GFLOP/s of the runtime's own product (runtime/gemm.h, what the cpu
-// target's matmuls and convolutions call) beside OpenBLAS's cblas_sgemm on
-// the same shapes, at 1 and 2 threads, and this machine's FMA peak measured
-// by a loop of independent fused multiply-adds as wide as the CPU has.
+// target's convolutions call) beside OpenBLAS's cblas_sgemm (what its
+// matmuls call) on the same shapes, at 1 and 2 threads, and this machine's
+// FMA peak as runtime/cpu_peak.h measures it.
 //
 //   build/bin/relax-bench-gemm [--reps-ms 300] [--shape BATCH,M,N,K ...]
 //
@@ -18,12 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu_peak.h"
 #include "runtime/gemm.h"
 #include "runtime/thread_pool.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 using relax::rt::ThreadPool;
 using Clock = std::chrono::steady_clock;
@@ -47,34 +45,6 @@ double best_time(F f, double budget) {
   return best;
 }
 
-#if defined(__x86_64__)
-// Single-core FMA throughput: independent accumulator chains (enough to
-// cover the latency of two FMA pipes), as wide as the ISA.
-__attribute__((target("avx2,fma"), noinline)) void fma_loop_avx2() {
-  __m256 a[10];
-  for (int i = 0; i < 10; ++i) a[i] = _mm256_set1_ps(float(i));
-  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-  for (int k = 0; k < 1000000; ++k)
-#pragma GCC unroll 10
-    for (int i = 0; i < 10; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
-  float s = 0;
-  for (int i = 0; i < 10; ++i) s += _mm256_cvtss_f32(a[i]);
-  asm volatile("" ::"x"(s));
-}
-__attribute__((target("avx512f"), noinline)) void fma_loop_avx512() {
-  __m512 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(float(i));
-  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (int k = 0; k < 1000000; ++k)
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
-  float s = 0;
-  for (int i = 0; i < 12; ++i) s += _mm512_cvtss_f32(a[i]);
-  asm volatile("" ::"x"(s));
-}
-double peak_avx2(double budget) { return 10.0 * 1e6 * 8 * 2 / best_time(fma_loop_avx2, budget) / 1e9; }
-double peak_avx512(double budget) { return 12.0 * 1e6 * 16 * 2 / best_time(fma_loop_avx512, budget) / 1e9; }
-#endif
 
 struct Shape {
   std::string what;
@@ -99,17 +69,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  double peak = 0;
-  const char* isa = "scalar";
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) {
-    peak = peak_avx512(budget), isa = "AVX-512";
-    double p2 = peak_avx2(budget);
-    if (p2 > peak) peak = p2, isa = "AVX2 (AVX-512 measured slower)";
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    peak = peak_avx2(budget), isa = "AVX2";
-  }
-#endif
+  const relax::rt::CpuPeak& cpu = relax::rt::measured_cpu_peak();
+  double peak = cpu.fma_gflops;
+  const char* isa = cpu.isa.c_str();
   std::printf("FMA peak, one core, measured: %.1f GFLOP/s (%s); two cores: %.1f\n\n", peak, isa, 2 * peak);
   std::vector<Shape> shapes = {
       {"square", 1, 256, 256, 256},        {"square", 1, 1024, 1024, 1024},  {"square", 1, 2048, 2048, 2048},

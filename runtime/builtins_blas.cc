@@ -65,6 +65,7 @@ void matmul(BuiltinCall& c) {
   int64_t batch = 1;
   for (int64_t v : ob) batch *= v;
   if (out.numel() != batch * M * N) rt_fail("blas.matmul: the output ", out.type_str(), " has the wrong size");
+  c.flops = 2.0 * double(batch) * double(M) * double(N) * double(K);
   if (M == 0 || N == 0 || batch == 0) return;
   size_t esize = size_t(d.bits / 8);
   if (K == 0) {
@@ -158,6 +159,7 @@ void conv2d(BuiltinCall& c) {
     rt_fail("gemm.conv2d: x ", x.type_str(), ", w ", w.type_str(), " and y ", y.type_str(), " do not agree (groups ",
             groups, ")");
   int64_t Og = O / groups, K = Cg * KH * KW, P = OH * OW;
+  c.flops = 2.0 * double(N) * double(O) * double(P) * double(K);
   bool direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
   if (!direct && (!ws || ws->nbytes() < size_t(K * P) * sizeof(float)))
     rt_fail("gemm.conv2d: the workspace must hold ", K * P, " f32, got ", ws ? ws->type_str() : "none");

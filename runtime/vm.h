@@ -74,6 +74,9 @@ struct BuiltinCall {
   size_t num_args;
   Value& out;
   const Value& arg(size_t i) const;  // throws when missing
+  // Floating-point operations the call did (a multiply-add counts 2), set
+  // by library kernels for --profile's GFLOP/s; 0 when not counted.
+  double flops = 0;
 };
 using Builtin = void (*)(BuiltinCall& call);
 
@@ -120,7 +123,7 @@ class VirtualMachine {
     std::string name;
     bool kernel = false;
     uint64_t calls = 0;
-    double ms = 0, bytes = 0;
+    double ms = 0, bytes = 0, flops = 0;  // flops: 0 when the callee does not count them
   };
   void set_profiling(bool on);
   // By total time, most first; calls never made are left out.

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "runtime/compare.h"
+#include "runtime/cpu_peak.h"
 #include "runtime/cuda.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
@@ -151,19 +152,28 @@ struct KernelProfile {
   std::string name;
   uint64_t calls;
   double ms;
-  double bytes;  // of the kernel's buffers, or < 0 when unknown
+  double bytes;      // of the kernel's buffers, or < 0 when unknown
+  double flops = 0;  // counted by library kernels, else 0
+};
+
+// The peaks a cpu profile's rows are measured against.
+struct CpuPeaks {
+  double gflops = 0;            // FMA peak of the threads the run used
+  double bytes_per_s = 0;       // a large copy's bandwidth
 };
 
 // --profile's report: a JSON row per kernel, and (`print`) the 20 slowest
 // as text, with the bandwidth of their bytes (and its share of
 // `peak_bytes_per_s` when known).
-nlohmann::json print_profile(const std::vector<KernelProfile>& kernels, double peak_bytes_per_s, bool print) {
+nlohmann::json print_profile(const std::vector<KernelProfile>& kernels, double peak_bytes_per_s, bool print,
+                             double peak_gflops = 0) {
   nlohmann::json out = nlohmann::json::array();
   double total = 0;
   for (const auto& k : kernels) total += k.ms;
   if (print) {
     std::cout << "kernel time by kernel (all runs, " << total << " ms";
     if (peak_bytes_per_s > 0) std::cout << "; peak memory bandwidth " << int64_t(peak_bytes_per_s / 1e9) << " GB/s";
+    if (peak_gflops > 0) std::cout << "; FMA peak " << int64_t(peak_gflops) << " GFLOP/s";
     std::cout << "):\n";
   }
   int shown = 0;
@@ -172,6 +182,9 @@ nlohmann::json print_profile(const std::vector<KernelProfile>& kernels, double p
     double gbps = k.bytes >= 0 && k.ms > 0 ? k.bytes / (k.ms * 1e-3) / 1e9 : -1;
     if (gbps >= 0) j["bytes"] = k.bytes, j["gbps"] = gbps;
     if (gbps >= 0 && peak_bytes_per_s > 0) j["peak_share"] = gbps * 1e9 / peak_bytes_per_s;
+    double gflops = k.flops > 0 && k.ms > 0 ? k.flops / (k.ms * 1e-3) / 1e9 : -1;
+    if (gflops >= 0) j["flops"] = k.flops, j["gflops"] = gflops;
+    if (gflops >= 0 && peak_gflops > 0) j["flops_share"] = gflops / peak_gflops;
     out.push_back(j);
     if (!print || shown++ >= 20) continue;
     std::ostringstream line;
@@ -179,6 +192,8 @@ nlohmann::json print_profile(const std::vector<KernelProfile>& kernels, double p
          << std::setprecision(1) << 100 * k.ms / std::max(total, 1e-9) << "%  " << std::setw(5) << k.calls;
     if (gbps >= 0) line << "  " << std::setw(8) << gbps << " GB/s";
     if (j.contains("peak_share")) line << " (" << std::setw(4) << 100 * j["peak_share"].get<double>() << "%)";
+    if (gflops >= 0) line << "  " << std::setw(7) << gflops << " GFLOP/s";
+    if (j.contains("flops_share")) line << " (" << std::setw(4) << 100 * j["flops_share"].get<double>() << "%)";
     line << "  " << k.name << "\n";
     std::cout << line.str();
   }
@@ -212,7 +227,9 @@ int main(int argc, char** argv) {
   bool stats = false, profile = false;
   app.add_flag("--profile", profile,
                "time each kernel call and print the kernels by total time (cpu: also the library calls and other "
-               "builtins on tensor data, with the bandwidth of the bytes they read and wrote; vulkan: each call run "
+               "builtins on tensor data, with the bandwidth of the bytes they read and wrote and, for the GEMM and "
+               "convolution calls, GFLOP/s, each as a share of this machine's measured peak: FMA throughput of the "
+               "threads used, a large copy's bandwidth; vulkan: each call run "
                "on its own; cuda: with its buffers' bandwidth and its share of the device's peak, CUDA graphs off) "
                "(in --json: \"profile\")");
   app.add_flag("--stats", stats,
@@ -267,10 +284,27 @@ int main(int argc, char** argv) {
         for (const auto& t : vk->profile()) rows.push_back({t.name, t.calls, t.ms, -1});
       if (cu)
         for (const auto& t : cu->profile()) rows.push_back({t.name, t.calls, t.ms, t.bytes});
-      if (!vk && !cu)  // cpu: the kernels and the library calls (GEMM, ...) and other builtins on tensor data
+      double peak_bytes = cu ? cuda_driver_status().peak_bytes_per_s : 0, peak_gflops = 0;
+      if (!vk && !cu) {  // cpu: the kernels and the library calls (GEMM, ...) and other builtins on tensor data
         for (const auto& t : model->vm().profile())
-          rows.push_back({t.kernel ? t.name : t.name + " (builtin)", t.calls, t.ms, t.bytes});
-      rep["profile"] = print_profile(rows, cu ? cuda_driver_status().peak_bytes_per_s : 0, !json);
+          rows.push_back({t.kernel ? t.name : t.name + " (builtin)", t.calls, t.ms, t.bytes, t.flops});
+        // Against this machine's measured peaks: the FMA peak of the threads used, a large copy's bandwidth.
+        const CpuPeak& cpu = measured_cpu_peak();
+        int used = ThreadPool::global()->num_threads();
+        peak_gflops = cpu.fma_gflops * used, peak_bytes = cpu.copy_bytes_per_s;
+        rep["cpu_peak"] = {{"isa", cpu.isa},
+                           {"fma_gflops_per_core", cpu.fma_gflops},
+                           {"threads", used},
+                           {"copy_gbps", cpu.copy_bytes_per_s / 1e9}};
+        if (!json) {
+          std::ostringstream line;
+          line << "cpu: " << cpu.isa << ", FMA peak " << std::fixed << std::setprecision(1) << cpu.fma_gflops
+               << " GFLOP/s per core x " << used << (used == 1 ? " thread" : " threads") << ", copy "
+               << cpu.copy_bytes_per_s / 1e9 << " GB/s (measured)\n";
+          std::cout << line.str();
+        }
+      }
+      rep["profile"] = print_profile(rows, peak_bytes, !json, peak_gflops);
     }
     if (vk) {
       VulkanStats s = vk->stats();

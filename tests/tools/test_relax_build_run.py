@@ -128,6 +128,14 @@ def main():
         rows = json.loads(r.stdout).get("profile", []) if r.returncode == 0 else []
         check(rows and all(k["calls"] == 3 and k["ms"] >= 0 and k["bytes"] > 0 for k in rows),
               f"--profile on cpu: {r.stdout} {r.stderr}")
+        # ... against this machine's measured peaks, and a library GEMM with its FLOPs (3 x 8 by 8 x 5, 3 runs).
+        peak = json.loads(r.stdout).get("cpu_peak", {}) if r.returncode == 0 else {}
+        check(peak.get("fma_gflops_per_core", 0) > 0 and peak.get("copy_gbps", 0) > 0 and peak.get("isa"),
+              f"--profile's cpu_peak: {peak}")
+        for k in rows:
+            if k["kernel"].startswith("blas.matmul"):
+                check(k.get("flops") == 3 * 2 * 3 * 8 * 5 and k.get("gflops", 0) > 0 and "flops_share" in k,
+                      f"--profile's GEMM FLOPs: {k}")
 
         # A wrong input shape names the input and the dim.
         np.save(os.path.join(tmp, "bad.npy"), np.ones((2, 7), np.float32))
