@@ -474,6 +474,52 @@ Value* ProgramCodegen::emit_libm(const char* name, DataType t, std::vector<Value
   return out;
 }
 
+// e^x = 2^n e^r with n = round(x / ln 2) and r = x - n ln 2 (in two parts,
+// |r| <= ln 2 / 2); e^r by its Taylor series to r^7 (truncation under 1e-8
+// relative); 2^n built in the exponent field in two halves, so results that
+// overflow to inf or underflow into subnormals come out as libm's do. x is
+// clamped to [-104, 89] first, past which the result is 0 or inf anyway;
+// NaN stays NaN.
+Value* ProgramCodegen::emit_exp_f32(Value* x) {
+  llvm::Type* ty = x->getType();
+  llvm::Type* ity = like_lanes(ty, b_.getInt32Ty());
+  auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
+  auto fma = [&](Value* a, Value* m, Value* add) { return b_.CreateIntrinsic(Intr::fma, {ty}, {a, m, add}); };
+  Value* xc = b_.CreateBinaryIntrinsic(Intr::minnum, b_.CreateBinaryIntrinsic(Intr::maxnum, x, c(-104.0)), c(89.0));
+  Value* n = b_.CreateUnaryIntrinsic(Intr::roundeven, b_.CreateFMul(xc, c(1.44269504088896341)));
+  Value* r = fma(n, c(-0.693359375), xc);
+  r = fma(n, c(2.12194440e-4), r);
+  Value* p = c(1.0 / 5040);
+  for (double k : {1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0}) p = fma(p, r, c(k));
+  Value* ni = b_.CreateFPToSI(n, ity);
+  Value* n1 = b_.CreateAShr(ni, llvm::ConstantInt::get(ity, 1));
+  Value* n2 = b_.CreateSub(ni, n1);
+  auto pow2 = [&](Value* e) {
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(e, llvm::ConstantInt::get(ity, 127)), llvm::ConstantInt::get(ity, 23)),
+                            ty);
+  };
+  Value* y = b_.CreateFMul(b_.CreateFMul(p, pow2(n1)), pow2(n2));
+  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, y);
+}
+
+// tanh x: for |x| < 0.5 its odd Taylor series to x^13 (truncation about
+// 1e-7 relative at 0.5), else sign(x) (1 - 2 / (e^{2|x|} + 1)), which is
+// 1 once e^{2|x|} overflows.
+Value* ProgramCodegen::emit_tanh_f32(Value* x) {
+  llvm::Type* ty = x->getType();
+  auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
+  auto fma = [&](Value* a, Value* m, Value* add) { return b_.CreateIntrinsic(Intr::fma, {ty}, {a, m, add}); };
+  Value* ax = b_.CreateUnaryIntrinsic(Intr::fabs, x);
+  Value* x2 = b_.CreateFMul(x, x);
+  Value* q = c(21844.0 / 6081075);
+  for (double k : {-1382.0 / 155925, 62.0 / 2835, -17.0 / 315, 2.0 / 15, -1.0 / 3}) q = fma(q, x2, c(k));
+  Value* small = fma(b_.CreateFMul(x, x2), q, x);
+  Value* e = emit_exp_f32(b_.CreateFAdd(ax, ax));
+  Value* t = b_.CreateFSub(c(1.0), b_.CreateFDiv(c(2.0), b_.CreateFAdd(e, c(1.0))));
+  Value* large = b_.CreateBinaryIntrinsic(Intr::copysign, t, x);
+  return b_.CreateSelect(b_.CreateFCmpOLT(ax, c(0.5)), small, large);
+}
+
 Value* ProgramCodegen::emit_shfl_xor(Value*, Value*) { error("shfl_xor: a warp shuffle outside a GPU kernel"); }
 
 Value* ProgramCodegen::emit_call(const tir::CallNodeT& c) {
@@ -495,9 +541,12 @@ Value* ProgramCodegen::emit_call(const tir::CallNodeT& c) {
   auto inf = [&] { return llvm::ConstantFP::getInfinity(ty); };
   Value* r = nullptr;
   using I = tir::Intrinsic;
+  // f32 exp, sigmoid and tanh inline where loops vectorise (GPU targets: their library's).
+  const bool inline_f32 = vector_unit() && ty->getScalarType()->isFloatTy();
+  auto exp_of = [&](Value* v) { return inline_f32 ? emit_exp_f32(v) : b_.CreateUnaryIntrinsic(Intr::exp, v); };
   switch (c.fn) {
     case I::exp:
-      r = unary(Intr::exp);
+      r = exp_of(x);
       break;
     case I::exp2:
       r = unary(Intr::exp2);
@@ -521,11 +570,17 @@ Value* ProgramCodegen::emit_call(const tir::CallNodeT& c) {
       r = b_.CreateFDiv(one(), unary(Intr::sqrt));
       break;
     case I::tanh:
-      r = emit_libm("tanh", t, args);
+      r = inline_f32 ? emit_tanh_f32(x) : emit_libm("tanh", t, args);
       break;
-    case I::sigmoid:
-      r = b_.CreateFDiv(one(), b_.CreateFAdd(one(), b_.CreateUnaryIntrinsic(Intr::exp, b_.CreateFNeg(x))));
+    case I::sigmoid: {
+      // e = e^{-|x|} never overflows: 1 / (1 + e) for x >= 0, e / (1 + e)
+      // below, which keeps the tiny results 1 / (1 + e^{-x}) would lose to inf.
+      Value* e = exp_of(b_.CreateFNeg(unary(Intr::fabs)));
+      Value* d = b_.CreateFAdd(one(), e);
+      r = b_.CreateSelect(b_.CreateFCmpOGE(x, llvm::ConstantFP::get(ty, 0.0)), b_.CreateFDiv(one(), d),
+                          b_.CreateFDiv(e, d));
       break;
+    }
     case I::erf:
       r = emit_libm("erf", t, args);
       break;

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <climits>
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 
@@ -234,6 +236,76 @@ TEST_CASE("cpu: integer intrinsics, negation and bitwise not (corpus 36)") {
   std::vector<int32_t> a{0, 7, -1, INT_MIN, -9}, b(5);
   CHECK(run<int32_t, int32_t>(lib2, "popc", a, b) == std::vector<int32_t>{0, 3, 32, 1, 31});
   CHECK(run<int32_t, int32_t>(lib2, "iabs", a, b) == std::vector<int32_t>{0, 7, 1, INT_MIN, 9});
+}
+
+// f32 exp, tanh and sigmoid are computed inline (backends/llvm/expr.cc),
+// not by libm: within a few units in the last place of the double result
+// over their whole range (subnormal and overflowing results of exp
+// included), and a vectorized loop of them calls nothing.
+TEST_CASE("cpu: inline f32 exp, tanh and sigmoid stay within 4 ulp, and vectorised loops call no libm") {
+  const char* text = R"(
+prog @ex(a: Buffer[(n,), f32]) -> (o: Buffer[(n,), f32]) {
+  for i in vectorized(n) {
+    o[i] = exp(a[i])
+  }
+}
+prog @th(a: Buffer[(n,), f32]) -> (o: Buffer[(n,), f32]) {
+  for i in vectorized(n) {
+    o[i] = tanh(a[i])
+  }
+}
+prog @sg(a: Buffer[(n,), f32]) -> (o: Buffer[(n,), f32]) {
+  for i in vectorized(n) {
+    o[i] = sigmoid(a[i])
+  }
+}
+)";
+  Library lib(compile_programs(programs_of(text), {}));
+  auto eval = [&](const std::string& name, const std::vector<float>& a) {
+    std::vector<float> o(a.size());
+    int64_t n = int64_t(a.size());
+    REQUIRE(call(lib.kernel(name), {(void*)a.data(), o.data()}, {n, n}) == 0);
+    return o;
+  };
+  // Distance in representable floats (same sign), large when the signs differ.
+  auto ulps = [](float x, double want) {
+    float w = float(want);
+    if (std::isnan(w)) return std::isnan(x) ? 0.0 : 1e9;
+    if (x == w) return 0.0;
+    int32_t a, b;
+    std::memcpy(&a, &x, 4);
+    std::memcpy(&b, &w, 4);
+    if ((a < 0) != (b < 0)) return 1e9;
+    return std::fabs(double(a) - double(b));
+  };
+  std::vector<float> xs;
+  for (double x = -110; x <= 95; x += 0.01171875) xs.push_back(float(x));
+  for (double x = -1; x <= 1; x += 1.0 / 4096) xs.push_back(float(x));
+  for (float x : {1e-30f, -1e-30f, 1e-7f, 0.49999997f, 0.5f, 0.50000006f, 88.72f, 88.7229f, -87.34f, -103.9f})
+    xs.push_back(x);
+  struct Fn {
+    const char* name;
+    double (*ref)(double);
+  };
+  for (Fn f : {Fn{"ex", [](double x) { return std::exp(x); }}, Fn{"th", [](double x) { return std::tanh(x); }},
+               Fn{"sg", [](double x) { return 1 / (1 + std::exp(-x)); }}}) {
+    CAPTURE(f.name);
+    std::vector<float> got = eval(f.name, xs);
+    double worst = 0, at = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      double want = f.ref(double(xs[i]));
+      // Below the smallest normal float only the absolute error counts.
+      double u = std::fabs(want) < 1.2e-38 ? std::fabs(got[i] - want) / 1.4e-45 : ulps(got[i], want);
+      if (u > worst) worst = u, at = xs[i];
+    }
+    CAPTURE(at);
+    CHECK(worst <= 4);
+  }
+  std::string ir = emit_llvm_ir(programs_of(text), {"x86-64-v3", 3});
+  CHECK(ir.find("<8 x float>") != std::string::npos);
+  CHECK(ir.find("@expf") == std::string::npos);
+  CHECK(ir.find("@tanhf") == std::string::npos);
+  CHECK(ir.find("llvm.exp.") == std::string::npos);
 }
 
 }  // namespace
