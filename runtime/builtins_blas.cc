@@ -117,20 +117,24 @@ void matmul(BuiltinCall& c) {
 }
 
 // Direct convolution (runtime/conv_direct.h) where the im2col matrix
-// would cost more than it saves: every kernel wider than 1x1 (a 1x1 one is
-// a plain product, or a cheap strided copy, for the GEMM) with at least 8
-// output channels per group and a reduction shorter than 4096 (past it
+// would cost more than it saves: every kernel wider than 1x1, and 1x1 ones
+// over few positions, with at least 8 output channels per group and a
+// reduction shorter than 4096 (past it
 // the GEMM's cache blocking wins: measured on this machine, 3x3 convs of
 // 64 to 256 channels ran 1.2x to 1.4x faster direct, 512 channels 1.2x
 // slower). RELAX_CONV=direct|im2col forces one or the other.
-bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K) {
+bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
   static const int forced = [] {
     const char* e = std::getenv("RELAX_CONV");
     return !e ? -1 : std::string(e) == "direct" ? 1 : std::string(e) == "im2col" ? 0 : -1;
   }();
   if (!conv2d_direct_available()) return false;
   if (forced >= 0) return forced;
-  return (KH > 1 || KW > 1) && Og >= 8 && K < 4096;
+  if (Og < 8 || K >= 4096) return false;
+  // A 1x1 kernel is a plain product, or a cheap strided copy, for the GEMM;
+  // over few positions (a squeeze-excite block, a late stage) packing them
+  // costs more than the product.
+  return KH > 1 || KW > 1 || P <= 256;
 }
 
 // gemm.conv2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y[, ws]):
@@ -172,7 +176,7 @@ void conv2d(BuiltinCall& c) {
   const float* xd = static_cast<const float*>(x.data());
   const float* wd = static_cast<const float*>(w.data());
   float* yd = static_cast<float*>(y.data());
-  if (use_direct(KH, KW, Og, K)) {
+  if (use_direct(KH, KW, Og, K, P)) {
     thread_local std::vector<float> scratch;
     conv2d_direct_f32({N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, groups}, xd, wd, yd, scratch, pool.get());
     return;

@@ -98,11 +98,12 @@ class ProgramCodegen {
   llvm::Value* emit_cast(DataType to, DataType from, llvm::Value* v);
   llvm::Value* emit_int_div(tir::BinOp op, llvm::Value* a, llvm::Value* b, bool is_signed);
   llvm::Value* emit_libm(const char* f32_name, DataType t, std::vector<llvm::Value*> args);
-  // e^x and tanh(x) of f32 values (scalar or vector) inline in fused
+  // e^x, tanh(x) and erf(x) of f32 values (scalar or vector) inline in fused
   // multiply-adds, so loops of them vectorise instead of calling libm per
   // lane; on targets with a vector unit (GPU targets keep their library's).
   llvm::Value* emit_exp_f32(llvm::Value* x);
   llvm::Value* emit_tanh_f32(llvm::Value* x);
+  llvm::Value* emit_erf_f32(llvm::Value* x);
   llvm::Value* emit_load(const tir::Buffer& buf, const std::vector<tir::TExpr>& indices);
   void emit_store(const tir::Buffer& buf, const std::vector<tir::TExpr>& indices, llvm::Value* value);
   llvm::Value* element_offset(const tir::Buffer& buf, const std::vector<tir::TExpr>& indices);

@@ -238,11 +238,11 @@ TEST_CASE("cpu: integer intrinsics, negation and bitwise not (corpus 36)") {
   CHECK(run<int32_t, int32_t>(lib2, "iabs", a, b) == std::vector<int32_t>{0, 7, 1, INT_MIN, 9});
 }
 
-// f32 exp, tanh and sigmoid are computed inline (backends/llvm/expr.cc),
+// f32 exp, tanh, sigmoid and erf are computed inline (backends/llvm/expr.cc),
 // not by libm: within a few units in the last place of the double result
 // over their whole range (subnormal and overflowing results of exp
 // included), and a vectorized loop of them calls nothing.
-TEST_CASE("cpu: inline f32 exp, tanh and sigmoid stay within 4 ulp, and vectorised loops call no libm") {
+TEST_CASE("cpu: inline f32 exp, tanh, sigmoid and erf stay within 4 ulp, and vectorised loops call no libm") {
   const char* text = R"(
 prog @ex(a: Buffer[(n,), f32]) -> (o: Buffer[(n,), f32]) {
   for i in vectorized(n) {
@@ -257,6 +257,11 @@ prog @th(a: Buffer[(n,), f32]) -> (o: Buffer[(n,), f32]) {
 prog @sg(a: Buffer[(n,), f32]) -> (o: Buffer[(n,), f32]) {
   for i in vectorized(n) {
     o[i] = sigmoid(a[i])
+  }
+}
+prog @ef(a: Buffer[(n,), f32]) -> (o: Buffer[(n,), f32]) {
+  for i in vectorized(n) {
+    o[i] = erf(a[i])
   }
 }
 )";
@@ -281,14 +286,16 @@ prog @sg(a: Buffer[(n,), f32]) -> (o: Buffer[(n,), f32]) {
   std::vector<float> xs;
   for (double x = -110; x <= 95; x += 0.01171875) xs.push_back(float(x));
   for (double x = -1; x <= 1; x += 1.0 / 4096) xs.push_back(float(x));
-  for (float x : {1e-30f, -1e-30f, 1e-7f, 0.49999997f, 0.5f, 0.50000006f, 88.72f, 88.7229f, -87.34f, -103.9f})
+  for (double x = -5; x <= 5; x += 1.0 / 1024) xs.push_back(float(x));
+  for (float x : {1e-30f, -1e-30f, 1e-7f, 0.99999994f, 1.0f, 3.9199998f, 3.92f, 0.49999997f, 0.5f, 0.50000006f, 88.72f, 88.7229f, -87.34f, -103.9f})
     xs.push_back(x);
   struct Fn {
     const char* name;
     double (*ref)(double);
   };
   for (Fn f : {Fn{"ex", [](double x) { return std::exp(x); }}, Fn{"th", [](double x) { return std::tanh(x); }},
-               Fn{"sg", [](double x) { return 1 / (1 + std::exp(-x)); }}}) {
+               Fn{"sg", [](double x) { return 1 / (1 + std::exp(-x)); }},
+               Fn{"ef", [](double x) { return std::erf(x); }}}) {
     CAPTURE(f.name);
     std::vector<float> got = eval(f.name, xs);
     double worst = 0, at = 0;
@@ -305,6 +312,7 @@ prog @sg(a: Buffer[(n,), f32]) -> (o: Buffer[(n,), f32]) {
   CHECK(ir.find("<8 x float>") != std::string::npos);
   CHECK(ir.find("@expf") == std::string::npos);
   CHECK(ir.find("@tanhf") == std::string::npos);
+  CHECK(ir.find("@erff") == std::string::npos);
   CHECK(ir.find("llvm.exp.") == std::string::npos);
 }
 
