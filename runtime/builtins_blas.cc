@@ -139,7 +139,8 @@ bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
 
 // gemm.conv2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y[, ws]):
 // y = conv(x, w) for x (N, C, H, W), w (O, C / groups, KH, KW), y (N, O,
-// OH, OW); the ends of the padding follow from OH and OW. ws holds the
+// OH, OW), or all of rank 3 without H (a 1-D convolution, as height 1);
+// the ends of the padding follow from OH and OW. ws holds the
 // im2col matrix of one image and group, (C / groups * KH * KW) x (OH * OW);
 // it is absent when the convolution is a plain product (1x1 kernel, stride
 // 1, no padding), which reads x directly.
@@ -150,12 +151,17 @@ void conv2d(BuiltinCall& c) {
   const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d parameters");
   const Tensor& y = c.arg(3).tensor("gemm.conv2d y");
   const Tensor* ws = c.num_args == 5 ? &c.arg(4).tensor("gemm.conv2d workspace") : nullptr;
+  size_t rank = x.shape().size();
   for (const Tensor* t : {&x, &w, &y})
-    if (!(t->dtype() == DType::f32()) || t->shape().size() != 4)
-      rt_fail("gemm.conv2d: needs rank-4 f32 tensors, got ", t->type_str());
+    if (!(t->dtype() == DType::f32()) || t->shape().size() != rank || (rank != 4 && rank != 3))
+      rt_fail("gemm.conv2d: needs f32 tensors all of rank 4 (or 3: a 1-D convolution), got ", t->type_str());
   if (p.size() != 7) rt_fail("gemm.conv2d: needs 7 parameters, got ", p.size());
   int64_t sh = p[0], sw = p[1], ph = p[2], pw = p[3], dh = p[4], dw = p[5], groups = p[6];
-  const std::vector<int64_t>&xs = x.shape(), &wsh = w.shape(), &ys = y.shape();
+  // Rank 3 is height 1.
+  auto as4 = [rank](const std::vector<int64_t>& s) {
+    return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
+  };
+  const std::vector<int64_t> xs = as4(x.shape()), wsh = as4(w.shape()), ys = as4(y.shape());
   int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   int64_t O = wsh[0], Cg = wsh[1], KH = wsh[2], KW = wsh[3];
   int64_t OH = ys[2], OW = ys[3];

@@ -97,8 +97,9 @@ Index cat_index(std::initializer_list<TExpr> head, const Index& mid, const TExpr
 
 constexpr const char* kGemmConv2d = "gemm.conv2d";
 
-// A 2-D f32 convolution as the runtime library's im2col + matrix product
-// (gemm.conv2d, runtime/builtins_blas.cc), when each group has enough output channels
+// A 2-D (or 1-D) f32 convolution as the runtime library's convolution
+// (gemm.conv2d, runtime/builtins_blas.cc: direct, or im2col + matrix
+// product), when each group has enough output channels
 // for a matrix product to pay (not depthwise ones: the loop nest does
 // those better). The im2col matrix is the call's second output, a
 // workspace the graph allocates and memory planning covers; a 1x1 kernel
@@ -108,14 +109,26 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   const auto* y = as<TensorSI>(call.sinfo);
   const auto* x = as<TensorSI>(call.args[0]->sinfo);
   const auto* w = as<TensorSI>(call.args[1]->sinfo);
+  // 2-D, or 1-D as a 2-D convolution of height 1 (the runtime reads rank-3 tensors so).
+  size_t rank = y && y->shape ? y->shape->size() : 0;
   for (const TensorSI* t : {y, x, w})
-    if (!t || !t->shape || t->dtype != DataType::f32() || t->shape->size() != 4) return std::nullopt;
+    if (!t || !t->shape || t->dtype != DataType::f32() || t->shape->size() != rank || (rank != 4 && rank != 3))
+      return std::nullopt;
   int64_t groups = attrs.get_int("groups");
   const std::vector<SymExpr>&ws = *w->shape, &ys = *y->shape;
   if (!ws[0].is_const() || groups < 1 || ws[0].const_value() % groups != 0 || ws[0].const_value() / groups < 4)
     return std::nullopt;
-  Window win = read_window("conv", attrs, 2);
-  bool direct = ws[2].is_const(1) && ws[3].is_const(1) && win.strides == std::vector<int64_t>{1, 1};
+  int sp = int(rank) - 2;
+  Window win = read_window("conv", attrs, sp);
+  if (sp == 1) {  // height 1: stride, padding and dilation 1, 0 and 1
+    win.strides.insert(win.strides.begin(), 1);
+    win.dilation.insert(win.dilation.begin(), 1);
+    win.pad_begin.insert(win.pad_begin.begin(), 0);
+    win.pad_end.insert(win.pad_end.begin(), 0);
+  }
+  SymExpr kh = sp == 2 ? ws[2] : SymExpr(1), kw = ws[rank - 1];
+  SymExpr oh = sp == 2 ? ys[2] : SymExpr(1), ow = ys[rank - 1];
+  bool direct = kh.is_const(1) && kw.is_const(1) && win.strides == std::vector<int64_t>{1, 1};
   for (int64_t p : win.pad_begin) direct &= p == 0;
   for (int64_t p : win.pad_end) direct &= p == 0;
   Expr params =
@@ -125,8 +138,7 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   Analyzer& ana = ctx.analyzer();
   StructInfo out = call.sinfo;
   if (!direct)
-    out = tuple_si(
-        {call.sinfo, tensor_si(DataType::f32(), {ana.simplify(ws[1] * ws[2] * ws[3]), ana.simplify(ys[2] * ys[3])})});
+    out = tuple_si({call.sinfo, tensor_si(DataType::f32(), {ana.simplify(ws[1] * kh * kw), ana.simplify(oh * ow)})});
   Expr r = make_op_call("call_library", {make_string(kGemmConv2d), make_tuple({call.args[0], call.args[1], params})},
                         {}, {out});
   r->sinfo = out;

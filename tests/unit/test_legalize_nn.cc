@@ -40,7 +40,9 @@ const char* kGemmConv = "call_library(\"gemm.conv2d\"";
 
 TEST_CASE("conv: 1-D, 2-D, 3-D, groups, dilation, f16") {
   check_legalized("conv", "x: Tensor[(n, 4, 10), f32], w: Tensor[(6, 4, 3), f32]", "Tensor[(n, 6, 10), f32]",
-                  "conv(x, w, padding=[1, 1])");
+                  "conv(x, w, padding=[1, 1])", kGemmConv);  // 1-D: the library's, as height 1
+  check_legalized("conv", "x: Tensor[(n, 4, 10), f32], w: Tensor[(2, 4, 3), f32]", "Tensor[(n, 2, 10), f32]",
+                  "conv(x, w, padding=[1, 1])");  // two outputs: a loop nest
   check_legalized("conv", "x: Tensor[(n, 4, 9, 9), f32], w: Tensor[(8, 2, 3, 3), f32]", "Tensor[(n, 8, 3, 3), f32]",
                   "conv(x, w, strides=[2, 2], dilation=[2, 2], groups=2)", kGemmConv);
   check_legalized("conv", "x: Tensor[(n, 4, 9, 9), f32], w: Tensor[(4, 1, 3, 3), f32]", "Tensor[(n, 4, 9, 9), f32]",
