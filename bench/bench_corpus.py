@@ -11,7 +11,9 @@ Prints a table and the geometric mean of the ratios per thread count.
         [--json FILE]
 
 A model ONNX Runtime cannot run, or whose inputs it cannot take (sequences),
-is listed with the reason and left out of the means.
+is listed with the reason and left out of the means. ONNX Runtime's figures
+include what a session.run costs from Node; the script prints that floor (a
+one-node model's median) first, so small models can be read against it.
 """
 import argparse
 import json
@@ -95,6 +97,23 @@ def ort_ms(args, onnx_path, spec, threads):
     return json.loads(o.stdout)["median_ms"], None
 
 
+def ort_floor(args, threads):
+    """ORT's median on a one-node model: what a run costs through onnxruntime-node before any work."""
+    from onnx import TensorProto, helper
+    with tempfile.TemporaryDirectory() as tmp:
+        g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "floor",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+        path = os.path.join(tmp, "floor.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+        np.zeros(1, np.float32).tofile(os.path.join(tmp, "x.bin"))
+        spec = os.path.join(tmp, "inputs.json")
+        with open(spec, "w") as f:
+            json.dump([{"name": "x", "dtype": "float32", "shape": [1], "file": os.path.join(tmp, "x.bin")}], f)
+        ms, _ = ort_ms(args, path, spec, threads)
+        return ms
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="the folder holding relax-build and relax-run")
@@ -109,6 +128,10 @@ def main():
     models = args.only.split(",") if args.only else sorted(
         f[:-5] for f in os.listdir(CORPUS) if f.endswith(".onnx"))
     rows = []
+    floor = ort_floor(args, threads[0])
+    if floor:
+        print(f"ONNX Runtime's floor here: {floor:.3f} ms per run of a one-node model (Identity of 1 float): "
+              "the cost of a session.run from Node, included in every ORT figure below")
     head = f"{'model':<20} {'case':<12}" + "".join(f" {'relax ms':>9} {'ORT ms':>8} {'ratio':>6} " for _ in threads)
     print(f"median of {args.runs} runs; threads " + ", ".join(map(str, threads)) + " (column groups, left to right)\n")
     print(head)
