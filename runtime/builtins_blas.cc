@@ -140,7 +140,9 @@ bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
 // gemm.conv2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y[, ws]):
 // y = conv(x, w) for x (N, C, H, W), w (O, C / groups, KH, KW), y (N, O,
 // OH, OW), or all of rank 3 without H (a 1-D convolution, as height 1);
-// the ends of the padding follow from OH and OW. ws holds the
+// the ends of the padding follow from OH and OW. f32, or i32 (the
+// integer convolutions' widened operands: always the direct kernel, no
+// workspace). ws holds the
 // im2col matrix of one image and group, (C / groups * KH * KW) x (OH * OW);
 // it is absent when the convolution is a plain product (1x1 kernel, stride
 // 1, no padding), which reads x directly.
@@ -152,9 +154,11 @@ void conv2d(BuiltinCall& c) {
   const Tensor& y = c.arg(3).tensor("gemm.conv2d y");
   const Tensor* ws = c.num_args == 5 ? &c.arg(4).tensor("gemm.conv2d workspace") : nullptr;
   size_t rank = x.shape().size();
+  const bool i32 = x.dtype() == DType::i32();
   for (const Tensor* t : {&x, &w, &y})
-    if (!(t->dtype() == DType::f32()) || t->shape().size() != rank || (rank != 4 && rank != 3))
-      rt_fail("gemm.conv2d: needs f32 tensors all of rank 4 (or 3: a 1-D convolution), got ", t->type_str());
+    if (!(t->dtype() == (i32 ? DType::i32() : DType::f32())) || t->shape().size() != rank || (rank != 4 && rank != 3))
+      rt_fail("gemm.conv2d: needs f32 (or i32) tensors all of one dtype and of rank 4 (or 3: a 1-D convolution), got ",
+              t->type_str());
   if (p.size() != 7) rt_fail("gemm.conv2d: needs 7 parameters, got ", p.size());
   int64_t sh = p[0], sw = p[1], ph = p[2], pw = p[3], dh = p[4], dw = p[5], groups = p[6];
   // Rank 3 is height 1.
@@ -171,6 +175,14 @@ void conv2d(BuiltinCall& c) {
   int64_t Og = O / groups, K = Cg * KH * KW, P = OH * OW;
   c.flops = 2.0 * double(N) * double(O) * double(P) * double(K);
   bool direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  if (i32) {  // no im2col form: always direct, and no workspace
+    thread_local std::vector<int32_t> scratch;
+    if (N && O && P)
+      conv2d_direct_i32({N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, groups},
+                        static_cast<const int32_t*>(x.data()), static_cast<const int32_t*>(w.data()),
+                        static_cast<int32_t*>(y.data()), scratch, ThreadPool::global().get());
+    return;
+  }
   if (!direct && (!ws || ws->nbytes() < size_t(K * P) * sizeof(float)))
     rt_fail("gemm.conv2d: the workspace must hold ", K * P, " f32, got ", ws ? ws->type_str() : "none");
   if (N == 0 || O == 0 || P == 0) return;

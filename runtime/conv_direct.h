@@ -29,8 +29,15 @@ struct Conv2dGeometry {
 // Whether this CPU has the kernel (AVX2 and FMA).
 bool conv2d_direct_available();
 
-// y = conv(x, w). `scratch` holds the transposed weights between calls.
+// y = conv(x, w). `scratch` holds the transposed weights and the padded
+// input. The f32 one needs conv2d_direct_available().
 void conv2d_direct_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, std::vector<float>& scratch,
                        ThreadPool* pool);
+// The same in i32 (products and sums wrap as i32 arithmetic does), on any
+// CPU: AVX2 where it has it, else plain loops.
+void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y,
+                       std::vector<int32_t>& scratch, ThreadPool* pool);
+// Its plain-loop form (what a CPU without AVX2 runs).
+void conv2d_loops_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y, ThreadPool* pool);
 
 }  // namespace relax::rt

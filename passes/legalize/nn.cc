@@ -111,8 +111,11 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   const auto* w = as<TensorSI>(call.args[1]->sinfo);
   // 2-D, or 1-D as a 2-D convolution of height 1 (the runtime reads rank-3 tensors so).
   size_t rank = y && y->shape ? y->shape->size() : 0;
+  // f32, or i32 (ConvInteger's widened operands), which the runtime convolves directly, with no workspace.
+  const bool i32 = y && y->dtype == DataType::i32();
   for (const TensorSI* t : {y, x, w})
-    if (!t || !t->shape || t->dtype != DataType::f32() || t->shape->size() != rank || (rank != 4 && rank != 3))
+    if (!t || !t->shape || t->dtype != (i32 ? DataType::i32() : DataType::f32()) || t->shape->size() != rank ||
+        (rank != 4 && rank != 3))
       return std::nullopt;
   int64_t groups = attrs.get_int("groups");
   const std::vector<SymExpr>&ws = *w->shape, &ys = *y->shape;
@@ -131,6 +134,7 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   bool direct = kh.is_const(1) && kw.is_const(1) && win.strides == std::vector<int64_t>{1, 1};
   for (int64_t p : win.pad_begin) direct &= p == 0;
   for (int64_t p : win.pad_end) direct &= p == 0;
+  direct |= i32;  // no workspace
   Expr params =
       make_shape({SymExpr(win.strides[0]), SymExpr(win.strides[1]), SymExpr(win.pad_begin[0]),
                   SymExpr(win.pad_begin[1]), SymExpr(win.dilation[0]), SymExpr(win.dilation[1]), SymExpr(groups)});

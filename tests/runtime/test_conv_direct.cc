@@ -3,7 +3,8 @@
 // than the padded input allows), groups, channel counts that leave a
 // partial block of 16, outputs whose positions leave a partial tile of 6,
 // one thread and a pool; and that equal windows give bitwise equal results
-// wherever they sit, padding included.
+// wherever they sit, padding included. The i32 form (and its plain loops)
+// exactly, overflowing sums wrapping.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -87,6 +88,52 @@ TEST_CASE("conv2d_direct_f32: equal windows give bitwise equal results") {
   for (int64_t o = 0; o < g.O; ++o)
     for (int64_t h = 1; h + 1 < g.H; ++h)
       for (int64_t c = 1; c + 1 < g.W; ++c) CHECK(y[size_t((o * g.H + h) * g.W + c)] == y[size_t((o * g.H + 1) * g.W + 1)]);
+}
+
+TEST_CASE("conv2d_direct_i32 and its plain loops: exact, wrapping as i32 arithmetic does") {
+  std::mt19937 rng(7);
+  ThreadPool pool(2);
+  std::vector<Conv2dGeometry> cases = {
+      {2, 8, 9, 7, 8, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {1, 6, 10, 11, 20, 3, 2, 0, 0, 2, 1, 1, 0, 1, 2, 2},
+      {1, 4, 1, 13, 9, 1, 3, 0, 0, 1, 1, 0, 1, 1, 1, 1},  // a 1-D convolution as height 1
+  };
+  for (Conv2dGeometry g : cases) {
+    g.OH = (g.H + 2 * g.ph - (g.KH - 1) * g.dh - 1) / g.sh + 1;
+    g.OW = (g.W + 2 * g.pw - (g.KW - 1) * g.dw - 1) / g.sw + 1;
+    for (bool huge : {false, true}) {  // u8-sized operands, then ones whose sums wrap
+      std::uniform_int_distribution<int32_t> d(huge ? -2000000000 : -255, huge ? 2000000000 : 255);
+      std::vector<int32_t> x(size_t(g.N * g.C * g.H * g.W)), w(size_t(g.O * (g.C / g.groups) * g.KH * g.KW));
+      for (int32_t& v : x) v = d(rng);
+      for (int32_t& v : w) v = d(rng);
+      int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
+      std::vector<int32_t> want(size_t(g.N * g.O * g.OH * g.OW));
+      for (int64_t n = 0; n < g.N; ++n)
+        for (int64_t o = 0; o < g.O; ++o)
+          for (int64_t oh = 0; oh < g.OH; ++oh)
+            for (int64_t ow = 0; ow < g.OW; ++ow) {
+              uint32_t acc = 0;
+              for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t kh = 0; kh < g.KH; ++kh)
+                  for (int64_t kw = 0; kw < g.KW; ++kw) {
+                    int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
+                    if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+                    acc += uint32_t(x[size_t(((n * g.C + o / Og * Cg + c) * g.H + ih) * g.W + iw)]) *
+                           uint32_t(w[size_t(((o * Cg + c) * g.KH + kh) * g.KW + kw)]);
+                  }
+              want[size_t(((n * g.O + o) * g.OH + oh) * g.OW + ow)] = int32_t(acc);
+            }
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<int32_t> y(want.size(), 7), loops(want.size(), 7), scratch;
+        conv2d_direct_i32(g, x.data(), w.data(), y.data(), scratch, p);
+        conv2d_loops_i32(g, x.data(), w.data(), loops.data(), p);
+        CAPTURE(g.O);
+        CAPTURE(huge);
+        CHECK(y == want);
+        CHECK(loops == want);
+      }
+    }
+  }
 }
 
 }  // namespace
