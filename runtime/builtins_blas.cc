@@ -7,7 +7,10 @@
 //    product per image and group (runtime/gemm.h, whose results do not
 //    depend on an element's position, as a loop nest's do not) over an
 //    im2col matrix in a workspace the graph allocates (the call's second
-//    output), so memory planning covers it.
+//    output), so memory planning covers it; or directly
+//    (runtime/conv_direct.h).
+//  - gemm.conv_transpose2d: 2-D (and 1-D) f32 transposed convolutions, a
+//    matrix product into a workspace and a scatter of its columns.
 #include <cblas.h>
 
 #include <algorithm>
@@ -241,6 +244,100 @@ void conv2d(BuiltinCall& c) {
   }
 }
 
+// gemm.conv_transpose2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y, ws):
+// y = conv_transpose(x, w) for x (N, C, H, W), w (C, O / groups, KH, KW),
+// y (N, O, OH, OW) (or all of rank 3 without H: a 1-D one, as height 1):
+// per image and group one product cols = w^T x, (O/g * KH * KW) x (H * W)
+// in the workspace ws, then each column scattered into y: input (ih, iw)
+// through tap (kh, kw) lands at (ih * sh - ph + kh * dh, iw * sw - pw + kw * dw);
+// output padding and the padding's ends follow from OH and OW.
+void conv_transpose2d(BuiltinCall& c) {
+  const char* what = "gemm.conv_transpose2d";
+  if (c.num_args != 5) rt_fail(what, ": takes 5 arguments, got ", c.num_args);
+  const Tensor& x = c.arg(0).tensor("gemm.conv_transpose2d x");
+  const Tensor& w = c.arg(1).tensor("gemm.conv_transpose2d w");
+  const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv_transpose2d parameters");
+  const Tensor& y = c.arg(3).tensor("gemm.conv_transpose2d y");
+  const Tensor& ws = c.arg(4).tensor("gemm.conv_transpose2d workspace");
+  size_t rank = x.shape().size();
+  for (const Tensor* t : {&x, &w, &y})
+    if (!(t->dtype() == DType::f32()) || t->shape().size() != rank || (rank != 4 && rank != 3))
+      rt_fail(what, ": needs f32 tensors all of rank 4 (or 3), got ", t->type_str());
+  if (p.size() != 7) rt_fail(what, ": needs 7 parameters, got ", p.size());
+  int64_t sh = p[0], sw = p[1], ph = p[2], pw = p[3], dh = p[4], dw = p[5], groups = p[6];
+  auto as4 = [rank](const std::vector<int64_t>& s) {
+    return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
+  };
+  const std::vector<int64_t> xs = as4(x.shape()), wsh = as4(w.shape()), ys = as4(y.shape());
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  int64_t Og = wsh[1], KH = wsh[2], KW = wsh[3], OH = ys[2], OW = ys[3];
+  if (groups < 1 || C % groups != 0 || wsh[0] != C || ys[0] != N || ys[1] != Og * groups)
+    rt_fail(what, ": x ", x.type_str(), ", w ", w.type_str(), " and y ", y.type_str(), " do not agree (groups ", groups,
+            ")");
+  int64_t Cg = C / groups, O = Og * groups, M = Og * KH * KW, P = H * W;
+  if (ws.nbytes() < size_t(M * P) * sizeof(float))
+    rt_fail(what, ": the workspace must hold ", M * P, " f32, got ", ws.type_str());
+  c.flops = 2.0 * double(N) * double(groups) * double(M) * double(P) * double(Cg);
+  float* yd = static_cast<float*>(y.data());
+  if (y.numel() == 0) return;
+  std::memset(yd, 0, y.nbytes());
+  if (P == 0 || Cg == 0) return;
+  const float* xd = static_cast<const float*>(x.data());
+  const float* wd = static_cast<const float*>(w.data());
+  float* cols = static_cast<float*>(ws.data());
+  std::shared_ptr<ThreadPool> pool = ThreadPool::global();
+  const bool threads = pool->num_threads() > 1 && double(M) * double(P) * double(Cg) >= double(1 << 17);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* a = wd + g * Cg * M;  // (Cg, M): cols = a^T b
+      const float* b = xd + (n * C + g * Cg) * P;
+      // The product in column slices over the pool (OpenBLAS runs single-threaded).
+      int64_t slices = threads ? std::min<int64_t>(pool->num_threads(), (P + 15) / 16) : 1;
+      int64_t width = ((P + slices - 1) / slices + 15) / 16 * 16;
+      slices = (P + width - 1) / width;
+      auto gemm = [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s) {
+          int64_t j0 = s * width, nj = std::min(width, P - j0);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(Cg), 1.0f, a,
+                      blasint(M), b + j0, blasint(P), 0.0f, cols + j0, blasint(P));
+        }
+      };
+      if (slices > 1)
+        pool->parallel_for(slices, gemm);
+      else
+        gemm(0, 1);
+      // Scatter: each output channel's plane is written by its own rows of cols.
+      auto scatter = [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          float* plane = yd + (n * O + g * Og + o) * OH * OW;
+          for (int64_t kh = 0; kh < KH; ++kh)
+            for (int64_t kw = 0; kw < KW; ++kw) {
+              const float* row = cols + ((o * KH + kh) * KW + kw) * P;
+              // Inputs iw whose output column lies inside: ow = iw * sw + off in [0, OW).
+              int64_t off = kw * dw - pw;
+              int64_t lo = off >= 0 ? 0 : std::min(W, (-off + sw - 1) / sw);
+              int64_t hi = OW - 1 - off < 0 ? lo : std::clamp((OW - 1 - off) / sw + 1, lo, W);
+              for (int64_t ih = 0; ih < H; ++ih) {
+                int64_t oh = ih * sh - ph + kh * dh;
+                if (oh < 0 || oh >= OH) continue;
+                float* out = plane + oh * OW;
+                const float* in = row + ih * W;
+                if (sw == 1)
+                  for (int64_t iw = lo; iw < hi; ++iw) out[iw + off] += in[iw];
+                else
+                  for (int64_t iw = lo; iw < hi; ++iw) out[iw * sw + off] += in[iw];
+              }
+            }
+        }
+      };
+      if (threads)
+        pool->parallel_for(Og, scatter);
+      else
+        scatter(0, Og);
+    }
+  }
+}
+
 }  // namespace
 
 void register_blas_builtins() {
@@ -251,6 +348,7 @@ void register_blas_builtins() {
   if (blas_thread_shutdown_) blas_thread_shutdown_();
   register_builtin("blas.matmul", matmul);
   register_builtin("gemm.conv2d", conv2d);
+  register_builtin("gemm.conv_transpose2d", conv_transpose2d);
 }
 
 }  // namespace relax::rt

@@ -251,8 +251,53 @@ std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
 
 // ---- conv_transpose -----------------------------------------------------------------
 
+constexpr const char* kGemmConvTranspose2d = "gemm.conv_transpose2d";
+
+// A 2-D (or 1-D) f32 transposed convolution as the runtime library's
+// product and scatter (gemm.conv_transpose2d, runtime/builtins_blas.cc),
+// when each group's product has rows enough to pay (output channels times
+// taps at least 8). Its columns, (O/g * KH * KW) x (H * W), are the call's
+// second output, a workspace memory planning covers.
+std::optional<Expr> gemm_conv_transpose2d(LegalizeContext& ctx, const CallNode& call, const Attrs& attrs) {
+  if (!ctx.libraries()) return std::nullopt;
+  const auto* y = as<TensorSI>(call.sinfo);
+  const auto* x = as<TensorSI>(call.args[0]->sinfo);
+  const auto* w = as<TensorSI>(call.args[1]->sinfo);
+  size_t rank = y && y->shape ? y->shape->size() : 0;
+  for (const TensorSI* t : {y, x, w})
+    if (!t || !t->shape || t->dtype != DataType::f32() || t->shape->size() != rank || (rank != 4 && rank != 3))
+      return std::nullopt;
+  int64_t groups = attrs.get_int("groups");
+  const std::vector<SymExpr>&ws = *w->shape, &xs = *x->shape;
+  int sp = int(rank) - 2;
+  SymExpr kh = sp == 2 ? ws[2] : SymExpr(1), kw = ws[rank - 1];
+  SymExpr ih = sp == 2 ? xs[2] : SymExpr(1), iw = xs[rank - 1];
+  Analyzer& ana = ctx.analyzer();
+  SymExpr rows = ana.simplify(ws[1] * kh * kw);
+  if (groups < 1 || !rows.is_const() || rows.const_value() < 8) return std::nullopt;
+  Window win = read_window("conv_transpose", attrs, sp);
+  if (sp == 1) {
+    win.strides.insert(win.strides.begin(), 1);
+    win.dilation.insert(win.dilation.begin(), 1);
+    win.pad_begin.insert(win.pad_begin.begin(), 0);
+  }
+  Expr params =
+      make_shape({SymExpr(win.strides[0]), SymExpr(win.strides[1]), SymExpr(win.pad_begin[0]),
+                  SymExpr(win.pad_begin[1]), SymExpr(win.dilation[0]), SymExpr(win.dilation[1]), SymExpr(groups)});
+  if (!ctx.module().extern_decl(kGemmConvTranspose2d)) ctx.module().add_extern(kGemmConvTranspose2d);
+  StructInfo out = tuple_si({call.sinfo, tensor_si(DataType::f32(), {rows, ana.simplify(ih * iw)})});
+  Expr r = make_op_call("call_library",
+                        {make_string(kGemmConvTranspose2d), make_tuple({call.args[0], call.args[1], params})}, {},
+                        {out});
+  r->sinfo = out;
+  Expr item = make_tuple_get_item(ctx.emit(r, "conv_transpose_all"), 0);
+  item->sinfo = call.sinfo;
+  return item;
+}
+
 std::optional<Expr> legalize_conv_transpose(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
+  if (std::optional<Expr> lib = gemm_conv_transpose2d(ctx, call, attrs)) return lib;
   ProgramBuilder pb(ctx, "conv_transpose");
   Buffer x = pb.input(call.args[0], "x");
   Buffer w = pb.input(call.args[1], "w");

@@ -58,7 +58,10 @@ TEST_CASE("conv: 1-D, 2-D, 3-D, groups, dilation, f16") {
 TEST_CASE("conv_transpose and deform_conv") {
   check_legalized("conv_transpose", "x: Tensor[(n, 4, 5, 5), f32], w: Tensor[(4, 3, 3, 3), f32]",
                   "Tensor[(n, 6, 10, 10), f32]",
-                  "conv_transpose(x, w, strides=[2, 2], padding=[1, 1, 1, 1], output_padding=[1, 1], groups=2)");
+                  "conv_transpose(x, w, strides=[2, 2], padding=[1, 1, 1, 1], output_padding=[1, 1], groups=2)",
+                  "call_library(\"gemm.conv_transpose2d\"");  // 3 x 3 x 3 rows per group: the library's
+  check_legalized("conv_transpose", "x: Tensor[(n, 4, 5, 5), f32], w: Tensor[(4, 1, 2, 2), f32]",
+                  "Tensor[(n, 1, 10, 10), f32]", "conv_transpose(x, w, strides=[2, 2])");  // 4 rows: a loop nest
   check_legalized("conv_transpose", "x: Tensor[(1, 2, 5), f16], w: Tensor[(2, 2, 3), f16]", "Tensor[(1, 2, 7), f16]",
                   "conv_transpose(x, w)");
   check_legalized("deform_conv",
