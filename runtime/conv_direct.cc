@@ -103,12 +103,14 @@ void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op:
   const int64_t Hp = std::max(g.H + g.ph, (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1);
   const int64_t Wp = std::max(g.W + g.pw, (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1);
   // scratch: weights [group][block][k][16] (zero past Og), then the padded input (N, C, Hp, Wp).
+  // Without padding, when every window lies inside the image, x itself.
+  const bool copy = g.ph != 0 || g.pw != 0 || Hp != g.H || Wp != g.W;
   const size_t wsize = size_t(g.groups * blocks * K * kLanes);
-  scratch.resize(wsize + size_t(g.N * g.C * Hp * Wp));
+  scratch.resize(wsize + (copy ? size_t(g.N * g.C * Hp * Wp) : 0));
   T* wt = scratch.data();
-  T* xp = scratch.data() + wsize;
+  T* xp = copy ? scratch.data() + wsize : nullptr;
   // Zeros where the padding is: rows above and below, columns left and right.
-  for (int64_t c = 0; c < g.N * g.C; ++c) {
+  for (int64_t c = 0; copy && c < g.N * g.C; ++c) {
     T* plane = xp + c * Hp * Wp;
     std::fill(plane, plane + g.ph * Wp, T(0));
     std::fill(plane + (g.ph + g.H) * Wp, plane + Hp * Wp, T(0));
@@ -127,16 +129,17 @@ void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op:
       for (int64_t l = oc; l < kLanes; ++l) dst[l] = T(0);
     }
   }
-  for (int64_t c = 0; c < g.N * g.C; ++c)
+  for (int64_t c = 0; copy && c < g.N * g.C; ++c)
     for (int64_t h = 0; h < g.H; ++h)
       std::copy(x + (c * g.H + h) * g.W, x + (c * g.H + h + 1) * g.W, xp + (c * Hp + h + g.ph) * Wp + g.pw);
+  const T* image = copy ? xp : x;
   const int64_t tiles = (P + kPos - 1) / kPos;
   const int64_t items = g.N * g.groups * blocks * tiles;
   auto body = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       int64_t t = r % tiles, b = r / tiles % blocks, gi = r / (tiles * blocks) % g.groups,
               n = r / (tiles * blocks * g.groups);
-      const T* xg = xp + (n * g.C + gi * Cg) * Hp * Wp;
+      const T* xg = image + (n * g.C + gi * Cg) * Hp * Wp;
       int64_t p0 = t * kPos;
       int nw = int(std::min<int64_t>(kPos, P - p0));
       const T* px[kPos];
