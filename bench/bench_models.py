@@ -16,34 +16,12 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-import onnx
-import onnx.numpy_helper as nh
+from bench_corpus import input_names, ort_inputs  # the same input files for ort_bench.js
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "tests", "models")
 CASES = [("gpt2_tiny", "b1_s7_p0"), ("gpt2_tiny", "b1_s1_p7"), ("gpt2_tiny", "b2_s64_p3"),
          ("bert_tiny", "b1_s64"), ("cnn_tiny", "b1_32x32"), ("cnn_tiny", "b3_16x24")]
-ORT_TYPES = {np.float32: "float32", np.int64: "int64", np.int32: "int32", np.bool_: "bool", np.float64: "float64"}
-
-
-def ort_inputs(case_dir, tmp):
-    out = []
-    for k in range(100):
-        p = os.path.join(case_dir, f"input_{k}.pb")
-        if not os.path.exists(p):
-            break
-        t = onnx.TensorProto()
-        with open(p, "rb") as f:
-            t.ParseFromString(f.read())
-        a = nh.to_array(t)
-        path = os.path.join(tmp, f"in_{k}.bin")
-        a.tofile(path)
-        out.append({"name": t.name, "dtype": ORT_TYPES[a.dtype.type], "shape": list(a.shape), "file": path})
-    spec = os.path.join(tmp, "inputs.json")
-    with open(spec, "w") as f:
-        json.dump(out, f)
-    return spec
 
 
 def main():
@@ -73,7 +51,10 @@ def main():
                 print(f"{model:<12} {case:<12} relax-run failed: {rep.get('error', rep.get('outputs'))}")
                 continue
             relax_ms = rep["bench"]["median_ms"]
-            spec = ort_inputs(case_dir, tmp)
+            spec, why = ort_inputs(case_dir, input_names(onnx_path), tmp)
+            if not spec:
+                print(f"{model:<12} {case:<12} {relax_ms:>10.3f}  ONNX Runtime cannot take the inputs: {why}")
+                continue
             o = subprocess.run(["node", os.path.join(HERE, "ort_bench.js"), onnx_path, spec, str(args.runs),
                                 str(args.threads)], capture_output=True, text=True, cwd=HERE)
             if o.returncode != 0:
