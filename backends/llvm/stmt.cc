@@ -3,6 +3,8 @@
 // Expressions are in expr.cc.
 #include <llvm/IR/MDBuilder.h>
 
+#include <optional>
+
 #include "backends/llvm/codegen.h"
 #include "backends/vm/kernel_abi.h"
 #include "ir/error.h"
@@ -118,10 +120,49 @@ void ProgramCodegen::emit_stmt(const tir::Stmt& s) {
   }
 }
 
+namespace {
+
+// A loop whose body is only `acc[...] = acc[...] + v` on one element of a
+// float buffer, the same indices on both sides and free of the loop
+// variable: a sum reduction (softmax's denominator, a mean, a norm's
+// variance).
+bool float_sum_loop(const tir::ForNode& f) {
+  const auto* st = tir::as<tir::StoreNode>(f.body);
+  if (!st || !st->buffer->dtype.is_float() || st->value->kind != tir::TKind::Binary) return false;
+  const auto* add = tir::as<tir::BinaryNode>(st->value);
+  if (add->op != tir::BinOp::Add) return false;
+  auto is_acc = [&](const tir::TExpr& e) {
+    if (e->kind != tir::TKind::Load) return false;
+    const auto* l = tir::as<tir::LoadNode>(e);
+    if (l->buffer != st->buffer || l->indices.size() != st->indices.size()) return false;
+    // Constant indices (an immediate, or a constant symbolic one), equal on both sides.
+    auto constant = [](const tir::TExpr& i) -> std::optional<int64_t> {
+      if (const auto* imm = tir::as<tir::ImmNode>(i)) return imm->int_value;
+      if (const auto* sym = tir::as<tir::SymNodeT>(i); sym && sym->value.is_const()) return sym->value.const_value();
+      return std::nullopt;
+    };
+    for (size_t i = 0; i < l->indices.size(); ++i) {
+      std::optional<int64_t> a = constant(l->indices[i]), b = constant(st->indices[i]);
+      if (!a || !b || *a != *b) return false;
+    }
+    return true;
+  };
+  return is_acc(add->a) || is_acc(add->b);
+}
+
+}  // namespace
+
 void ProgramCodegen::emit_for(const tir::ForNode& f) {
   using tir::LoopKind;
   switch (f.loop_kind) {
     case LoopKind::Serial:
+      // A float sum into one accumulator vectorises when LLVM may reorder
+      // it (forcing the vectoriser allows that): partial sums per lane,
+      // added at the end, the same order for every row.
+      if (vector_unit() && float_sum_loop(f))
+        return emit_loop(
+            f.var, i64c(0), emit_sym(f.extent), f.body,
+            {loop_bool(ctx_, "llvm.loop.vectorize.enable", true), loop_flag(ctx_, "llvm.loop.mustprogress")});
       return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
     case LoopKind::Parallel:
       if (in_parallel_) return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});

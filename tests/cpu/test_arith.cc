@@ -316,5 +316,35 @@ prog @ef(a: Buffer[(n,), f32]) -> (o: Buffer[(n,), f32]) {
   CHECK(ir.find("llvm.exp.") == std::string::npos);
 }
 
+// A float sum into one accumulator (softmax's denominator, a mean) is
+// vectorised: partial sums per lane, in the same order for every row, so
+// equal rows still give equal sums.
+TEST_CASE("cpu: a float sum reduction loop vectorises, and equal rows sum equally") {
+  const char* text = R"(
+prog @rowsum(a: Buffer[(r, n), f32]) -> (o: Buffer[(r,), f32]) {
+  for i in range(r) {
+    alloc s: Buffer[(1,), f32, local]
+    s[0] = 0.0f32
+    for k in range(n) {
+      s[0] = s[0] + a[i, k]
+    }
+    o[i] = s[0]
+  }
+}
+)";
+  std::string ir = emit_llvm_ir(programs_of(text), {"x86-64-v3", 3});
+  CHECK(ir.find("vector.reduce.fadd") != std::string::npos);
+  Library lib(compile_programs(programs_of(text), {}));
+  int64_t rows = 3, n = 1001;
+  std::vector<float> a(size_t(rows * n)), o(static_cast<size_t>(rows));
+  for (int64_t k = 0; k < n; ++k) a[size_t(k)] = a[size_t(n + k)] = float(k % 17) * 0.1f - 0.7f, a[size_t(2 * n + k)] = 1.0f;
+  REQUIRE(call(lib.kernel("rowsum"), {a.data(), o.data()}, {rows, n, rows}) == 0);
+  double want = 0;
+  for (int64_t k = 0; k < n; ++k) want += double(a[size_t(k)]);
+  CHECK(std::fabs(o[0] - want) < 1e-3);
+  CHECK(o[0] == o[1]);
+  CHECK(o[2] == float(n));
+}
+
 }  // namespace
 }  // namespace relax::cpu::test
