@@ -14,6 +14,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -41,6 +42,40 @@ std::vector<int64_t> batch_strides(const std::vector<int64_t>& batch, const std:
     stride *= batch[i];
   }
   return s;
+}
+
+// Column slices of a product with `cols` columns for `threads` workers:
+// whole 16-column vector panels each, one slice when the product is too
+// small to split. Each slice is one single-threaded BLAS call on the
+// runtime's pool (OpenBLAS's own threads stay off: two pools spinning on
+// two cores take turns instead of working).
+struct Slices {
+  int64_t count = 1, width = 0;
+};
+Slices column_slices(int64_t cols, int64_t wanted, double work) {
+  Slices s;
+  if (work >= double(1 << 17)) s.count = std::max<int64_t>(1, std::min(wanted, (cols + 15) / 16));
+  s.width = ((cols + s.count - 1) / s.count + 15) / 16 * 16;
+  s.count = s.width > 0 ? (cols + s.width - 1) / s.width : 1;
+  return s;
+}
+
+// Runs body(begin, end) over [0, n) on the pool, or inline when one item
+// or one thread would do.
+template <typename F>
+void for_items(ThreadPool& pool, int64_t n, bool split, F&& body) {
+  if (split && n > 1 && pool.num_threads() > 1)
+    pool.parallel_for(n, body);
+  else
+    body(0, n);
+}
+
+// The indices i of [0, count) whose position i * stride + off lies in
+// [0, limit): [lo, hi) (hi = lo when none does).
+std::pair<int64_t, int64_t> inside(int64_t off, int64_t stride, int64_t limit, int64_t count) {
+  int64_t lo = off >= 0 ? 0 : std::min(count, (-off + stride - 1) / stride);
+  int64_t hi = limit - 1 - off < 0 ? lo : std::clamp((limit - 1 - off) / stride + 1, lo, count);
+  return {lo, hi};
 }
 
 // blas.matmul(a, b, out)
@@ -76,18 +111,13 @@ void matmul(BuiltinCall& c) {
     return;
   }
   std::vector<int64_t> sa = batch_strides(ab, ob, M * K), sb = batch_strides(bb, ob, K * N);
-  // Work items: each output matrix, split into column slices when there
-  // are fewer matrices than threads; each is one single-threaded BLAS call
-  // on the runtime's pool (OpenBLAS's own threads stay off: two pools
-  // spinning on two cores take turns instead of working).
+  // Work items: each output matrix, in column slices when there are fewer
+  // matrices than threads.
   std::shared_ptr<ThreadPool> pool = ThreadPool::global();
-  int threads = pool->num_threads();
   double work = double(batch) * double(M) * double(N) * double(K);
-  int64_t slices = 1;
-  if (work >= double(1 << 17) && batch < threads) slices = std::min<int64_t>((threads + batch - 1) / batch, (N + 15) / 16);
-  int64_t cols = (N + slices - 1) / slices;
-  cols = (cols + 15) / 16 * 16;  // whole vector panels per slice
-  slices = (N + cols - 1) / cols;
+  int64_t threads = pool->num_threads();
+  Slices sl = column_slices(N, batch < threads ? (threads + batch - 1) / batch : 1, work);
+  int64_t slices = sl.count, cols = sl.width;
   auto one = [&](int64_t item) {
     int64_t i = item / slices, j0 = item % slices * cols, nj = std::min(cols, N - j0);
     int64_t oa = 0, obb = 0, rest = i;
@@ -106,26 +136,61 @@ void matmul(BuiltinCall& c) {
                   reinterpret_cast<float*>(pc), blasint(N));
     else
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(K), 1.0,
-                  reinterpret_cast<const double*>(pa), blasint(K), reinterpret_cast<const double*>(pb), blasint(N),
-                  0.0, reinterpret_cast<double*>(pc), blasint(N));
+                  reinterpret_cast<const double*>(pa), blasint(K), reinterpret_cast<const double*>(pb), blasint(N), 0.0,
+                  reinterpret_cast<double*>(pc), blasint(N));
   };
-  int64_t items = batch * slices;
-  if (work < double(1 << 17) || threads == 1 || items == 1) {
-    for (int64_t t = 0; t < items; ++t) one(t);
-    return;
-  }
-  pool->parallel_for(items, [&](int64_t begin, int64_t end) {
+  for_items(*pool, batch * slices, work >= double(1 << 17), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) one(t);
   });
+}
+
+// The operands of a library convolution: x, w, the parameters and y, all
+// of rank 4 or all of rank 3 (a 1-D convolution, read as height 1).
+struct ConvArgs {
+  const Tensor *x, *w, *y;
+  std::vector<int64_t> xs, ws, ys;  // as rank 4
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+};
+// labels: the call's name, then its x, w, parameters and y as errors name them.
+ConvArgs conv_args(BuiltinCall& c, const std::array<const char*, 5>& labels, DType dtype) {
+  const char* what = labels[0];
+  ConvArgs a{&c.arg(0).tensor(labels[1]),
+             &c.arg(1).tensor(labels[2]),
+             &c.arg(3).tensor(labels[4]),
+             {},
+             {},
+             {},
+             0,
+             0,
+             0,
+             0,
+             0,
+             0,
+             0};
+  const std::vector<int64_t>& p = c.arg(2).shape(labels[3]);
+  size_t rank = a.x->shape().size();
+  for (const Tensor* t : {a.x, a.w, a.y})
+    if (!(t->dtype() == dtype) || t->shape().size() != rank || (rank != 4 && rank != 3))
+      rt_fail(what, ": needs ", dtype.str(), " tensors all of rank 4 (or 3: a 1-D convolution), got ", t->type_str());
+  if (p.size() != 7) rt_fail(what, ": needs 7 parameters, got ", p.size());
+  auto as4 = [rank](const std::vector<int64_t>& s) {
+    return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
+  };
+  a.xs = as4(a.x->shape()), a.ws = as4(a.w->shape()), a.ys = as4(a.y->shape());
+  a.sh = p[0], a.sw = p[1], a.ph = p[2], a.pw = p[3], a.dh = p[4], a.dw = p[5], a.groups = p[6];
+  if (a.groups < 1 || a.xs[0] != a.ys[0] || a.xs[1] % a.groups != 0)
+    rt_fail(what, ": x ", a.x->type_str(), ", w ", a.w->type_str(), " and y ", a.y->type_str(),
+            " do not agree (groups ", a.groups, ")");
+  return a;
 }
 
 // Direct convolution (runtime/conv_direct.h) where the im2col matrix
 // would cost more than it saves: every kernel wider than 1x1, and 1x1 ones
 // over few positions, with at least 8 output channels per group and a
-// reduction shorter than 4096 (past it
-// the GEMM's cache blocking wins: measured on this machine, 3x3 convs of
-// 64 to 256 channels ran 1.2x to 1.4x faster direct, 512 channels 1.2x
-// slower). RELAX_CONV=direct|im2col forces one or the other.
+// reduction shorter than 4096 (past it the GEMM's cache blocking wins:
+// measured on this machine, 3x3 convs of 64 to 256 channels ran 1.2x to
+// 1.4x faster direct, 512 channels 1.2x slower). RELAX_CONV=direct|im2col
+// forces one or the other.
 bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
   static const int forced = [] {
     const char* e = std::getenv("RELAX_CONV");
@@ -151,33 +216,23 @@ bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
 // 1, no padding), which reads x directly.
 void conv2d(BuiltinCall& c) {
   if (c.num_args != 4 && c.num_args != 5) rt_fail("gemm.conv2d: takes 4 or 5 arguments, got ", c.num_args);
-  const Tensor& x = c.arg(0).tensor("gemm.conv2d x");
-  const Tensor& w = c.arg(1).tensor("gemm.conv2d w");
-  const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d parameters");
-  const Tensor& y = c.arg(3).tensor("gemm.conv2d y");
+  const bool i32 = c.arg(0).tensor("gemm.conv2d x").dtype() == DType::i32();
+  ConvArgs a =
+      conv_args(c, {"gemm.conv2d", "gemm.conv2d x", "gemm.conv2d w", "gemm.conv2d parameters", "gemm.conv2d y"},
+                i32 ? DType::i32() : DType::f32());
+  const Tensor &x = *a.x, &w = *a.w, &y = *a.y;
   const Tensor* ws = c.num_args == 5 ? &c.arg(4).tensor("gemm.conv2d workspace") : nullptr;
-  size_t rank = x.shape().size();
-  const bool i32 = x.dtype() == DType::i32();
-  for (const Tensor* t : {&x, &w, &y})
-    if (!(t->dtype() == (i32 ? DType::i32() : DType::f32())) || t->shape().size() != rank || (rank != 4 && rank != 3))
-      rt_fail("gemm.conv2d: needs f32 (or i32) tensors all of one dtype and of rank 4 (or 3: a 1-D convolution), got ",
-              t->type_str());
-  if (p.size() != 7) rt_fail("gemm.conv2d: needs 7 parameters, got ", p.size());
-  int64_t sh = p[0], sw = p[1], ph = p[2], pw = p[3], dh = p[4], dw = p[5], groups = p[6];
-  // Rank 3 is height 1.
-  auto as4 = [rank](const std::vector<int64_t>& s) {
-    return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
-  };
-  const std::vector<int64_t> xs = as4(x.shape()), wsh = as4(w.shape()), ys = as4(y.shape());
-  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
-  int64_t O = wsh[0], Cg = wsh[1], KH = wsh[2], KW = wsh[3];
-  int64_t OH = ys[2], OW = ys[3];
-  if (groups < 1 || C != Cg * groups || O % groups != 0 || ys[0] != N || ys[1] != O)
+  int64_t sh = a.sh, sw = a.sw, ph = a.ph, pw = a.pw, dh = a.dh, dw = a.dw, groups = a.groups;
+  int64_t N = a.xs[0], C = a.xs[1], H = a.xs[2], W = a.xs[3];
+  int64_t O = a.ws[0], Cg = a.ws[1], KH = a.ws[2], KW = a.ws[3];
+  int64_t OH = a.ys[2], OW = a.ys[3];
+  if (C != Cg * groups || O % groups != 0 || a.ys[1] != O)
     rt_fail("gemm.conv2d: x ", x.type_str(), ", w ", w.type_str(), " and y ", y.type_str(), " do not agree (groups ",
             groups, ")");
   int64_t Og = O / groups, K = Cg * KH * KW, P = OH * OW;
   c.flops = 2.0 * double(N) * double(O) * double(P) * double(K);
-  bool direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  // A plain product: x itself is the matrix, no im2col.
+  bool plain = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
   if (i32) {  // no im2col form: always direct, and no workspace
     thread_local std::vector<int32_t> scratch;
     if (N && O && P)
@@ -186,7 +241,7 @@ void conv2d(BuiltinCall& c) {
                         static_cast<int32_t*>(y.data()), scratch, ThreadPool::global().get());
     return;
   }
-  if (!direct && (!ws || ws->nbytes() < size_t(K * P) * sizeof(float)))
+  if (!plain && (!ws || ws->nbytes() < size_t(K * P) * sizeof(float)))
     rt_fail("gemm.conv2d: the workspace must hold ", K * P, " f32, got ", ws ? ws->type_str() : "none");
   if (N == 0 || O == 0 || P == 0) return;
   if (K == 0) {
@@ -207,7 +262,7 @@ void conv2d(BuiltinCall& c) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* img = xd + (n * C + g * Cg) * H * W;
       const float* b = img;
-      if (!direct) {
+      if (!plain) {
         // Row (c, kh, kw) of col: the input under that tap at every output position.
         pool->parallel_for(K, [&](int64_t begin, int64_t end) {
           for (int64_t r = begin; r < end; ++r) {
@@ -216,8 +271,7 @@ void conv2d(BuiltinCall& c) {
             float* row = col + r * P;
             // Output columns [lo, hi) read inside the row: iw = ow * sw + off.
             int64_t off = kw * dw - pw;
-            int64_t lo = off >= 0 ? 0 : std::min(OW, (-off + sw - 1) / sw);
-            int64_t hi = W - 1 - off < 0 ? lo : std::clamp((W - 1 - off) / sw + 1, lo, OW);
+            auto [lo, hi] = inside(off, sw, W, OW);
             for (int64_t oh = 0; oh < OH; ++oh) {
               int64_t ih = oh * sh + kh * dh - ph;
               float* out = row + oh * OW;
@@ -254,26 +308,17 @@ void conv2d(BuiltinCall& c) {
 void conv_transpose2d(BuiltinCall& c) {
   const char* what = "gemm.conv_transpose2d";
   if (c.num_args != 5) rt_fail(what, ": takes 5 arguments, got ", c.num_args);
-  const Tensor& x = c.arg(0).tensor("gemm.conv_transpose2d x");
-  const Tensor& w = c.arg(1).tensor("gemm.conv_transpose2d w");
-  const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv_transpose2d parameters");
-  const Tensor& y = c.arg(3).tensor("gemm.conv_transpose2d y");
-  const Tensor& ws = c.arg(4).tensor("gemm.conv_transpose2d workspace");
-  size_t rank = x.shape().size();
-  for (const Tensor* t : {&x, &w, &y})
-    if (!(t->dtype() == DType::f32()) || t->shape().size() != rank || (rank != 4 && rank != 3))
-      rt_fail(what, ": needs f32 tensors all of rank 4 (or 3), got ", t->type_str());
-  if (p.size() != 7) rt_fail(what, ": needs 7 parameters, got ", p.size());
-  int64_t sh = p[0], sw = p[1], ph = p[2], pw = p[3], dh = p[4], dw = p[5], groups = p[6];
-  auto as4 = [rank](const std::vector<int64_t>& s) {
-    return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
-  };
-  const std::vector<int64_t> xs = as4(x.shape()), wsh = as4(w.shape()), ys = as4(y.shape());
-  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
-  int64_t Og = wsh[1], KH = wsh[2], KW = wsh[3], OH = ys[2], OW = ys[3];
-  if (groups < 1 || C % groups != 0 || wsh[0] != C || ys[0] != N || ys[1] != Og * groups)
-    rt_fail(what, ": x ", x.type_str(), ", w ", w.type_str(), " and y ", y.type_str(), " do not agree (groups ", groups,
-            ")");
+  ConvArgs a = conv_args(c,
+                         {what, "gemm.conv_transpose2d x", "gemm.conv_transpose2d w",
+                          "gemm.conv_transpose2d parameters", "gemm.conv_transpose2d y"},
+                         DType::f32());
+  const Tensor &ws = c.arg(4).tensor("gemm.conv_transpose2d workspace"), &y = *a.y;
+  int64_t sh = a.sh, sw = a.sw, ph = a.ph, pw = a.pw, dh = a.dh, dw = a.dw, groups = a.groups;
+  int64_t N = a.xs[0], C = a.xs[1], H = a.xs[2], W = a.xs[3];
+  int64_t Og = a.ws[1], KH = a.ws[2], KW = a.ws[3], OH = a.ys[2], OW = a.ys[3];
+  if (a.ws[0] != C || a.ys[1] != Og * groups)
+    rt_fail(what, ": x ", a.x->type_str(), ", w ", a.w->type_str(), " and y ", y.type_str(), " do not agree (groups ",
+            groups, ")");
   int64_t Cg = C / groups, O = Og * groups, M = Og * KH * KW, P = H * W;
   if (ws.nbytes() < size_t(M * P) * sizeof(float))
     rt_fail(what, ": the workspace must hold ", M * P, " f32, got ", ws.type_str());
@@ -282,30 +327,24 @@ void conv_transpose2d(BuiltinCall& c) {
   if (y.numel() == 0) return;
   std::memset(yd, 0, y.nbytes());
   if (P == 0 || Cg == 0) return;
-  const float* xd = static_cast<const float*>(x.data());
-  const float* wd = static_cast<const float*>(w.data());
+  const float* xd = static_cast<const float*>(a.x->data());
+  const float* wd = static_cast<const float*>(a.w->data());
   float* cols = static_cast<float*>(ws.data());
   std::shared_ptr<ThreadPool> pool = ThreadPool::global();
-  const bool threads = pool->num_threads() > 1 && double(M) * double(P) * double(Cg) >= double(1 << 17);
+  const double work = double(M) * double(P) * double(Cg);
+  const Slices sl = column_slices(P, pool->num_threads(), work);
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t g = 0; g < groups; ++g) {
-      const float* a = wd + g * Cg * M;  // (Cg, M): cols = a^T b
+      const float* wg = wd + g * Cg * M;  // (Cg, M): cols = wg^T b
       const float* b = xd + (n * C + g * Cg) * P;
-      // The product in column slices over the pool (OpenBLAS runs single-threaded).
-      int64_t slices = threads ? std::min<int64_t>(pool->num_threads(), (P + 15) / 16) : 1;
-      int64_t width = ((P + slices - 1) / slices + 15) / 16 * 16;
-      slices = (P + width - 1) / width;
-      auto gemm = [&](int64_t s0, int64_t s1) {
+      // The product in column slices over the pool.
+      for_items(*pool, sl.count, true, [&](int64_t s0, int64_t s1) {
         for (int64_t s = s0; s < s1; ++s) {
-          int64_t j0 = s * width, nj = std::min(width, P - j0);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(Cg), 1.0f, a,
+          int64_t j0 = s * sl.width, nj = std::min(sl.width, P - j0);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(Cg), 1.0f, wg,
                       blasint(M), b + j0, blasint(P), 0.0f, cols + j0, blasint(P));
         }
-      };
-      if (slices > 1)
-        pool->parallel_for(slices, gemm);
-      else
-        gemm(0, 1);
+      });
       // Scatter: each output channel's plane is written by its own rows of cols.
       auto scatter = [&](int64_t o0, int64_t o1) {
         for (int64_t o = o0; o < o1; ++o) {
@@ -315,8 +354,7 @@ void conv_transpose2d(BuiltinCall& c) {
               const float* row = cols + ((o * KH + kh) * KW + kw) * P;
               // Inputs iw whose output column lies inside: ow = iw * sw + off in [0, OW).
               int64_t off = kw * dw - pw;
-              int64_t lo = off >= 0 ? 0 : std::min(W, (-off + sw - 1) / sw);
-              int64_t hi = OW - 1 - off < 0 ? lo : std::clamp((OW - 1 - off) / sw + 1, lo, W);
+              auto [lo, hi] = inside(off, sw, OW, W);
               for (int64_t ih = 0; ih < H; ++ih) {
                 int64_t oh = ih * sh - ph + kh * dh;
                 if (oh < 0 || oh >= OH) continue;
@@ -330,10 +368,7 @@ void conv_transpose2d(BuiltinCall& c) {
             }
         }
       };
-      if (threads)
-        pool->parallel_for(Og, scatter);
-      else
-        scatter(0, Og);
+      for_items(*pool, Og, work >= double(1 << 17), scatter);
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -59,7 +60,7 @@ __attribute__((target("avx2,fma"))) void tile(const typename Op::T* const* px, i
       for (int64_t kw = 0; kw < KW; ++kw, off += dw, wt += kLanes) {
         const V w0 = Op::load(wt), w1 = Op::load(wt + 8);
         V x;
-#define RELAX_STEP(j)             \
+#define RELAX_STEP(j)            \
   x = Op::broadcast(p##j + off); \
   a##j = Op::madd(w0, x, a##j);  \
   b##j = Op::madd(w1, x, b##j);
@@ -149,7 +150,7 @@ void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op:
       }
       int64_t o0 = gi * Og + b * kLanes, oc = std::min<int64_t>(kLanes, Og - b * kLanes);
       tile<Op>(px, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw, wt + (gi * blocks + b) * K * kLanes,
-           y + (n * g.O + o0) * P + p0, P, oc, nw);
+               y + (n * g.O + o0) * P + p0, P, oc, nw);
     }
   };
   double flops = 2.0 * double(g.N * g.O * P) * double(K);
@@ -197,10 +198,10 @@ void direct_portable(const Conv2dGeometry& g, const T* x, const T* w, T* y, Thre
 void conv2d_direct_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, std::vector<float>& scratch,
                        ThreadPool* pool) {
 #ifdef RELAX_CONV_X86
-  direct<F32x8>(g, x, w, y, scratch, pool);
-#else
-  (void)g, (void)x, (void)w, (void)y, (void)scratch, (void)pool;
+  if (conv2d_direct_available()) return direct<F32x8>(g, x, w, y, scratch, pool);
 #endif
+  (void)g, (void)x, (void)w, (void)y, (void)scratch, (void)pool;
+  rt_fail("conv2d_direct_f32: this CPU has no AVX2 and FMA (the caller asks conv2d_direct_available first)");
 }
 
 void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y,

@@ -156,12 +156,6 @@ struct KernelProfile {
   double flops = 0;  // counted by library kernels, else 0
 };
 
-// The peaks a cpu profile's rows are measured against.
-struct CpuPeaks {
-  double gflops = 0;            // FMA peak of the threads the run used
-  double bytes_per_s = 0;       // a large copy's bandwidth
-};
-
 // --profile's report: a JSON row per kernel, and (`print`) the 20 slowest
 // as text, with the bandwidth of their bytes (and its share of
 // `peak_bytes_per_s` when known).

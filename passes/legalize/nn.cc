@@ -97,6 +97,37 @@ Index cat_index(std::initializer_list<TExpr> head, const Index& mid, const TExpr
 
 constexpr const char* kGemmConv2d = "gemm.conv2d";
 
+// The f32 (or, `i32_too`, i32) operands of a library convolution, all of
+// rank 4 or all of rank 3: their rank, else 0.
+size_t library_conv_rank(const CallNode& call, bool i32_too) {
+  const auto* y = as<TensorSI>(call.sinfo);
+  const auto* x = as<TensorSI>(call.args[0]->sinfo);
+  const auto* w = as<TensorSI>(call.args[1]->sinfo);
+  size_t rank = y && y->shape ? y->shape->size() : 0;
+  DataType t = i32_too && y && y->dtype == DataType::i32() ? DataType::i32() : DataType::f32();
+  for (const TensorSI* s : {y, x, w})
+    if (!s || !s->shape || s->dtype != t || s->shape->size() != rank || (rank != 4 && rank != 3)) return 0;
+  return rank;
+}
+
+// A library convolution's window in two dims (a 1-D one as height 1:
+// stride, padding and dilation 1, 0 and 1) and its parameters, shape(sh,
+// sw, ph, pw, dh, dw, groups).
+Window library_window(const std::string& op, const Attrs& attrs, size_t rank) {
+  Window win = read_window(op, attrs, int(rank) - 2);
+  if (rank == 3) {
+    win.strides.insert(win.strides.begin(), 1);
+    win.dilation.insert(win.dilation.begin(), 1);
+    win.pad_begin.insert(win.pad_begin.begin(), 0);
+    win.pad_end.insert(win.pad_end.begin(), 0);
+  }
+  return win;
+}
+Expr library_params(const Window& win, int64_t groups) {
+  return make_shape({SymExpr(win.strides[0]), SymExpr(win.strides[1]), SymExpr(win.pad_begin[0]),
+                     SymExpr(win.pad_begin[1]), SymExpr(win.dilation[0]), SymExpr(win.dilation[1]), SymExpr(groups)});
+}
+
 // A 2-D (or 1-D) f32 convolution as the runtime library's convolution
 // (gemm.conv2d, runtime/builtins_blas.cc: direct, or im2col + matrix
 // product), when each group has enough output channels
@@ -106,47 +137,32 @@ constexpr const char* kGemmConv2d = "gemm.conv2d";
 // with stride 1 and no padding reads the input directly and needs none.
 std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, const Attrs& attrs) {
   if (!ctx.libraries()) return std::nullopt;
-  const auto* y = as<TensorSI>(call.sinfo);
-  const auto* x = as<TensorSI>(call.args[0]->sinfo);
-  const auto* w = as<TensorSI>(call.args[1]->sinfo);
-  // 2-D, or 1-D as a 2-D convolution of height 1 (the runtime reads rank-3 tensors so).
-  size_t rank = y && y->shape ? y->shape->size() : 0;
   // f32, or i32 (ConvInteger's widened operands), which the runtime convolves directly, with no workspace.
-  const bool i32 = y && y->dtype == DataType::i32();
-  for (const TensorSI* t : {y, x, w})
-    if (!t || !t->shape || t->dtype != (i32 ? DataType::i32() : DataType::f32()) || t->shape->size() != rank ||
-        (rank != 4 && rank != 3))
-      return std::nullopt;
+  size_t rank = library_conv_rank(call, /*i32_too=*/true);
+  if (!rank) return std::nullopt;
+  const bool i32 = as<TensorSI>(call.sinfo)->dtype == DataType::i32();
   int64_t groups = attrs.get_int("groups");
-  const std::vector<SymExpr>&ws = *w->shape, &ys = *y->shape;
+  const std::vector<SymExpr>&ws = *as<TensorSI>(call.args[1]->sinfo)->shape, &ys = *as<TensorSI>(call.sinfo)->shape;
   if (!ws[0].is_const() || groups < 1 || ws[0].const_value() % groups != 0 || ws[0].const_value() / groups < 4)
     return std::nullopt;
-  int sp = int(rank) - 2;
-  Window win = read_window("conv", attrs, sp);
-  if (sp == 1) {  // height 1: stride, padding and dilation 1, 0 and 1
-    win.strides.insert(win.strides.begin(), 1);
-    win.dilation.insert(win.dilation.begin(), 1);
-    win.pad_begin.insert(win.pad_begin.begin(), 0);
-    win.pad_end.insert(win.pad_end.begin(), 0);
-  }
-  SymExpr kh = sp == 2 ? ws[2] : SymExpr(1), kw = ws[rank - 1];
-  SymExpr oh = sp == 2 ? ys[2] : SymExpr(1), ow = ys[rank - 1];
-  bool direct = kh.is_const(1) && kw.is_const(1) && win.strides == std::vector<int64_t>{1, 1};
-  for (int64_t p : win.pad_begin) direct &= p == 0;
-  for (int64_t p : win.pad_end) direct &= p == 0;
-  direct |= i32;  // no workspace
-  Expr params =
-      make_shape({SymExpr(win.strides[0]), SymExpr(win.strides[1]), SymExpr(win.pad_begin[0]),
-                  SymExpr(win.pad_begin[1]), SymExpr(win.dilation[0]), SymExpr(win.dilation[1]), SymExpr(groups)});
+  Window win = library_window("conv", attrs, rank);
+  SymExpr kh = rank == 4 ? ws[2] : SymExpr(1), kw = ws[rank - 1];
+  SymExpr oh = rank == 4 ? ys[2] : SymExpr(1), ow = ys[rank - 1];
+  // No workspace: a plain product (1x1, stride 1, no padding), or i32.
+  bool no_workspace = kh.is_const(1) && kw.is_const(1) && win.strides == std::vector<int64_t>{1, 1};
+  for (int64_t p : win.pad_begin) no_workspace &= p == 0;
+  for (int64_t p : win.pad_end) no_workspace &= p == 0;
+  no_workspace |= i32;
+  Expr params = library_params(win, groups);
   if (!ctx.module().extern_decl(kGemmConv2d)) ctx.module().add_extern(kGemmConv2d);
   Analyzer& ana = ctx.analyzer();
   StructInfo out = call.sinfo;
-  if (!direct)
+  if (!no_workspace)
     out = tuple_si({call.sinfo, tensor_si(DataType::f32(), {ana.simplify(ws[1] * kh * kw), ana.simplify(oh * ow)})});
   Expr r = make_op_call("call_library", {make_string(kGemmConv2d), make_tuple({call.args[0], call.args[1], params})},
                         {}, {out});
   r->sinfo = out;
-  if (direct) return r;
+  if (no_workspace) return r;
   Expr item = make_tuple_get_item(ctx.emit(r, "conv_all"), 0);
   item->sinfo = call.sinfo;
   return item;
@@ -260,35 +276,21 @@ constexpr const char* kGemmConvTranspose2d = "gemm.conv_transpose2d";
 // second output, a workspace memory planning covers.
 std::optional<Expr> gemm_conv_transpose2d(LegalizeContext& ctx, const CallNode& call, const Attrs& attrs) {
   if (!ctx.libraries()) return std::nullopt;
-  const auto* y = as<TensorSI>(call.sinfo);
-  const auto* x = as<TensorSI>(call.args[0]->sinfo);
-  const auto* w = as<TensorSI>(call.args[1]->sinfo);
-  size_t rank = y && y->shape ? y->shape->size() : 0;
-  for (const TensorSI* t : {y, x, w})
-    if (!t || !t->shape || t->dtype != DataType::f32() || t->shape->size() != rank || (rank != 4 && rank != 3))
-      return std::nullopt;
+  size_t rank = library_conv_rank(call, /*i32_too=*/false);
+  if (!rank) return std::nullopt;
   int64_t groups = attrs.get_int("groups");
-  const std::vector<SymExpr>&ws = *w->shape, &xs = *x->shape;
-  int sp = int(rank) - 2;
-  SymExpr kh = sp == 2 ? ws[2] : SymExpr(1), kw = ws[rank - 1];
-  SymExpr ih = sp == 2 ? xs[2] : SymExpr(1), iw = xs[rank - 1];
+  const std::vector<SymExpr>&ws = *as<TensorSI>(call.args[1]->sinfo)->shape,
+        &xs = *as<TensorSI>(call.args[0]->sinfo)->shape;
+  SymExpr kh = rank == 4 ? ws[2] : SymExpr(1), kw = ws[rank - 1];
+  SymExpr ih = rank == 4 ? xs[2] : SymExpr(1), iw = xs[rank - 1];
   Analyzer& ana = ctx.analyzer();
   SymExpr rows = ana.simplify(ws[1] * kh * kw);
   if (groups < 1 || !rows.is_const() || rows.const_value() < 8) return std::nullopt;
-  Window win = read_window("conv_transpose", attrs, sp);
-  if (sp == 1) {
-    win.strides.insert(win.strides.begin(), 1);
-    win.dilation.insert(win.dilation.begin(), 1);
-    win.pad_begin.insert(win.pad_begin.begin(), 0);
-  }
-  Expr params =
-      make_shape({SymExpr(win.strides[0]), SymExpr(win.strides[1]), SymExpr(win.pad_begin[0]),
-                  SymExpr(win.pad_begin[1]), SymExpr(win.dilation[0]), SymExpr(win.dilation[1]), SymExpr(groups)});
+  Expr params = library_params(library_window("conv_transpose", attrs, rank), groups);
   if (!ctx.module().extern_decl(kGemmConvTranspose2d)) ctx.module().add_extern(kGemmConvTranspose2d);
   StructInfo out = tuple_si({call.sinfo, tensor_si(DataType::f32(), {rows, ana.simplify(ih * iw)})});
-  Expr r = make_op_call("call_library",
-                        {make_string(kGemmConvTranspose2d), make_tuple({call.args[0], call.args[1], params})}, {},
-                        {out});
+  Expr r = make_op_call(
+      "call_library", {make_string(kGemmConvTranspose2d), make_tuple({call.args[0], call.args[1], params})}, {}, {out});
   r->sinfo = out;
   Expr item = make_tuple_get_item(ctx.emit(r, "conv_transpose_all"), 0);
   item->sinfo = call.sinfo;
