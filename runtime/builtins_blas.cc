@@ -210,7 +210,8 @@ bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
 // OH, OW), or all of rank 3 without H (a 1-D convolution, as height 1);
 // the ends of the padding follow from OH and OW. f32, or i32 (the
 // integer convolutions' widened operands: always the direct kernel, no
-// workspace). ws holds the
+// workspace), and depthwise ones (one input channel per group, fewer
+// than 8 outputs each: their own kernel, no workspace). ws holds the
 // im2col matrix of one image and group, (C / groups * KH * KW) x (OH * OW);
 // it is absent when the convolution is a plain product (1x1 kernel, stride
 // 1, no padding), which reads x directly.
@@ -241,9 +242,17 @@ void conv2d(BuiltinCall& c) {
                         static_cast<int32_t*>(y.data()), scratch, ThreadPool::global().get());
     return;
   }
+  if (N == 0 || O == 0 || P == 0) return;
+  // Depthwise (one input channel per group, few outputs each): its own
+  // kernel, no workspace.
+  if (Cg == 1 && Og < 8) {
+    conv2d_depthwise_f32({N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, groups},
+                         static_cast<const float*>(x.data()), static_cast<const float*>(w.data()),
+                         static_cast<float*>(y.data()), ThreadPool::global().get());
+    return;
+  }
   if (!plain && (!ws || ws->nbytes() < size_t(K * P) * sizeof(float)))
     rt_fail("gemm.conv2d: the workspace must hold ", K * P, " f32, got ", ws ? ws->type_str() : "none");
-  if (N == 0 || O == 0 || P == 0) return;
   if (K == 0) {
     std::memset(y.data(), 0, y.nbytes());
     return;

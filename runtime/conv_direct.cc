@@ -1,6 +1,7 @@
 #include "runtime/conv_direct.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
@@ -215,6 +216,246 @@ void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t*
 
 void conv2d_loops_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y, ThreadPool* pool) {
   direct_portable(g, x, w, y, pool);
+}
+
+namespace {
+
+// even[k] = in[2k], odd[k] = in[2k + 1] for the n elements of `in`.
+#ifdef RELAX_CONV_X86
+__attribute__((target("avx2,fma"))) void deinterleave2(const float* in, int64_t n, float* even, float* odd) {
+  int64_t k = 0;
+  for (; 2 * k + 16 <= n; k += 8) {
+    __m256 a = _mm256_loadu_ps(in + 2 * k), b = _mm256_loadu_ps(in + 2 * k + 8);
+    // Per 128-bit half: (a0 a2 b0 b2 | a4 a6 b4 b6), then the 64-bit pairs in order.
+    __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    _mm256_storeu_ps(even + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
+    _mm256_storeu_ps(odd + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))));
+  }
+  if (2 * k + 8 <= n) {  // 4 pairs
+    __m256 a = _mm256_loadu_ps(in + 2 * k);
+    __m256 e = _mm256_permutevar8x32_ps(a, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    _mm_storeu_ps(even + k, _mm256_castps256_ps128(e));
+    _mm_storeu_ps(odd + k, _mm256_extractf128_ps(e, 1));
+    k += 4;
+  }
+  for (; 2 * k < n; ++k) {
+    even[k] = in[2 * k];
+    if (2 * k + 1 < n) odd[k] = in[2 * k + 1];
+  }
+}
+#else
+void deinterleave2(const float* in, int64_t n, float* even, float* odd) {
+  for (int64_t k = 0; 2 * k < n; ++k) {
+    even[k] = in[2 * k];
+    if (2 * k + 1 < n) odd[k] = in[2 * k + 1];
+  }
+}
+#endif
+
+// The depthwise kernel's input buffer: rows [r0, r0 + rows) of the padded
+// image of one channel (padded row r is input row r - ph), each row split
+// into sw phases of `pitch` elements (phase q holds padded columns
+// j * sw + q), zeros where the padding is and past the row's end, so that
+// vector loads past the last output stay inside and read zeros.
+struct PhasedRows {
+  std::vector<float> buf;
+  int64_t pitch, row_len;  // row_len = sw * pitch
+
+  explicit PhasedRows(const Conv2dGeometry& g)
+      : pitch(((g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1 + g.sw - 1) / g.sw + 16), row_len(g.sw * pitch) {}
+
+  // avx2: the CPU has AVX2 (stride 2 splits its columns with shuffles).
+  void fill(const Conv2dGeometry& g, const float* plane, int64_t r0, int64_t rows, bool avx2) {
+    const int64_t Wp = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;  // padded columns the outputs read
+    // Padded column j reads input column j - pw; only those inside both.
+    const int64_t jlo = std::max<int64_t>(0, g.pw), jhi = std::max(jlo, std::min<int64_t>(Wp, g.W + g.pw));
+    if (buf.size() < size_t(rows * row_len)) buf.resize(size_t(rows * row_len));
+    // A small buffer is cleared at once; a large one only where no input goes.
+    const bool cleared = rows * row_len <= 4096;
+    if (cleared) std::fill(buf.data(), buf.data() + rows * row_len, 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t ih = r0 + r - g.ph;
+      float* out = buf.data() + r * row_len;
+      if (ih < 0 || ih >= g.H) {
+        if (!cleared) std::fill(out, out + row_len, 0.0f);
+        continue;
+      }
+      const float* in = plane + ih * g.W;
+      // Each phase: zeros, its columns in [jlo, jhi), zeros to its end.
+      for (int64_t q = 0; q < g.sw && !cleared; ++q) {
+        int64_t lo = (jlo - q + g.sw - 1) / g.sw, hi = std::max(lo, (jhi - q + g.sw - 1) / g.sw);
+        std::fill(out + q * pitch, out + q * pitch + lo, 0.0f);
+        std::fill(out + q * pitch + hi, out + (q + 1) * pitch, 0.0f);
+      }
+      if (g.sw == 1) {
+        std::copy(in + jlo - g.pw, in + jhi - g.pw, out + jlo);
+      } else if (g.sw == 2 && avx2) {
+        // Pairs of columns from an even padded column on: the even ones to phase 0, the odd to phase 1.
+        int64_t j = jlo;
+        if (j % 2 && j < jhi) out[pitch + j / 2] = in[j - g.pw], ++j;
+        deinterleave2(in + j - g.pw, jhi - j, out + j / 2, out + pitch + j / 2);
+      } else {
+        for (int64_t q = 0; q < g.sw; ++q) {  // phase q: padded columns j = i * sw + q in [jlo, jhi)
+          float* dst = out + q * pitch;
+          for (int64_t i = (jlo - q + g.sw - 1) / g.sw, j = i * g.sw + q; j < jhi; ++i, j += g.sw)
+            dst[i] = in[j - g.pw];
+        }
+      }
+    }
+  }
+  // Where each tap (kh, kw) reads for output (0, 0), from the buffer's start.
+  void tap_offsets(const Conv2dGeometry& g, std::vector<int64_t>& off) const {
+    off.resize(size_t(g.KH * g.KW));
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        int64_t c = kw * g.dw;
+        off[size_t(kh * g.KW + kw)] = kh * g.dh * row_len + (c % g.sw) * pitch + c / g.sw;
+      }
+  }
+};
+
+// Output rows [oh0, oh1) of one output plane from its input rows in `in`
+// (whose first row is padded row oh0 * sh); wk: the plane's KH * KW weights.
+// toff: the taps' offsets (PhasedRows::tap_offsets).
+void depthwise_rows_plain(const Conv2dGeometry& g, const PhasedRows& in, const int64_t* toff, const float* wk,
+                          float* yp, int64_t oh0, int64_t oh1) {
+  const int64_t taps = g.KH * g.KW;
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
+    float* yr = yp + oh * g.OW;
+    const float* row = in.buf.data() + (oh - oh0) * g.sh * in.row_len;
+    for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] = 0.0f;
+    for (int64_t t = 0; t < taps; ++t) {
+      const float* src = row + toff[t];
+      for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] = std::fma(wk[t], src[ow], yr[ow]);
+    }
+  }
+}
+
+#ifdef RELAX_CONV_X86
+// R rows of up to B vectors of 8 outputs each, from src (the first row's
+// first tap input at the block's first column; the next row's is rstride
+// further): every tap, then the stores (each row's last vector masked to
+// `tail` lanes when tail < 8). Several rows at once keep narrow rows' sums
+// in independent registers.
+template <int R, int B>
+__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_block(const float* src, int64_t rstride,
+                                                                               const int64_t* toff, int64_t taps,
+                                                                               const float* wk, float* yb,
+                                                                               int64_t ystride, int tail) {
+  __m256 acc[R][B];
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < B; ++b) acc[r][b] = _mm256_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t) {
+    const float* p = src + toff[t];
+    const __m256 wv = _mm256_broadcast_ss(wk + t);
+    for (int r = 0; r < R; ++r)
+      for (int b = 0; b < B; ++b) acc[r][b] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(p + r * rstride + 8 * b), acc[r][b]);
+  }
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int r = 0; r < R; ++r) {
+    float* yr = yb + r * ystride;
+    for (int b = 0; b + 1 < B; ++b) _mm256_storeu_ps(yr + 8 * b, acc[r][b]);
+    if (tail == 8)
+      _mm256_storeu_ps(yr + 8 * (B - 1), acc[r][B - 1]);
+    else
+      _mm256_maskstore_ps(yr + 8 * (B - 1), mask, acc[r][B - 1]);
+  }
+}
+
+// Columns [ow0, OW) (at most 32) of R rows from `row` (the first row's buffer row).
+template <int R>
+__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_tail(const float* row, int64_t rstride,
+                                                                              const int64_t* toff, int64_t taps,
+                                                                              const float* wk, float* yr,
+                                                                              int64_t ystride, int64_t left) {
+  int tail = int((left - 1) % 8 + 1);
+  switch ((left + 7) / 8) {
+    case 1: return depthwise_block<R, 1>(row, rstride, toff, taps, wk, yr, ystride, tail);
+    case 2: return depthwise_block<R, 2>(row, rstride, toff, taps, wk, yr, ystride, tail);
+    case 3: return depthwise_block<R, 3>(row, rstride, toff, taps, wk, yr, ystride, tail);
+    default: return depthwise_block<R, 4>(row, rstride, toff, taps, wk, yr, ystride, tail);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void depthwise_rows_avx2(const Conv2dGeometry& g, const PhasedRows& in,
+                                                             const int64_t* toff, const float* wk, float* yp,
+                                                             int64_t oh0, int64_t oh1) {
+  const int64_t taps = g.KH * g.KW, rstride = g.sh * in.row_len;
+  const int64_t full = g.OW / 32 * 32, left = g.OW - full;
+  // Rows at once for the columns past the full blocks of 32: 4 when they fit one vector, 2 when two.
+  const int64_t R = left == 0 ? 1 : left <= 8 ? 4 : left <= 16 ? 2 : 1;
+  for (int64_t oh = oh0; oh < oh1;) {
+    const float* row = in.buf.data() + (oh - oh0) * rstride;
+    float* yr = yp + oh * g.OW;
+    if (R == 4 && oh + 4 <= oh1) {
+      for (int64_t r = 0; r < 4; ++r)
+        for (int64_t ow0 = 0; ow0 < full; ow0 += 32)
+          depthwise_block<1, 4>(row + r * rstride + ow0, rstride, toff, taps, wk, yr + r * g.OW + ow0, g.OW, 8);
+      depthwise_tail<4>(row + full, rstride, toff, taps, wk, yr + full, g.OW, left);
+      oh += 4;
+      continue;
+    }
+    if (R >= 2 && oh + 2 <= oh1) {
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t ow0 = 0; ow0 < full; ow0 += 32)
+          depthwise_block<1, 4>(row + r * rstride + ow0, rstride, toff, taps, wk, yr + r * g.OW + ow0, g.OW, 8);
+      depthwise_tail<2>(row + full, rstride, toff, taps, wk, yr + full, g.OW, left);
+      oh += 2;
+      continue;
+    }
+    for (int64_t ow0 = 0; ow0 < full; ow0 += 32)
+      depthwise_block<1, 4>(row + ow0, rstride, toff, taps, wk, yr + ow0, g.OW, 8);
+    if (left) depthwise_tail<1>(row + full, rstride, toff, taps, wk, yr + full, g.OW, left);
+    ++oh;
+  }
+}
+#endif
+
+}  // namespace
+
+void conv2d_depthwise_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, ThreadPool* pool,
+                          bool vector) {
+  if (g.C != g.groups || g.O % g.groups != 0)
+    rt_fail("conv2d_depthwise_f32: needs one input channel per group, got ", g.C, " channels in ", g.groups,
+            " groups");
+  const int64_t Og = g.O / g.groups, planes = g.N * g.O;
+  if (planes == 0 || g.OH == 0 || g.OW == 0) return;
+  bool avx2 = false;
+#ifdef RELAX_CONV_X86
+  avx2 = vector && conv2d_direct_available();
+#endif
+  (void)vector;
+  // Items: (plane, a chunk of its rows); chunks only when there are too few planes to share.
+  const int threads = pool ? pool->num_threads() : 1;
+  const int64_t chunks = planes >= 4 * threads ? 1 : std::min<int64_t>(g.OH, (4 * threads + planes - 1) / planes);
+  const int64_t rows_per = (g.OH + chunks - 1) / chunks;
+  std::vector<int64_t> toff;
+  PhasedRows(g).tap_offsets(g, toff);
+  auto body = [&](int64_t begin, int64_t end) {
+    PhasedRows in(g);
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t plane = chunks == 1 ? item : item / chunks, oh0 = chunks == 1 ? 0 : item % chunks * rows_per,
+              oh1 = std::min(g.OH, oh0 + rows_per);
+      if (oh0 >= oh1) continue;
+      int64_t n = plane / g.O, o = plane - n * g.O, c = Og == 1 ? o : o / Og;
+      in.fill(g, x + (n * g.C + c) * g.H * g.W, oh0 * g.sh, (oh1 - 1 - oh0) * g.sh + (g.KH - 1) * g.dh + 1, avx2);
+      const float* wk = w + o * g.KH * g.KW;
+      float* yp = y + plane * g.OH * g.OW;
+#ifdef RELAX_CONV_X86
+      if (avx2) {
+        depthwise_rows_avx2(g, in, toff.data(), wk, yp, oh0, oh1);
+        continue;
+      }
+#endif
+      depthwise_rows_plain(g, in, toff.data(), wk, yp, oh0, oh1);
+    }
+  };
+  const int64_t items = planes * chunks;
+  double work = double(planes) * double(g.OH * g.OW) * double(g.KH * g.KW);
+  if (pool && threads > 1 && items > 1 && work >= double(1 << 15))
+    pool->parallel_for(items, body);
+  else
+    body(0, items);
 }
 
 }  // namespace relax::rt

@@ -40,4 +40,16 @@ void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t*
 // Its plain-loop form (what a CPU without AVX2 runs).
 void conv2d_loops_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y, ThreadPool* pool);
 
+// A depthwise convolution: one input channel per group (C == groups; O a
+// multiple of it). Output positions of a row go in the vector lanes: each
+// worker copies the input rows its output rows read into a zero-padded
+// buffer, its columns split by phase of the stride (column j * sw + q in
+// phase q) so that every tap reads consecutive elements, then each tap
+// adds weight * 8 inputs into up to 32 accumulators in registers. Every
+// output is one chain of fused multiply-adds over (kh, kw) in order. Any
+// CPU: AVX2 and FMA where it has them, else plain loops over the same
+// buffer (`vector` false forces those, for tests).
+void conv2d_depthwise_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, ThreadPool* pool,
+                          bool vector = true);
+
 }  // namespace relax::rt

@@ -4,7 +4,8 @@
 // partial block of 16, outputs whose positions leave a partial tile of 6,
 // one thread and a pool; and that equal windows give bitwise equal results
 // wherever they sit, padding included. The i32 form (and its plain loops)
-// exactly, overflowing sums wrapping.
+// exactly, overflowing sums wrapping. The depthwise kernel against the
+// same loop nest, its vector and plain forms bitwise equal.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -132,6 +133,43 @@ TEST_CASE("conv2d_direct_i32 and its plain loops: exact, wrapping as i32 arithme
         CHECK(y == want);
         CHECK(loops == want);
       }
+    }
+  }
+}
+
+TEST_CASE("conv2d_depthwise_f32 matches a double-precision loop nest; vector and plain loops agree bitwise") {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  ThreadPool pool(2);
+  //   N  C   H   W   O  KH KW  sh sw ph pw dh dw groups (OH, OW below); widths around 8 and 32 lanes
+  std::vector<Conv2dGeometry> cases = {
+      {1, 3, 7, 9, 3, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 3},       {2, 4, 12, 33, 4, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 4},
+      {1, 2, 9, 40, 4, 5, 5, 0, 0, 1, 1, 2, 2, 1, 1, 2},      {1, 5, 6, 17, 5, 3, 3, 0, 0, 3, 3, 1, 1, 2, 2, 5},
+      {1, 1, 30, 64, 1, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},     {3, 2, 5, 8, 6, 1, 7, 0, 0, 1, 2, 0, 3, 1, 1, 2},
+      {1, 6, 1, 50, 6, 1, 5, 0, 0, 1, 1, 0, 2, 1, 2, 6},      {1, 1, 1, 1, 1, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {1, 4, 16, 16, 12, 3, 3, 0, 0, 2, 2, 0, 0, 1, 1, 4},
+  };
+  for (Conv2dGeometry g : cases) {
+    int64_t eh = g.ph % 2, ew = g.pw % 2;  // the end padding 0 or the same as the start's
+    g.OH = (g.H + g.ph + eh - (g.KH - 1) * g.dh - 1) / g.sh + 1;
+    g.OW = (g.W + g.pw + ew - (g.KW - 1) * g.dw - 1) / g.sw + 1;
+    std::vector<float> x(size_t(g.N * g.C * g.H * g.W)), w(size_t(g.O * g.KH * g.KW));
+    for (float& v : x) v = d(rng);
+    for (float& v : w) v = d(rng);
+    std::vector<float> want = reference(g, x, w);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> y(want.size() + 8, 7.0f), plain(want.size() + 8, 7.0f);
+      conv2d_depthwise_f32(g, x.data(), w.data(), y.data(), p);
+      conv2d_depthwise_f32(g, x.data(), w.data(), plain.data(), p, /*vector=*/false);
+      double worst = 0;
+      for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, double(std::abs(y[i] - want[i])));
+      CAPTURE(g.C);
+      CAPTURE(g.O);
+      CAPTURE(g.OH);
+      CAPTURE(g.OW);
+      CHECK(worst < 1e-5);
+      for (size_t i = want.size(); i < y.size(); ++i) CHECK(y[i] == 7.0f);  // nothing written past the end
+      CHECK(y == plain);
     }
   }
 }

@@ -56,8 +56,9 @@ TEST_CASE("op pattern: reductions and contractions") {
   CHECK(kind_of("a: Tensor[(n, k), f32]", "softmax(a, axis=1)") == OpPattern::Reduction);
   CHECK(kind_of("x: Tensor[(n, 4, 8, 8), f32]", "max_pool(x, pool_size=[2, 2], strides=[2, 2])") ==
         OpPattern::Reduction);
-  // A conv with 2 outputs per group is a loop nest (wider f32 ones go to gemm.conv2d).
-  CHECK(kind_of("x: Tensor[(n, 4, h, w), f32], k: Tensor[(8, 1, 3, 3), f32]",
+  // A conv with 2 outputs and 2 inputs per group is a loop nest (wider f32
+  // ones and depthwise ones go to gemm.conv2d).
+  CHECK(kind_of("x: Tensor[(n, 8, h, w), f32], k: Tensor[(8, 2, 3, 3), f32]",
                 "conv(x, k, padding=[1, 1, 1, 1], groups=4)") == OpPattern::OutputFusable);
   // Integer matmul is a loop nest (f32 goes to BLAS).
   CHECK(kind_of("a: Tensor[(n, k), i32], b: Tensor[(k, 5), i32]", "matmul(a, b)") == OpPattern::OutputFusable);
