@@ -5,10 +5,13 @@
 // input coordinate (coordinate_transformation_mode, in f64 as ONNX's
 // reference does) and then to taps with weights (nearest: one tap; linear
 // and cubic: a kernel over the distance, widened by 1 / scale with
-// antialias). The taps and weights of each axis are computed once per
-// output element into local arrays; the value is the weighted sum over the
-// product of the axes' taps. Axes whose size does not change are read
-// directly.
+// antialias). Each resized axis's taps and weights depend only on the
+// output position along that axis: a first program (resize_taps)
+// tabulates them per axis, and the resize reads the tables, its value the
+// weighted sum over the product of the axes' taps (tf_crop_and_resize,
+// which also tests each coordinate against the roi, computes them per
+// output element into local arrays). Axes whose size does not change are
+// read directly.
 #include <cmath>
 
 #include "ir/ops/common.h"
@@ -90,14 +93,20 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
     half_taps.push_back(k);
   }
 
-  auto scale_of = [&](int a) {
-    if (scales) return cast(D, load(scales, {idx(a)}));
-    return from_index(D, y->shape[a]) / from_index(D, x->shape[a]);
+  // The buffers one program reads the geometry from: x (for its dims),
+  // scales and roi when given, and the output dim of each axis.
+  struct Geometry {
+    Buffer x, scales, roi;
+    std::vector<SymExpr> out;
+  };
+  auto scale_of = [&](const Geometry& g, int a) {
+    if (g.scales) return cast(D, load(g.scales, {idx(a)}));
+    return from_index(D, g.out[a]) / from_index(D, g.x->shape[a]);
   };
   // The input coordinate of output position o along axis a.
-  auto coordinate = [&](int a, const TExpr& o) {
-    TExpr s = scale_of(a);
-    TExpr in = from_index(D, x->shape[a]), od = cast(D, o);
+  auto coordinate = [&](const Geometry& g, int a, const TExpr& o) {
+    TExpr s = scale_of(g, a);
+    TExpr in = from_index(D, g.x->shape[a]), od = cast(D, o);
     TExpr half = const_of(D, 0.5), c1 = one(D);
     TExpr out_w = s * in;
     const std::string& m = ra.coord;
@@ -106,40 +115,167 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
     if (m == "tf_half_pixel_for_nn") return (od + half) / s;
     if (m == "pytorch_half_pixel") return select(eq(out_w, c1), -half, (od + half) / s - half);
     if (m == "half_pixel_symmetric") {
-      TExpr adjust = from_index(D, y->shape[a]) / out_w;
+      TExpr adjust = from_index(D, g.out[a]) / out_w;
       TExpr offset = in / const_of(D, 2) * (c1 - adjust);
       return offset + (od + half) / s - half;
     }
     if (crop) {
-      TExpr r0 = cast(D, load(roi, {idx(a)})), r1 = cast(D, load(roi, {idx(rank + a)}));
+      TExpr r0 = cast(D, load(g.roi, {idx(a)})), r1 = cast(D, load(g.roi, {idx(rank + a)}));
       TExpr span = (r1 - r0) * (in - c1);
       return select(eq(out_w, c1), span / const_of(D, 2), od * span / (out_w - c1)) + r0 * (in - c1);
     }
     return (od + half) / s - half;  // half_pixel
   };
-  auto outside = [&](int a, const TExpr& xo) {
-    return or_(lt(xo, zero(D)), gt(xo, from_index(D, x->shape[a]) - one(D)));
+  auto outside = [&](const Geometry& g, int a, const TExpr& xo) {
+    return or_(lt(xo, zero(D)), gt(xo, from_index(D, g.x->shape[a]) - one(D)));
   };
+  // Nearest: the tap of output position o along axis a.
+  auto nearest_tap = [&](const Geometry& g, int a, const TExpr& xo) {
+    TExpr f = intrin(Intrinsic::floor, xo), r = xo - f;
+    TExpr up;
+    if (ra.nearest == "round_prefer_ceil")
+      up = ge(r, const_of(D, 0.5));
+    else if (ra.nearest == "floor")
+      up = tir::imm_int(DataType::boolean(), 0);
+    else if (ra.nearest == "ceil")
+      up = gt(r, zero(D));
+    else
+      up = gt(r, const_of(D, 0.5));
+    return clamp_index(as_index(f) + select(up, idx(1), idx(0)), g.x->shape[a]);
+  };
+  // Linear and cubic: the taps of output position o along axis a (the
+  // resized axis q) into t[j], their weights into w[j], j < 2 * K
+  // (normalised when antialiasing or excluding the outside).
+  auto tap_loops = [&](const Geometry& g, size_t q, const TExpr& o, const std::function<Stmt(const TExpr&, const TExpr&)>& store_w,
+                       const std::function<Stmt(const TExpr&, const TExpr&)>& store_t,
+                       const std::function<TExpr(const TExpr&)>& load_w) {
+    int a = axes[q];
+    int64_t k = half_taps[q], n = 2 * k;
+    std::string sfx = std::to_string(a);
+    std::vector<Stmt> out;
+    Local sum = local("wsum", D);
+    TExpr xo = coordinate(g, a, o);
+    TExpr f = intrin(Intrinsic::floor, xo), r = xo - f;
+    TExpr s = ra.antialias ? min_(scale_of(g, a), one(D)) : one(D);
+    bool normalise = ra.antialias || ra.exclude_outside;
+    SymExpr jv = SymExpr::var("j" + sfx);
+    TExpr j = idx(jv);
+    TExpr off = j + idx(1 - k);
+    TExpr at = as_index(f) + off;
+    TExpr dist = ra.antialias ? (cast(D, off) - r) * s : cast(D, off) - r;
+    TExpr wt = cubic ? cubic_kernel(dist, ra.cubic_a) : max_(one(D) - intrin(Intrinsic::abs, dist), zero(D));
+    if (ra.exclude_outside) wt = select(in_range(at, g.x->shape[a]), wt, zero(D));
+    std::vector<Stmt> per_tap{store_w(j, wt), store_t(j, clamp_index(at, g.x->shape[a]))};
+    if (normalise) {
+      out.push_back(sum.set(zero(D)));
+      per_tap.push_back(sum.set(sum.get() + wt));
+    }
+    out.push_back(tir::make_for(jv, n, LoopKind::Serial, tir::make_seq(per_tap)));
+    if (normalise) {
+      SymExpr jn = SymExpr::var("m" + sfx);
+      TExpr total = select(eq(sum.get(), zero(D)), one(D), sum.get());
+      out.push_back(tir::make_for(jn, n, LoopKind::Serial, store_w(idx(jn), load_w(idx(jn)) / total)));
+    }
+    return with_locals({sum}, tir::make_seq(out));
+  };
+  const auto& graph_out = *as<TensorSI>(call.sinfo)->shape;
+  Geometry main{x, scales, roi, y->shape};
+
+  if (!crop && !axes.empty()) {
+    // Each resized axis's taps (and weights) depend on the output position
+    // along that axis only: a first program tabulates them, t_a and w_a of
+    // shape (out_a, taps), and the resize reads the tables, so the
+    // coordinate arithmetic (f64 divisions, floors) runs once per output
+    // row and column instead of once per output element.
+    ProgramBuilder tb(ctx, "resize_taps");
+    Geometry tg{tb.input(call.args[0], "x"), scales ? tb.input(call.args[2], "scales") : nullptr, nullptr, {}};
+    if (!tg.x || (scales && !tg.scales)) return std::nullopt;
+    tg.out.resize(size_t(rank));
+    std::vector<Buffer> tw, tt;
+    std::vector<StructInfo> table_si;
+    for (size_t q = 0; q < axes.size(); ++q) {
+      int64_t n = nearest ? 1 : 2 * half_taps[q];
+      StructInfo tsi = tensor_si(DataType::i64(), {graph_out[size_t(axes[q])], SymExpr(n)});
+      tt.push_back(tb.output(tsi, "t" + std::to_string(axes[q])));
+      table_si.push_back(tsi);
+      if (!tt.back()) return std::nullopt;
+      tg.out[size_t(axes[q])] = tt.back()->shape[0];
+      if (nearest) continue;
+      StructInfo wsi = tensor_si(D, {graph_out[size_t(axes[q])], SymExpr(n)});
+      tw.push_back(tb.output(wsi, "w" + std::to_string(axes[q])));
+      table_si.push_back(wsi);
+      if (!tw.back()) return std::nullopt;
+    }
+    std::vector<Stmt> tables;
+    for (size_t q = 0; q < axes.size(); ++q) {
+      int a = axes[q];
+      tables.push_back(loop_nest({tg.out[size_t(a)]}, [&](const Index& o) {
+        if (nearest) return tir::make_store(tt[q], {o[0], idx(0)}, nearest_tap(tg, a, coordinate(tg, a, o[0])));
+        return tap_loops(
+            tg, q, o[0], [&](const TExpr& j, const TExpr& v) { return tir::make_store(tw[q], {o[0], j}, v); },
+            [&](const TExpr& j, const TExpr& v) { return tir::make_store(tt[q], {o[0], j}, v); },
+            [&](const TExpr& j) { return load(tw[q], {o[0], j}); });
+      }, LoopHints{false, false, 1}, "o" + std::to_string(a)));
+    }
+    Var all = ctx.emit(tb.finish(tir::make_seq(tables)), "resize_taps");
+    // The resize proper: x and the tables.
+    ProgramBuilder rb(ctx, "resize");
+    Buffer rx = rb.input(call.args[0], "x");
+    std::vector<Buffer> rt, rw;
+    for (size_t f = 0, q = 0; q < axes.size(); ++q) {
+      auto item = [&](size_t field) {
+        Expr e = make_tuple_get_item(all, int(field));
+        e->sinfo = table_si[field];
+        return rb.input(ctx.emit(e, "resize_table"), "tab" + std::to_string(field));
+      };
+      rt.push_back(item(f++));
+      if (!nearest) rw.push_back(item(f++));
+    }
+    Buffer yo = rb.output(call.sinfo, "y");
+    if (!rx || !yo) return std::nullopt;
+    for (const Buffer& b : rt)
+      if (!b) return std::nullopt;
+    for (const Buffer& b : rw)
+      if (!b) return std::nullopt;
+    if (nearest)
+      return rb.finish(compute(yo, [&](const Index& i) {
+        Index xi = i;
+        for (size_t q = 0; q < axes.size(); ++q) xi[size_t(axes[q])] = load(rt[q], {i[size_t(axes[q])], idx(0)});
+        return load(rx, xi);
+      }));
+    std::vector<SymExpr> tap_extents;
+    for (size_t q = 0; q < axes.size(); ++q) tap_extents.push_back(2 * half_taps[q]);
+    return rb.finish(loop_nest(
+        yo->shape,
+        [&](const Index& i) {
+          Local acc = local("acc", D);
+          Stmt sum = serial_nest(tap_extents, "k", [&](const Index& k) {
+            Index xi = i;
+            TExpr wt;
+            for (size_t q = 0; q < axes.size(); ++q) {
+              TExpr o = i[size_t(axes[q])];
+              xi[size_t(axes[q])] = load(rt[q], {o, k[q]});
+              TExpr wq = load(rw[q], {o, k[q]});
+              wt = wt ? wt * wq : wq;
+            }
+            return acc.set(acc.get() + wt * cast(D, load(rx, xi)));
+          });
+          TExpr v = acc.get();
+          if (yo->dtype.is_integer())
+            v = min_(max_(round_half_even(v), cast(D, min_value(yo->dtype))), cast(D, max_value(yo->dtype)));
+          return with_locals({acc}, tir::make_seq({acc.set(zero(D)), sum, tir::make_store(yo, i, cast(yo->dtype, v))}));
+        },
+        LoopHints{true, false, 8}));
+  }
 
   if (nearest) {
     return pb.finish(compute(y, [&](const Index& i) {
       Index xi = i;
       TExpr out_of_roi;
       for (int a : axes) {
-        TExpr xo = coordinate(a, i[a]);
-        TExpr f = intrin(Intrinsic::floor, xo), r = xo - f;
-        TExpr up;
-        if (ra.nearest == "round_prefer_ceil")
-          up = ge(r, const_of(D, 0.5));
-        else if (ra.nearest == "floor")
-          up = tir::imm_int(DataType::boolean(), 0);
-        else if (ra.nearest == "ceil")
-          up = gt(r, zero(D));
-        else
-          up = gt(r, const_of(D, 0.5));
-        TExpr at = as_index(f) + select(up, idx(1), idx(0));
-        xi[a] = clamp_index(at, x->shape[a]);
-        if (crop) out_of_roi = out_of_roi ? or_(out_of_roi, outside(a, xo)) : outside(a, xo);
+        TExpr xo = coordinate(main, a, i[a]);
+        xi[a] = nearest_tap(main, a, xo);
+        if (crop) out_of_roi = out_of_roi ? or_(out_of_roi, outside(main, a, xo)) : outside(main, a, xo);
       }
       TExpr v = load(x, xi);
       if (crop) v = select(out_of_roi, cast(y->dtype, const_of(D, ra.extrapolation)), v);
@@ -154,40 +290,25 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
         std::vector<Buffer> wts, taps;
         std::vector<Stmt> prep;
         std::vector<SymExpr> tap_extents;
-        Local sum = local("wsum", D), acc = local("acc", D);
+        Local acc = local("acc", D);
         TExpr out_of_roi;
         for (size_t q = 0; q < axes.size(); ++q) {
           int a = axes[q];
-          int64_t k = half_taps[q], n = 2 * k;
+          int64_t n = 2 * half_taps[q];
           std::string sfx = std::to_string(a);
           Buffer w = tir::make_buffer("w" + sfx, D, {SymExpr(n)}, tir::Scope::Local);
           Buffer t = tir::make_buffer("t" + sfx, DataType::i64(), {SymExpr(n)}, tir::Scope::Local);
           wts.push_back(w);
           taps.push_back(t);
           tap_extents.push_back(n);
-          TExpr xo = coordinate(a, i[a]);
-          if (crop) out_of_roi = out_of_roi ? or_(out_of_roi, outside(a, xo)) : outside(a, xo);
-          TExpr f = intrin(Intrinsic::floor, xo), r = xo - f;
-          TExpr s = ra.antialias ? min_(scale_of(a), one(D)) : one(D);
-          bool normalise = ra.antialias || ra.exclude_outside;
-          SymExpr jv = SymExpr::var("j" + sfx);
-          TExpr j = idx(jv);
-          TExpr off = j + idx(1 - k);
-          TExpr at = as_index(f) + off;
-          TExpr dist = ra.antialias ? (cast(D, off) - r) * s : cast(D, off) - r;
-          TExpr wt = cubic ? cubic_kernel(dist, ra.cubic_a) : max_(one(D) - intrin(Intrinsic::abs, dist), zero(D));
-          if (ra.exclude_outside) wt = select(in_range(at, x->shape[a]), wt, zero(D));
-          std::vector<Stmt> per_tap{store1(w, j, wt), store1(t, j, clamp_index(at, x->shape[a]))};
-          if (normalise) {
-            prep.push_back(sum.set(zero(D)));
-            per_tap.push_back(sum.set(sum.get() + wt));
+          if (crop) {
+            TExpr xo = coordinate(main, a, i[a]);
+            out_of_roi = out_of_roi ? or_(out_of_roi, outside(main, a, xo)) : outside(main, a, xo);
           }
-          prep.push_back(tir::make_for(jv, n, LoopKind::Serial, tir::make_seq(per_tap)));
-          if (normalise) {
-            SymExpr jn = SymExpr::var("m" + sfx);
-            TExpr total = select(eq(sum.get(), zero(D)), one(D), sum.get());
-            prep.push_back(tir::make_for(jn, n, LoopKind::Serial, store1(w, idx(jn), load(w, {idx(jn)}) / total)));
-          }
+          prep.push_back(tap_loops(
+              main, q, i[a], [&](const TExpr& j, const TExpr& v) { return store1(w, j, v); },
+              [&](const TExpr& j, const TExpr& v) { return store1(t, j, v); },
+              [&](const TExpr& j) { return load(w, {j}); }));
         }
         prep.push_back(acc.set(zero(D)));
         prep.push_back(serial_nest(tap_extents, "k", [&](const Index& k) {
@@ -206,7 +327,7 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
           v = min_(max_(round_half_even(v), cast(D, min_value(y->dtype))), cast(D, max_value(y->dtype)));
         if (crop) v = select(out_of_roi, const_of(D, ra.extrapolation), v);
         prep.push_back(tir::make_store(y, i, cast(y->dtype, v)));
-        Stmt body = with_locals({sum, acc}, tir::make_seq(prep));
+        Stmt body = with_locals({acc}, tir::make_seq(prep));
         for (size_t q = 0; q < axes.size(); ++q) body = tir::make_allocate(wts[q], tir::make_allocate(taps[q], body));
         return body;
       },
