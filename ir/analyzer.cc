@@ -359,9 +359,139 @@ class Simplifier {
     return Split{quot, rem};
   }
 
+  // x == y*quot + rem where quot collects the terms of x that have y as a
+  // factor (rem: any expression); for y != 0, floordiv(x, y) == quot +
+  // floordiv(rem, y) and floormod(x, y) == floormod(rem, y) for every
+  // value. Null when no term has the factor.
+  std::optional<Split> split_multiples(const SymExpr& x, const SymExpr& y) const {
+    if (x.is_const()) return std::nullopt;
+    // y == cy * Y for a constant cy >= 1 and Y a variable or a product.
+    int64_t cy = 1;
+    SymExpr Y = y;
+    if (y.kind() == SymKind::Sum) {
+      if (y->constant != 0 || y->terms.size() != 1 || y->terms[0].coeff < 1) return std::nullopt;
+      cy = y->terms[0].coeff, Y = y->terms[0].term;
+    }
+    std::vector<SymTerm> terms{{1, x}};
+    int64_t k0 = 0;
+    if (x.kind() == SymKind::Sum) terms = x->terms, k0 = x->constant;
+    SymExpr quot(0), rem(k0);
+    bool any = false;
+    for (const SymTerm& t : terms) {
+      SymExpr q;
+      if (t.coeff % cy != 0) {
+      } else if (t.term == Y) {
+        q = SymExpr(1);
+      } else if (t.term.kind() == SymKind::Mul && Y.kind() != SymKind::Mul) {
+        const auto& fs = t.term->operands;
+        auto it = std::find(fs.begin(), fs.end(), Y);
+        if (it != fs.end()) {
+          q = SymExpr(1);
+          for (auto f = fs.begin(); f != fs.end(); ++f)
+            if (f != it) q = q * *f;
+        }
+      } else if (t.term.kind() == SymKind::Mul) {
+        // Y a product: its factors all among the term's (a sub-multiset).
+        std::vector<SymExpr> rest = t.term->operands;
+        bool all = true;
+        for (const SymExpr& f : Y->operands) {
+          auto it = std::find(rest.begin(), rest.end(), f);
+          if (it == rest.end()) {
+            all = false;
+            break;
+          }
+          rest.erase(it);
+        }
+        if (all) {
+          q = SymExpr(1);
+          for (const SymExpr& f : rest) q = q * f;
+        }
+      }
+      if (q.defined()) {
+        quot = quot + SymExpr(t.coeff / cy) * q;
+        any = true;
+      } else {
+        rem = rem + SymExpr(t.coeff) * t.term;
+      }
+    }
+    if (!any) return std::nullopt;
+    return Split{quot, rem};
+  }
+
+  // A symbolic inclusive upper bound of e, for an e whose parts are all
+  // non-negative (loop variables bounded by a symbolic extent, other
+  // variables standing for themselves, constants, products, positive
+  // multiples, divisions): null when unknown.
+  SymExpr upper(const SymExpr& e) const {
+    if (range(e).lo < 0) return SymExpr();
+    switch (e.kind()) {
+      case SymKind::Const:
+        return e;
+      case SymKind::Var: {  // a loop variable: its extent - 1; any other: itself
+        if (SymExpr b = an_.var_below(e); b.defined()) return b - SymExpr(1);
+        return e;
+      }
+      case SymKind::Sum: {
+        SymExpr acc(e->constant);
+        for (const SymTerm& t : e->terms) {
+          if (t.coeff < 0) return SymExpr();
+          SymExpr u = upper(t.term);
+          if (!u.defined()) return SymExpr();
+          acc = acc + SymExpr(t.coeff) * u;
+        }
+        return acc;
+      }
+      case SymKind::Mul: {
+        SymExpr acc(1);
+        for (const SymExpr& f : e->operands) {
+          SymExpr u = upper(f);
+          if (!u.defined()) return SymExpr();
+          acc = acc * u;
+        }
+        return acc;
+      }
+      // (A divisor of 0 leaves e undefined, and then so is what uses it.)
+      case SymKind::FloorDiv: {
+        const SymExpr& d = e->operands[1];
+        if (range(d).lo < 0) return SymExpr();
+        SymExpr u = upper(e->operands[0]);
+        return u.defined() ? rewrite(floordiv(u, d)) : SymExpr();
+      }
+      case SymKind::FloorMod: {
+        const SymExpr& d = e->operands[1];
+        return range(d).lo >= 0 ? d - SymExpr(1) : SymExpr();
+      }
+      default:
+        return SymExpr();
+    }
+  }
+
+  // 0 <= x < y, y symbolic, proven from symbolic bounds (which then prove y >= 1).
+  bool below(const SymExpr& x, const SymExpr& y) const {
+    if (range(x).lo < 0) return false;
+    SymExpr u = upper(x);
+    return u.defined() && range(y - u).lo >= 1;
+  }
+
   std::optional<SymExpr> rewrite_floordiv(const SymExpr& x, const SymExpr& y) const {
     if (auto s = split_symbolic(x, y)) return s->quot;
-    if (!y.is_const() || y.const_value() <= 0) return std::nullopt;
+    if (!y.is_const()) {
+      if (auto s = split_multiples(x, y)) return s->quot + rewrite(floordiv(s->rem, y));
+      Range ry = range(y);
+      if (x.is_const() && ry.lo >= 1) {  // a constant against a divisor of at least ry.lo
+        int64_t c = x.const_value();
+        if (c >= 0 && c < ry.lo) return SymExpr(0);
+        if (c < 0 && -c <= ry.lo) return SymExpr(-1);
+        return std::nullopt;
+      }
+      // floordiv(floordiv(a, b), y) == floordiv(a, b*y) for b, y >= 1 (and
+      // for b, y >= 0: when either is 0 both sides divide by zero).
+      if (x.kind() == SymKind::FloorDiv && range(x->operands[1]).lo >= 0 && ry.lo >= 0)
+        return rewrite(floordiv(x->operands[0], x->operands[1] * y));
+      if (below(x, y)) return SymExpr(0);
+      return std::nullopt;
+    }
+    if (y.const_value() <= 0) return std::nullopt;
     int64_t c = y.const_value();
     if (auto q = period_of(range(x), c)) return SymExpr(*q);
     for (bool upper : {false, true}) {
@@ -374,8 +504,10 @@ class Simplifier {
   std::optional<SymExpr> rewrite_floormod(const SymExpr& x, const SymExpr& y) const {
     if (auto s = split_symbolic(x, y)) return s->rem;
     if (!y.is_const()) {
+      if (auto s = split_multiples(x, y)) return rewrite(floormod(s->rem, y));
       Range rx = range(x), ry = range(y);
       if (ry.lo >= 1 && rx.lo >= 0 && rx.hi < ry.lo) return x;
+      if (below(x, y)) return x;
       return std::nullopt;
     }
     int64_t c = y.const_value();
