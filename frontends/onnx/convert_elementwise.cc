@@ -337,6 +337,17 @@ std::vector<Value> convert_mod(Context& ctx) {
 // and the result converted back; otherwise the exponent is converted.
 std::vector<Value> convert_pow(Context& ctx) {
   DataType tx = known_dtype(ctx, 0), ty = known_dtype(ctx, 1);
+  // x ** 2 (a norm's square, as torch exports a LayerNorm before opset 17)
+  // is x * x, which is exact (pow is correctly rounded): no pow call per
+  // element. Only when the exponent is one element of rank at most x's,
+  // so that broadcasting it leaves x's shape.
+  if (tx == ty && tx.is_float()) {
+    const HostTensor* e = ctx.data(1);
+    if (e && e->numel() == 1 && ctx.ndim(0) >= 0 && int(e->shape.size()) <= ctx.ndim(0) && e->float_at(0) == 2.0) {
+      Expr x = ctx.expr(0);
+      return {emit(ctx, "multiply", {x, x})};
+    }
+  }
   Expr x = ctx.expr(0), y = legacy_rhs(ctx);
   if (tx == ty) return {emit(ctx, "power", {x, y})};
   if (tx.is_integer() && ty.is_float()) {

@@ -586,3 +586,29 @@ TEST_CASE("a broadcast whose operands' dims are not provably equal keeps dims, c
   CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(b, 8, height, w), f32]");
   CHECK(text.find("match_cast(y, Tensor[(b, 8, height, w), f32])") != std::string::npos);
 }
+
+TEST_CASE("Pow by a constant 2 of one element is x * x; other exponents, or one that widens the shape, stay power") {
+  auto pow_model = [](float e, std::vector<int64_t> dims) {
+    return model_with([&](onnx::GraphProto* g) {
+      add_input(g, "x", onnx_fe::kFloat, {"n", "4"});
+      auto* w = g->add_initializer();
+      w->set_name("e");
+      w->set_data_type(onnx_fe::kFloat);
+      for (int64_t d : dims) w->add_dims(d);
+      w->add_float_data(e);
+      add_node(g, "Pow", {"x", "e"}, {"y"});
+      g->add_output()->set_name("y");
+    });
+  };
+  std::string sq = print_module(onnx_fe::import_onnx(write_model("pow2.onnx", pow_model(2.0f, {}))).mod);
+  INFO(sq);
+  CHECK(sq.find("multiply(x, x)") != std::string::npos);
+  CHECK(sq.find("power(") == std::string::npos);
+  CHECK(print_module(onnx_fe::import_onnx(write_model("pow2r2.onnx", pow_model(2.0f, {1, 1}))).mod).find("multiply(x, x)") !=
+        std::string::npos);
+  // A cube is not exact as products; a rank-3 exponent makes the result rank 3.
+  CHECK(print_module(onnx_fe::import_onnx(write_model("pow3.onnx", pow_model(3.0f, {}))).mod).find("power(") !=
+        std::string::npos);
+  CHECK(print_module(onnx_fe::import_onnx(write_model("pow2r3.onnx", pow_model(2.0f, {1, 1, 1}))).mod).find("power(") !=
+        std::string::npos);
+}
