@@ -14,8 +14,6 @@
 namespace relax::rt {
 namespace {
 
-constexpr int kLanes = 16;  // output channels per tile
-constexpr int kPos = 6;     // output positions per tile
 
 #ifdef RELAX_CONV_X86
 #define RELAX_AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
@@ -41,40 +39,58 @@ struct I32x8 {
 };
 #undef RELAX_AVX2
 
-// One tile: channels [o0, o0 + oc) (oc <= 16) at flattened output
-// positions [p0, p0 + nw) (nw <= 6), which may span output rows. px[j]:
+// One tile: channels [o0, o0 + oc) (oc <= 8 * NV) at flattened output
+// positions [p0, p0 + nw) (nw <= NP), which may span output rows. px[j]:
 // position j's first input in the zero-padded image (its top-left tap of
-// channel 0); wt: this channel block's weights [c][kh][kw][16]; yb: the
-// output at channel o0, position p0 (channel stride `plane`).
-template <typename Op>
+// channel 0); wt: this channel block's weights [c][kh][kw][8 * NV]; yb:
+// the output at channel o0, position p0 (channel stride `plane`). Two
+// shapes: 16 channels (NV = 2) by 6 positions, and 8 channels by 8 for
+// layers of at most 8 channels per group, which would leave half of the
+// 16 lanes empty. The sums are named variables (an array of them was kept
+// in memory, a store per multiply-add) and the positions' pointers fit the
+// general registers.
+template <typename Op, int NV, int NP>
 __attribute__((target("avx2,fma"))) void tile(const typename Op::T* const* px, int64_t Cg, int64_t KH, int64_t KW,
                                               int64_t cstride, int64_t rstride, int64_t dw, const typename Op::T* wt,
                                               typename Op::T* yb, int64_t plane, int64_t oc, int nw) {
+  static_assert((NV == 2 && NP == 6) || (NV == 1 && NP == 8), "the two tile shapes");
   using T = typename Op::T;
   using V = typename Op::V;
-  V a0 = Op::zero(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+  constexpr int L = 8 * NV;
+  V a0 = Op::zero(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   V b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
   const T *p0 = px[0], *p1 = px[1], *p2 = px[2], *p3 = px[3], *p4 = px[4], *p5 = px[5];
+  const T *p6 = NP > 6 ? px[6] : p0, *p7 = NP > 7 ? px[7] : p0;
   for (int64_t ci = 0; ci < Cg; ++ci) {
     for (int64_t kh = 0; kh < KH; ++kh) {
       int64_t off = ci * cstride + kh * rstride;
-      for (int64_t kw = 0; kw < KW; ++kw, off += dw, wt += kLanes) {
-        const V w0 = Op::load(wt), w1 = Op::load(wt + 8);
+      for (int64_t kw = 0; kw < KW; ++kw, off += dw, wt += L) {
+        const V w0 = Op::load(wt);
         V x;
+        if constexpr (NV == 2) {
+          const V w1 = Op::load(wt + 8);
 #define RELAX_STEP(j)            \
   x = Op::broadcast(p##j + off); \
   a##j = Op::madd(w0, x, a##j);  \
   b##j = Op::madd(w1, x, b##j);
-        RELAX_STEP(0) RELAX_STEP(1) RELAX_STEP(2) RELAX_STEP(3) RELAX_STEP(4) RELAX_STEP(5)
+          RELAX_STEP(0) RELAX_STEP(1) RELAX_STEP(2) RELAX_STEP(3) RELAX_STEP(4) RELAX_STEP(5)
 #undef RELAX_STEP
+        } else {
+#define RELAX_STEP(j)            \
+  x = Op::broadcast(p##j + off); \
+  a##j = Op::madd(w0, x, a##j);
+          RELAX_STEP(0) RELAX_STEP(1) RELAX_STEP(2) RELAX_STEP(3) RELAX_STEP(4) RELAX_STEP(5) RELAX_STEP(6) RELAX_STEP(7)
+#undef RELAX_STEP
+        }
       }
     }
   }
-  alignas(32) T t[kPos][kLanes];
-  const V lo[kPos] = {a0, a1, a2, a3, a4, a5}, hi[kPos] = {b0, b1, b2, b3, b4, b5};
-  for (int j = 0; j < kPos; ++j) {
-    Op::store(t[j], lo[j]);
-    Op::store(t[j] + 8, hi[j]);
+  alignas(32) T t[8][L];
+  Op::store(t[0], a0), Op::store(t[1], a1), Op::store(t[2], a2), Op::store(t[3], a3);
+  Op::store(t[4], a4), Op::store(t[5], a5), Op::store(t[6], a6), Op::store(t[7], a7);
+  if constexpr (NV == 2) {
+    Op::store(t[0] + 8, b0), Op::store(t[1] + 8, b1), Op::store(t[2] + 8, b2);
+    Op::store(t[3] + 8, b3), Op::store(t[4] + 8, b4), Op::store(t[5] + 8, b5);
   }
   for (int64_t l = 0; l < oc; ++l)
     for (int j = 0; j < nw; ++j) yb[l * plane + j] = t[j][l];
@@ -95,10 +111,11 @@ bool conv2d_direct_available() {
 namespace {
 
 #ifdef RELAX_CONV_X86
-template <typename Op>
-void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op::T* w, typename Op::T* y,
+template <typename Op, int NV, int NP>
+void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typename Op::T* w, typename Op::T* y,
             std::vector<typename Op::T>& scratch, ThreadPool* pool) {
   using T = typename Op::T;
+  constexpr int kLanes = 8 * NV, kPos = NP;
   const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, P = g.OH * g.OW;
   const int64_t blocks = (Og + kLanes - 1) / kLanes;
   // The padded image: every tap of every output position lies inside it.
@@ -145,12 +162,15 @@ void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op:
       int64_t p0 = t * kPos;
       int nw = int(std::min<int64_t>(kPos, P - p0));
       const T* px[kPos];
+      // One division for the tile's first position, then steps along the
+      // row (a division per position cost as much as a small conv's sums).
+      int64_t oh = p0 / g.OW, ow = p0 - oh * g.OW;
       for (int j = 0; j < kPos; ++j) {
-        int64_t p = p0 + std::min(j, nw - 1);  // a partial tile repeats its last position
-        px[j] = xg + (p / g.OW * g.sh) * Wp + p % g.OW * g.sw;
+        px[j] = xg + oh * g.sh * Wp + ow * g.sw;
+        if (j + 1 < nw && ++ow == g.OW) ow = 0, ++oh;  // a partial tile repeats its last position
       }
       int64_t o0 = gi * Og + b * kLanes, oc = std::min<int64_t>(kLanes, Og - b * kLanes);
-      tile<Op>(px, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw, wt + (gi * blocks + b) * K * kLanes,
+      tile<Op, NV, NP>(px, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw, wt + (gi * blocks + b) * K * kLanes,
                y + (n * g.O + o0) * P + p0, P, oc, nw);
     }
   };
@@ -159,6 +179,13 @@ void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op:
     pool->parallel_for(items, body);
   else
     body(0, items);
+}
+// Layers of at most 8 output channels per group take the 8-channel tile.
+template <typename Op>
+void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op::T* w, typename Op::T* y,
+            std::vector<typename Op::T>& scratch, ThreadPool* pool) {
+  if (g.O / g.groups <= 8) return direct_tiles<Op, 1, 8>(g, x, w, y, scratch, pool);
+  direct_tiles<Op, 2, 6>(g, x, w, y, scratch, pool);
 }
 #endif
 

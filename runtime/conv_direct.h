@@ -6,8 +6,10 @@
 // Output channels go in the vector lanes (16 per tile, two AVX2 registers)
 // and 6 output positions of a row in registers beside them: each
 // (channel, tap) step loads the 16 weights once and broadcasts the 6
-// inputs, so 12 fused multiply-adds need 8 loads. The weights are first
-// transposed to [group][c][kh][kw][o] with o padded to 16. Every output
+// inputs, so 12 fused multiply-adds need 8 loads. Layers of at most 8
+// output channels per group take a tile of 8 channels by 8 positions
+// instead (9 loads for 8). The weights are first transposed to
+// [group][c][kh][kw][o] with o padded to the tile's channels. Every output
 // element is one chain of fused multiply-adds over (c, kh, kw) in order,
 // padding read as zeros (as im2col's would be), whatever its position.
 #pragma once
