@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/codegen.h"
 #include "backends/llvm/codegen.h"
@@ -31,7 +32,7 @@ class CpuCodegen : public llvmgen::ProgramCodegen {
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuOptions& opts);
 std::string emit_object(llvm::Module& m, llvm::TargetMachine& tm);
-// Links the object into a shared object with lld, in-process.
-std::string link_shared_object(const std::string& object, llvm::TargetMachine& tm);
+// Links the objects into one shared object with lld, in-process.
+std::string link_shared_object(const std::vector<std::string>& objects, llvm::TargetMachine& tm);
 
 }  // namespace relax::cpu

@@ -142,7 +142,7 @@ std::string emit_object(llvm::Module& m, llvm::TargetMachine& tm) {
 // libraries given as inputs, so it links against empty stand-ins that carry
 // the real sonames: the result does not depend on where (or whether) the
 // build machine keeps libm.so.6.
-std::string link_shared_object(const std::string& object, llvm::TargetMachine& tm) {
+std::string link_shared_object(const std::vector<std::string>& objects, llvm::TargetMachine& tm) {
   TempDir dir;
   llvm::LLVMContext ctx;
   llvm::Module empty("relax_stub", ctx);
@@ -155,19 +155,13 @@ std::string link_shared_object(const std::string& object, llvm::TargetMachine& t
     run_lld({"-shared", "--threads=1", "-soname", soname, "-o", path, dir.file("stub.o")});
     needed.push_back(path);
   }
-  write_file(dir.file("kernels.o"), object);
-  std::vector<std::string> args{"-shared",
-                                "--threads=1",
-                                "-z",
-                                "noexecstack",
-                                "-z",
-                                "relro",
-                                "-z",
-                                "now",
-                                "--no-as-needed",
-                                "-o",
-                                dir.file("kernels.so"),
-                                dir.file("kernels.o")};
+  std::vector<std::string> args{"-shared",     "--threads=1", "-z", "noexecstack", "-z", "relro", "-z", "now",
+                                "--no-as-needed", "-o",          dir.file("kernels.so")};
+  for (size_t k = 0; k < objects.size(); ++k) {
+    std::string path = dir.file("kernels" + std::to_string(k) + ".o");
+    write_file(path, objects[k]);
+    args.push_back(path);
+  }
   args.insert(args.end(), needed.begin(), needed.end());
   run_lld(args);
   return read_file(dir.file("kernels.so"));
