@@ -169,9 +169,12 @@ void ProgramCodegen::emit_for(const tir::ForNode& f) {
       return emit_parallel(f);
     case LoopKind::Vectorized:
       if (!vector_unit()) return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
-      return emit_loop(
-          f.var, i64c(0), emit_sym(f.extent), f.body,
-          {loop_bool(ctx_, "llvm.loop.vectorize.enable", true), loop_flag(ctx_, "llvm.loop.mustprogress")});
+      // Not unrolled first: a short constant extent (28) was unrolled
+      // whole, and the loop around it vectorised across rows with strided
+      // scalar loads instead.
+      return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body,
+                       {loop_bool(ctx_, "llvm.loop.vectorize.enable", true), loop_flag(ctx_, "llvm.loop.mustprogress"),
+                        loop_flag(ctx_, "llvm.loop.unroll.disable")});
     case LoopKind::Unrolled:
       return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body,
                        {loop_flag(ctx_, f.extent.is_const() ? "llvm.loop.unroll.full" : "llvm.loop.unroll.enable")});
