@@ -231,6 +231,20 @@ std::optional<int64_t> period_of(Range r, int64_t c) {
   return int64_t(q);
 }
 
+// term / y when y is one of term's factors (or term itself): the
+// product of the other factors; null otherwise.
+SymExpr cofactor(const SymExpr& term, const SymExpr& y) {
+  if (term == y) return SymExpr(1);
+  if (term.kind() != SymKind::Mul) return SymExpr();
+  const auto& fs = term->operands;
+  auto it = std::find(fs.begin(), fs.end(), y);
+  if (it == fs.end()) return SymExpr();
+  SymExpr q(1);
+  for (auto f = fs.begin(); f != fs.end(); ++f)
+    if (f != it) q = q * *f;
+  return q;
+}
+
 class Simplifier {
  public:
   explicit Simplifier(const Analyzer& an) : an_(an) {}
@@ -338,18 +352,7 @@ class Simplifier {
     }
     SymExpr quot(0), rem(0);
     for (const SymTerm& t : terms) {
-      SymExpr q;
-      if (t.term == y) {
-        q = SymExpr(1);
-      } else if (t.term.kind() == SymKind::Mul) {
-        const auto& fs = t.term->operands;
-        auto it = std::find(fs.begin(), fs.end(), y);
-        if (it != fs.end()) {
-          q = SymExpr(1);
-          for (auto f = fs.begin(); f != fs.end(); ++f)
-            if (f != it) q = q * *f;
-        }
-      }
+      SymExpr q = cofactor(t.term, y);
       if (q.defined())
         quot = quot + SymExpr(t.coeff) * q;
       else
@@ -380,16 +383,8 @@ class Simplifier {
     for (const SymTerm& t : terms) {
       SymExpr q;
       if (t.coeff % cy != 0) {
-      } else if (t.term == Y) {
-        q = SymExpr(1);
-      } else if (t.term.kind() == SymKind::Mul && Y.kind() != SymKind::Mul) {
-        const auto& fs = t.term->operands;
-        auto it = std::find(fs.begin(), fs.end(), Y);
-        if (it != fs.end()) {
-          q = SymExpr(1);
-          for (auto f = fs.begin(); f != fs.end(); ++f)
-            if (f != it) q = q * *f;
-        }
+      } else if (t.term == Y || Y.kind() != SymKind::Mul) {
+        q = cofactor(t.term, Y);
       } else if (t.term.kind() == SymKind::Mul) {
         // Y a product: its factors all among the term's (a sub-multiset).
         std::vector<SymExpr> rest = t.term->operands;

@@ -404,6 +404,18 @@ __attribute__((target("avx2,fma"), always_inline)) inline void depthwise_tail(co
   }
 }
 
+// R rows from output row oh: their full blocks of 32 columns one row at a
+// time, then the columns past them for the R rows at once.
+template <int R>
+__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_row_group(
+    const Conv2dGeometry& g, const float* row, int64_t rstride, const int64_t* toff, int64_t taps, const float* wk,
+    float* yr, int64_t full, int64_t left) {
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t ow0 = 0; ow0 < full; ow0 += 32)
+      depthwise_block<1, 4>(row + r * rstride + ow0, rstride, toff, taps, wk, yr + r * g.OW + ow0, g.OW, 8);
+  if (left) depthwise_tail<R>(row + full, rstride, toff, taps, wk, yr + full, g.OW, left);
+}
+
 __attribute__((target("avx2,fma"))) void depthwise_rows_avx2(const Conv2dGeometry& g, const PhasedRows& in,
                                                              const int64_t* toff, const float* wk, float* yp,
                                                              int64_t oh0, int64_t oh1) {
@@ -415,25 +427,15 @@ __attribute__((target("avx2,fma"))) void depthwise_rows_avx2(const Conv2dGeometr
     const float* row = in.buf.data() + (oh - oh0) * rstride;
     float* yr = yp + oh * g.OW;
     if (R == 4 && oh + 4 <= oh1) {
-      for (int64_t r = 0; r < 4; ++r)
-        for (int64_t ow0 = 0; ow0 < full; ow0 += 32)
-          depthwise_block<1, 4>(row + r * rstride + ow0, rstride, toff, taps, wk, yr + r * g.OW + ow0, g.OW, 8);
-      depthwise_tail<4>(row + full, rstride, toff, taps, wk, yr + full, g.OW, left);
+      depthwise_row_group<4>(g, row, rstride, toff, taps, wk, yr, full, left);
       oh += 4;
-      continue;
-    }
-    if (R >= 2 && oh + 2 <= oh1) {
-      for (int64_t r = 0; r < 2; ++r)
-        for (int64_t ow0 = 0; ow0 < full; ow0 += 32)
-          depthwise_block<1, 4>(row + r * rstride + ow0, rstride, toff, taps, wk, yr + r * g.OW + ow0, g.OW, 8);
-      depthwise_tail<2>(row + full, rstride, toff, taps, wk, yr + full, g.OW, left);
+    } else if (R >= 2 && oh + 2 <= oh1) {
+      depthwise_row_group<2>(g, row, rstride, toff, taps, wk, yr, full, left);
       oh += 2;
-      continue;
+    } else {
+      depthwise_row_group<1>(g, row, rstride, toff, taps, wk, yr, full, left);
+      ++oh;
     }
-    for (int64_t ow0 = 0; ow0 < full; ow0 += 32)
-      depthwise_block<1, 4>(row + ow0, rstride, toff, taps, wk, yr + ow0, g.OW, 8);
-    if (left) depthwise_tail<1>(row + full, rstride, toff, taps, wk, yr + full, g.OW, left);
-    ++oh;
   }
 }
 #endif

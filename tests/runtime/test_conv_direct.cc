@@ -1,7 +1,8 @@
 // The direct convolution (runtime/conv_direct.h) against a double-precision
 // loop nest: strides, dilations, asymmetric padding (an output narrower
 // than the padded input allows), groups, channel counts that leave a
-// partial block of 16, outputs whose positions leave a partial tile of 6,
+// partial block of 16 (or of 8: the narrow layers' tile), outputs whose
+// positions leave a partial tile,
 // one thread and a pool; and that equal windows give bitwise equal results
 // wherever they sit, padding included. The i32 form (and its plain loops)
 // exactly, overflowing sums wrapping. The depthwise kernel against the
@@ -40,10 +41,25 @@ std::vector<float> reference(const Conv2dGeometry& g, const std::vector<float>& 
   return y;
 }
 
+// g with its outputs as ONNX computes them, the pads (ph, pw) at the start
+// and 0 or the same at the end (odd pads: the same), to vary the end too.
+Conv2dGeometry with_outputs(Conv2dGeometry g) {
+  int64_t eh = g.ph % 2, ew = g.pw % 2;
+  g.OH = (g.H + g.ph + eh - (g.KH - 1) * g.dh - 1) / g.sh + 1;
+  g.OW = (g.W + g.pw + ew - (g.KW - 1) * g.dw - 1) / g.sw + 1;
+  return g;
+}
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& e : v) e = d(rng);
+  return v;
+}
+
 TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
   if (!conv2d_direct_available()) return;  // no AVX2: the runtime uses im2col instead
   std::mt19937 rng(11);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   ThreadPool pool(2);
   //                    N  C   H   W   O  KH KW  sh sw ph pw dh dw groups (OH, OW from pad_end = 0 or ph)
   std::vector<Conv2dGeometry> cases = {
@@ -51,15 +67,13 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
       {1, 4, 9, 11, 8, 5, 3, 0, 0, 1, 2, 2, 1, 2, 1, 1},    {3, 8, 6, 6, 24, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 2},
       {1, 2, 2, 2, 16, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},    {1, 6, 15, 4, 33, 7, 1, 0, 0, 3, 1, 3, 0, 1, 1, 3},
       {2, 16, 13, 13, 40, 3, 3, 0, 0, 2, 2, 0, 0, 1, 1, 1}, {1, 3, 20, 17, 9, 4, 4, 0, 0, 2, 3, 1, 2, 1, 1, 1},
+      // At most 8 outputs per group: the 8-channel tile (6 of its 8 lanes here; 8 positions a tile).
+      {2, 6, 10, 13, 12, 3, 3, 0, 0, 1, 2, 1, 1, 2, 1, 2},
   };
   for (Conv2dGeometry g : cases) {
-    // Outputs as ONNX computes them with pads (ph, pw) at the start and 0 or the same at the end.
-    int64_t eh = g.ph % 2, ew = g.pw % 2;  // vary the end padding too
-    g.OH = (g.H + g.ph + eh - (g.KH - 1) * g.dh - 1) / g.sh + 1;
-    g.OW = (g.W + g.pw + ew - (g.KW - 1) * g.dw - 1) / g.sw + 1;
-    std::vector<float> x(size_t(g.N * g.C * g.H * g.W)), w(size_t(g.O * (g.C / g.groups) * g.KH * g.KW));
-    for (float& v : x) v = d(rng);
-    for (float& v : w) v = d(rng);
+    g = with_outputs(g);
+    std::vector<float> x = random_floats(rng, g.N * g.C * g.H * g.W),
+                       w = random_floats(rng, g.O * (g.C / g.groups) * g.KH * g.KW);
     std::vector<float> want = reference(g, x, w);
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
       std::vector<float> y(want.size(), 7.0f), scratch;
@@ -139,7 +153,6 @@ TEST_CASE("conv2d_direct_i32 and its plain loops: exact, wrapping as i32 arithme
 
 TEST_CASE("conv2d_depthwise_f32 matches a double-precision loop nest; vector and plain loops agree bitwise") {
   std::mt19937 rng(5);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   ThreadPool pool(2);
   //   N  C   H   W   O  KH KW  sh sw ph pw dh dw groups (OH, OW below); widths around 8 and 32 lanes
   std::vector<Conv2dGeometry> cases = {
@@ -150,12 +163,8 @@ TEST_CASE("conv2d_depthwise_f32 matches a double-precision loop nest; vector and
       {1, 4, 16, 16, 12, 3, 3, 0, 0, 2, 2, 0, 0, 1, 1, 4},
   };
   for (Conv2dGeometry g : cases) {
-    int64_t eh = g.ph % 2, ew = g.pw % 2;  // the end padding 0 or the same as the start's
-    g.OH = (g.H + g.ph + eh - (g.KH - 1) * g.dh - 1) / g.sh + 1;
-    g.OW = (g.W + g.pw + ew - (g.KW - 1) * g.dw - 1) / g.sw + 1;
-    std::vector<float> x(size_t(g.N * g.C * g.H * g.W)), w(size_t(g.O * g.KH * g.KW));
-    for (float& v : x) v = d(rng);
-    for (float& v : w) v = d(rng);
+    g = with_outputs(g);
+    std::vector<float> x = random_floats(rng, g.N * g.C * g.H * g.W), w = random_floats(rng, g.O * g.KH * g.KW);
     std::vector<float> want = reference(g, x, w);
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
       std::vector<float> y(want.size() + 8, 7.0f), plain(want.size() + 8, 7.0f);
