@@ -342,26 +342,6 @@ class Simplifier {
     }
   }
 
-  // x == y*quot + rem with rem a variable in [0, y) by a symbolic bound.
-  std::optional<Split> split_symbolic(const SymExpr& x, const SymExpr& y) const {
-    if (y.is_const() || x.is_const()) return std::nullopt;
-    std::vector<SymTerm> terms{{1, x}};
-    if (x.kind() == SymKind::Sum) {
-      if (x->constant != 0) return std::nullopt;
-      terms = x->terms;
-    }
-    SymExpr quot(0), rem(0);
-    for (const SymTerm& t : terms) {
-      SymExpr q = cofactor(t.term, y);
-      if (q.defined())
-        quot = quot + SymExpr(t.coeff) * q;
-      else
-        rem = rem + SymExpr(t.coeff) * t.term;
-    }
-    if (!rem.is_var() || an_.var_below(rem) != y || an_.var_bound(rem).lo < 0) return std::nullopt;
-    return Split{quot, rem};
-  }
-
   // x == y*quot + rem where quot collects the terms of x that have y as a
   // factor (rem: any expression); for y != 0, floordiv(x, y) == quot +
   // floordiv(rem, y) and floormod(x, y) == floormod(rem, y) for every
@@ -469,7 +449,6 @@ class Simplifier {
   }
 
   std::optional<SymExpr> rewrite_floordiv(const SymExpr& x, const SymExpr& y) const {
-    if (auto s = split_symbolic(x, y)) return s->quot;
     if (!y.is_const()) {
       if (auto s = split_multiples(x, y)) return s->quot + rewrite(floordiv(s->rem, y));
       Range ry = range(y);
@@ -497,7 +476,6 @@ class Simplifier {
   }
 
   std::optional<SymExpr> rewrite_floormod(const SymExpr& x, const SymExpr& y) const {
-    if (auto s = split_symbolic(x, y)) return s->rem;
     if (!y.is_const()) {
       if (auto s = split_multiples(x, y)) return rewrite(floormod(s->rem, y));
       Range rx = range(x), ry = range(y);

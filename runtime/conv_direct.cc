@@ -270,14 +270,10 @@ __attribute__((target("avx2,fma"))) void deinterleave2(const float* in, int64_t 
     if (2 * k + 1 < n) odd[k] = in[2 * k + 1];
   }
 }
-#else
-void deinterleave2(const float* in, int64_t n, float* even, float* odd) {
-  for (int64_t k = 0; 2 * k < n; ++k) {
-    even[k] = in[2 * k];
-    if (2 * k + 1 < n) odd[k] = in[2 * k + 1];
-  }
-}
 #endif
+
+// The padded columns a depthwise conv's outputs read.
+int64_t padded_width(const Conv2dGeometry& g) { return (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1; }
 
 // The depthwise kernel's input buffer: rows [r0, r0 + rows) of the padded
 // image of one channel (padded row r is input row r - ph), each row split
@@ -289,11 +285,11 @@ struct PhasedRows {
   int64_t pitch, row_len;  // row_len = sw * pitch
 
   explicit PhasedRows(const Conv2dGeometry& g)
-      : pitch(((g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1 + g.sw - 1) / g.sw + 16), row_len(g.sw * pitch) {}
+      : pitch((padded_width(g) + g.sw - 1) / g.sw + 16), row_len(g.sw * pitch) {}
 
   // avx2: the CPU has AVX2 (stride 2 splits its columns with shuffles).
   void fill(const Conv2dGeometry& g, const float* plane, int64_t r0, int64_t rows, bool avx2) {
-    const int64_t Wp = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;  // padded columns the outputs read
+    const int64_t Wp = padded_width(g);
     // Padded column j reads input column j - pw; only those inside both.
     const int64_t jlo = std::max<int64_t>(0, g.pw), jhi = std::max(jlo, std::min<int64_t>(Wp, g.W + g.pw));
     if (buf.size() < size_t(rows * row_len)) buf.resize(size_t(rows * row_len));
@@ -316,17 +312,22 @@ struct PhasedRows {
       }
       if (g.sw == 1) {
         std::copy(in + jlo - g.pw, in + jhi - g.pw, out + jlo);
-      } else if (g.sw == 2 && avx2) {
+        continue;
+      }
+#ifdef RELAX_CONV_X86
+      if (g.sw == 2 && avx2) {
         // Pairs of columns from an even padded column on: the even ones to phase 0, the odd to phase 1.
         int64_t j = jlo;
         if (j % 2 && j < jhi) out[pitch + j / 2] = in[j - g.pw], ++j;
         deinterleave2(in + j - g.pw, jhi - j, out + j / 2, out + pitch + j / 2);
-      } else {
-        for (int64_t q = 0; q < g.sw; ++q) {  // phase q: padded columns j = i * sw + q in [jlo, jhi)
-          float* dst = out + q * pitch;
-          for (int64_t i = (jlo - q + g.sw - 1) / g.sw, j = i * g.sw + q; j < jhi; ++i, j += g.sw)
-            dst[i] = in[j - g.pw];
-        }
+        continue;
+      }
+#endif
+      (void)avx2;
+      for (int64_t q = 0; q < g.sw; ++q) {  // phase q: padded columns j = i * sw + q in [jlo, jhi)
+        float* dst = out + q * pitch;
+        for (int64_t i = (jlo - q + g.sw - 1) / g.sw, j = i * g.sw + q; j < jhi; ++i, j += g.sw)
+          dst[i] = in[j - g.pw];
       }
     }
   }

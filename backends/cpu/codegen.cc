@@ -119,16 +119,11 @@ std::unique_ptr<llvm::Module> build_part(llvm::LLVMContext& ctx, const std::vect
 
 }  // namespace
 
-std::unique_ptr<llvm::Module> build_module(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs,
-                                           llvm::TargetMachine& tm) {
-  return build_part(ctx, programs, kernel_symbols(programs), tm, /*define_globals=*/true);
-}
-
 std::string emit_llvm_ir(const std::vector<tir::Program>& programs, const CpuOptions& opts) {
   auto tm = make_target_machine(opts);
   llvm::LLVMContext ctx;
   Diagnostics diags(ctx);
-  auto m = build_module(ctx, programs, *tm);
+  auto m = build_part(ctx, programs, kernel_symbols(programs), *tm, /*define_globals=*/true);
   optimize_module(*m, *tm, opts.opt_level);
   diags.check();
   std::string text;

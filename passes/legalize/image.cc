@@ -178,6 +178,31 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
     }
     return with_locals({sum}, tir::make_seq(out));
   };
+  // acc = the weighted sum over the product of the axes' taps around output
+  // position i of x: tap(q, k) and weight(q, k) read axis q's k-th tap and
+  // weight. Then the value as `out` stores it (integers rounded half to
+  // even and saturated).
+  using TapRead = std::function<TExpr(size_t, const TExpr&)>;
+  auto tap_sum = [&](const Buffer& xb, const Index& i, const Local& acc, const TapRead& tap, const TapRead& weight) {
+    std::vector<SymExpr> extents;
+    for (size_t q = 0; q < axes.size(); ++q) extents.push_back(2 * half_taps[q]);
+    Stmt sum = serial_nest(extents, "k", [&](const Index& k) {
+      Index xi = i;
+      TExpr wt;
+      for (size_t q = 0; q < axes.size(); ++q) {
+        xi[size_t(axes[q])] = tap(q, k[q]);
+        TExpr wq = weight(q, k[q]);
+        wt = wt ? wt * wq : wq;
+      }
+      if (!wt) wt = one(D);
+      return acc.set(acc.get() + wt * cast(D, load(xb, xi)));
+    });
+    return tir::make_seq({acc.set(zero(D)), sum});
+  };
+  auto stored = [&](TExpr v, DataType t) {
+    if (t.is_integer()) v = min_(max_(round_half_even(v), cast(D, min_value(t))), cast(D, max_value(t)));
+    return v;
+  };
   const auto& graph_out = *as<TensorSI>(call.sinfo)->shape;
   Geometry main{x, scales, roi, y->shape};
 
@@ -243,27 +268,14 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
         for (size_t q = 0; q < axes.size(); ++q) xi[size_t(axes[q])] = load(rt[q], {i[size_t(axes[q])], idx(0)});
         return load(rx, xi);
       }));
-    std::vector<SymExpr> tap_extents;
-    for (size_t q = 0; q < axes.size(); ++q) tap_extents.push_back(2 * half_taps[q]);
     return rb.finish(loop_nest(
         yo->shape,
         [&](const Index& i) {
           Local acc = local("acc", D);
-          Stmt sum = serial_nest(tap_extents, "k", [&](const Index& k) {
-            Index xi = i;
-            TExpr wt;
-            for (size_t q = 0; q < axes.size(); ++q) {
-              TExpr o = i[size_t(axes[q])];
-              xi[size_t(axes[q])] = load(rt[q], {o, k[q]});
-              TExpr wq = load(rw[q], {o, k[q]});
-              wt = wt ? wt * wq : wq;
-            }
-            return acc.set(acc.get() + wt * cast(D, load(rx, xi)));
-          });
-          TExpr v = acc.get();
-          if (yo->dtype.is_integer())
-            v = min_(max_(round_half_even(v), cast(D, min_value(yo->dtype))), cast(D, max_value(yo->dtype)));
-          return with_locals({acc}, tir::make_seq({acc.set(zero(D)), sum, tir::make_store(yo, i, cast(yo->dtype, v))}));
+          Stmt sum = tap_sum(
+              rx, i, acc, [&](size_t q, const TExpr& k) { return load(rt[q], {i[size_t(axes[q])], k}); },
+              [&](size_t q, const TExpr& k) { return load(rw[q], {i[size_t(axes[q])], k}); });
+          return with_locals({acc}, tir::make_seq({sum, tir::make_store(yo, i, cast(yo->dtype, stored(acc.get(), yo->dtype)))}));
         },
         LoopHints{true, false, 8}));
   }
@@ -289,7 +301,6 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
       [&](const Index& i) {
         std::vector<Buffer> wts, taps;
         std::vector<Stmt> prep;
-        std::vector<SymExpr> tap_extents;
         Local acc = local("acc", D);
         TExpr out_of_roi;
         for (size_t q = 0; q < axes.size(); ++q) {
@@ -300,7 +311,6 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
           Buffer t = tir::make_buffer("t" + sfx, DataType::i64(), {SymExpr(n)}, tir::Scope::Local);
           wts.push_back(w);
           taps.push_back(t);
-          tap_extents.push_back(n);
           if (crop) {
             TExpr xo = coordinate(main, a, i[a]);
             out_of_roi = out_of_roi ? or_(out_of_roi, outside(main, a, xo)) : outside(main, a, xo);
@@ -310,21 +320,10 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
               [&](const TExpr& j, const TExpr& v) { return store1(t, j, v); },
               [&](const TExpr& j) { return load(w, {j}); }));
         }
-        prep.push_back(acc.set(zero(D)));
-        prep.push_back(serial_nest(tap_extents, "k", [&](const Index& k) {
-          Index xi = i;
-          TExpr wt;
-          for (size_t q = 0; q < axes.size(); ++q) {
-            xi[axes[q]] = load(taps[q], {k[q]});
-            TExpr wq = load(wts[q], {k[q]});
-            wt = wt ? wt * wq : wq;
-          }
-          if (!wt) wt = one(D);
-          return acc.set(acc.get() + wt * cast(D, load(x, xi)));
-        }));
-        TExpr v = acc.get();
-        if (y->dtype.is_integer())
-          v = min_(max_(round_half_even(v), cast(D, min_value(y->dtype))), cast(D, max_value(y->dtype)));
+        prep.push_back(tap_sum(
+            x, i, acc, [&](size_t q, const TExpr& k) { return load(taps[q], {k}); },
+            [&](size_t q, const TExpr& k) { return load(wts[q], {k}); }));
+        TExpr v = stored(acc.get(), y->dtype);
         if (crop) v = select(out_of_roi, const_of(D, ra.extrapolation), v);
         prep.push_back(tir::make_store(y, i, cast(y->dtype, v)));
         Stmt body = with_locals({acc}, tir::make_seq(prep));
