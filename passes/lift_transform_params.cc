@@ -9,7 +9,11 @@
 // whose arguments are constants, liftable variables or literals without
 // symbolic variables, at least one of them data, and its result has a
 // fully constant shape. The liftable bindings that the rest of @main reads become the
-// results of @transform_params; the others move there whole.
+// results of @transform_params; the others move there whole. Run again
+// after legalisation (the O2 pipeline does), it adds what the legalisers
+// made of constants (the direct convolution's packed weights) to the
+// @transform_params it made before, and drops the results @main no longer
+// reads.
 #include <unordered_set>
 
 #include "ir/mutator.h"
@@ -80,7 +84,7 @@ class Lifter {
 
   IRModule run(const IRModule& mod) {
     Function main = mod.function("main");
-    if (!main || mod.contains("transform_params")) return mod;
+    if (!main) return mod;
     std::vector<Binding> lifted;
     for (const BindingBlock& block : main->body->blocks)
       for (const Binding& b : block.bindings)
@@ -97,23 +101,48 @@ class Lifter {
         if (!lifted_.count(b.var.get())) collect_used_vars(b.value, used_outside);
     collect_used_vars(main->body->body, used_outside);
 
+    // A second run (after legalisation) adds to the @transform_params the
+    // first made: its results keep their numbers, the new ones follow, and
+    // a lifted binding that reads __lifted_K reads its field K there.
+    Function old = mod.function("transform_params");
+    std::vector<BindingBlock> blocks_before;
+    std::vector<Expr> fields;
+    std::vector<StructInfo> result_si;
+    if (old) {
+      blocks_before = old->body->blocks;
+      if (const auto* t = as<TupleNode>(old->body->body))
+        fields = t->fields;
+      else
+        fields = {old->body->body};
+      for (const Expr& f : fields) result_si.push_back(f->sinfo);
+    }
+    const size_t old_count = fields.size();
+
     // Uses of a result in @main become the constant __lifted_K.
     struct Remap : ExprMutator {
       using ExprMutator::ExprMutator;
       using ExprMutator::var_remap_;
+      // __lifted_K -> the previous @transform_params' field K.
+      const std::vector<Expr>* fields = nullptr;
+      Expr visit_leaf(const Expr& e) override {
+        if (fields && e->kind == ExprKind::Constant)
+          if (std::optional<size_t> k = lifted_constant_index(static_cast<const ConstantNode*>(e.get())->name);
+              k && *k < fields->size())
+            return (*fields)[*k];
+        return e;
+      }
     } remap(&mod), rename(&mod);
-    std::vector<StructInfo> result_si;
+    rename.fields = &fields;
     for (const Binding& b : lifted) {
       if (!used_outside.count(b.var.get())) continue;
       remap.var_remap_[b.var.get()] = make_constant(lifted_constant_name(result_si.size()), b.var->sinfo);
       result_si.push_back(b.var->sinfo);
     }
-    if (result_si.empty()) return mod;  // nothing outside reads them: dead code, left to DCE
+    if (result_si.size() == old_count) return mod;  // nothing outside reads them: dead code, left to DCE
 
     // @transform_params: the lifted bindings in one dataflow block (the
     // results bound to block outputs), returning the results as a tuple.
     std::vector<Binding> moved;
-    std::vector<Expr> fields;
     for (const Binding& b : lifted) {
       bool result = used_outside.count(b.var.get()) != 0;
       Var v = result ? make_var(b.var->name, b.var->sinfo) : make_dataflow_var(b.var->name, b.var->sinfo);
@@ -121,8 +150,6 @@ class Lifter {
       rename.var_remap_[b.var.get()] = v;
       if (result) fields.push_back(v);
     }
-    SeqExpr tbody = make_seq({BindingBlock{true, std::move(moved)}}, make_tuple(fields));
-    Function transform = make_function({}, tbody, tuple_si(result_si));
 
     // @main without them.
     std::vector<BindingBlock> blocks;
@@ -136,6 +163,43 @@ class Lifter {
       if (!kept.empty()) blocks.push_back(BindingBlock{block.dataflow, std::move(kept)});
     }
     SeqExpr body = make_seq(std::move(blocks), remap.visit(main->body->body));
+
+    // Earlier results that @main no longer reads (a weight now read only by
+    // its packed form) leave the result, and the others are renumbered.
+    std::vector<bool> read(fields.size(), false);
+    struct Reads : ExprMutator {
+      using ExprMutator::ExprMutator;
+      std::vector<bool>* read = nullptr;
+      const std::vector<size_t>* renumber = nullptr;
+      Expr visit_leaf(const Expr& e) override {
+        if (e->kind != ExprKind::Constant) return e;
+        const auto* c = static_cast<const ConstantNode*>(e.get());
+        std::optional<size_t> k = lifted_constant_index(c->name);
+        if (!k || *k >= read->size()) return e;
+        (*read)[*k] = true;
+        return renumber ? make_constant(lifted_constant_name((*renumber)[*k]), c->sinfo) : e;
+      }
+    } reads(&mod), renumbered(&mod);
+    reads.read = &read;
+    reads.visit_seq(body);
+    std::vector<size_t> renumber(fields.size());
+    std::vector<Expr> kept_fields;
+    std::vector<StructInfo> kept_si;
+    for (size_t k = 0; k < fields.size(); ++k) {
+      if (!read[k]) continue;
+      renumber[k] = kept_fields.size();
+      kept_fields.push_back(fields[k]);
+      kept_si.push_back(result_si[k]);
+    }
+    if (kept_fields.size() != fields.size()) {
+      renumbered.read = &read;
+      renumbered.renumber = &renumber;
+      body = renumbered.visit_seq(body);
+    }
+
+    blocks_before.push_back(BindingBlock{true, std::move(moved)});
+    SeqExpr tbody = make_seq(std::move(blocks_before), make_tuple(kept_fields));
+    Function transform = make_function({}, tbody, tuple_si(kept_si));
     IRModule out = mod;
     out.add_function("main", make_function(main->params, body, main->ret, main->attrs));
     out.add_function("transform_params", transform);

@@ -60,7 +60,8 @@ std::vector<std::string> pipeline(const std::string& name, const std::string& ta
   } else if (name == "O2") {
     add(graph);
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
-    add({"legalize", "canonicalize-bindings", "dead-code-elimination", "fuse-ops", "fuse-tir", "simplify-tir",
+    add({"legalize", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params", "fuse-ops",
+         "fuse-tir", "simplify-tir",
          "lift-workspaces", "canonicalize-bindings", "dead-code-elimination", "static-plan-memory",
          "rewrite-cuda-graph"});
   } else {

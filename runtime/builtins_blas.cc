@@ -185,11 +185,13 @@ ConvArgs conv_args(BuiltinCall& c, const std::array<const char*, 5>& labels, DTy
 }
 
 // Direct convolution (runtime/conv_direct.h) where the im2col matrix
-// would cost more than it saves: every kernel wider than 1x1, and 1x1 ones
-// over few positions, with at least 8 output channels per group and a
-// reduction shorter than 4096 (past it the GEMM's cache blocking wins:
-// measured on this machine, 3x3 convs of 64 to 256 channels ran 1.2x to
-// 1.4x faster direct, 512 channels 1.2x slower). RELAX_CONV=direct|im2col
+// would cost more than it saves: kernels wider than 1x1 with at least 8
+// output channels per group and a reduction shorter than 4096 (past it the
+// GEMM's cache blocking wins), and 1x1 ones over at most one tile of
+// positions. relax-bench-conv, ResNet-50's layers, one thread: 3x3 convs of
+// 64 to 256 channels ran 1.1x to 1.7x faster direct; 1x1 ones 1.4x to 2.2x
+// faster as a product (the direct kernel rereads each weight block from L2
+// per 6 positions), down to 7x7 positions. RELAX_CONV=direct|im2col
 // forces one or the other.
 bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
   static const int forced = [] {
@@ -199,11 +201,69 @@ bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
   if (!conv2d_direct_available()) return false;
   if (forced >= 0) return forced;
   if (Og < 8 || K >= 4096) return false;
-  // A 1x1 kernel is a plain product, or a cheap strided copy, for the GEMM;
-  // over few positions (a squeeze-excite block, a late stage) packing them
-  // costs more than the product.
-  return KH > 1 || KW > 1 || P <= 256;
+  // A 1x1 kernel is a plain product, or a cheap strided copy, for the GEMM.
+  return KH > 1 || KW > 1 || P <= 6;
 }
+
+}  // namespace
+
+void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, float* col, ThreadPool* pool,
+                ConvMethod method) {
+  const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, P = g.OH * g.OW;
+  const int64_t C = g.C, H = g.H, W = g.W, KH = g.KH, KW = g.KW, OH = g.OH, OW = g.OW;
+  if (g.N == 0 || g.O == 0 || P == 0) return;
+  if (Cg == 1 && Og < 8) return conv2d_depthwise_f32(g, x, w, y, pool);
+  if (K == 0) {
+    std::fill(y, y + g.N * g.O * P, 0.0f);
+    return;
+  }
+  if (method == ConvMethod::direct ||
+      (method == ConvMethod::automatic && use_direct(KH, KW, Og, K, P))) {
+    thread_local std::vector<float> scratch;
+    return conv2d_direct_f32(g, x, w, y, scratch, pool);
+  }
+  const bool plain = conv2d_is_product(g);
+  for (int64_t n = 0; n < g.N; ++n) {
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      const float* img = x + (n * C + gi * Cg) * H * W;
+      const float* b = img;
+      if (!plain) {
+        // Row (c, kh, kw) of col: the input under that tap at every output position.
+        pool->parallel_for(K, [&](int64_t begin, int64_t end) {
+          for (int64_t r = begin; r < end; ++r) {
+            int64_t ci = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
+            const float* plane = img + ci * H * W;
+            float* row = col + r * P;
+            // Output columns [lo, hi) read inside the row: iw = ow * sw + off.
+            int64_t off = kw * g.dw - g.pw;
+            auto [lo, hi] = inside(off, g.sw, W, OW);
+            for (int64_t oh = 0; oh < OH; ++oh) {
+              int64_t ih = oh * g.sh + kh * g.dh - g.ph;
+              float* out = row + oh * OW;
+              if (ih < 0 || ih >= H) {
+                std::memset(out, 0, size_t(OW) * sizeof(float));
+                continue;
+              }
+              const float* in = plane + ih * W + off;
+              // Plain loops: rows are often a few elements long, where a
+              // call to memcpy costs more than the copy.
+              for (int64_t ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
+              if (g.sw == 1)
+                for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow];
+              else
+                for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow * g.sw];
+              for (int64_t ow = hi; ow < OW; ++ow) out[ow] = 0.0f;
+            }
+          }
+        });
+        b = col;
+      }
+      gemm_f32(Og, P, K, w + gi * Og * K, K, b, P, y + (n * g.O + gi * Og) * P, P, pool);
+    }
+  }
+}
+
+namespace {
 
 // gemm.conv2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y[, ws]):
 // y = conv(x, w) for x (N, C, H, W), w (O, C / groups, KH, KW), y (N, O,
@@ -232,8 +292,8 @@ void conv2d(BuiltinCall& c) {
             groups, ")");
   int64_t Og = O / groups, K = Cg * KH * KW, P = OH * OW;
   c.flops = 2.0 * double(N) * double(O) * double(P) * double(K);
-  // A plain product: x itself is the matrix, no im2col.
-  bool plain = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  const Conv2dGeometry geometry{N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, groups};
+  const bool plain = conv2d_is_product(geometry);
   if (i32) {  // no im2col form: always direct, and no workspace
     thread_local std::vector<int32_t> scratch;
     if (N && O && P)
@@ -243,68 +303,73 @@ void conv2d(BuiltinCall& c) {
     return;
   }
   if (N == 0 || O == 0 || P == 0) return;
-  // Depthwise (one input channel per group, few outputs each): its own
-  // kernel, no workspace.
-  if (Cg == 1 && Og < 8) {
-    conv2d_depthwise_f32({N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, groups},
-                         static_cast<const float*>(x.data()), static_cast<const float*>(w.data()),
-                         static_cast<float*>(y.data()), ThreadPool::global().get());
-    return;
-  }
-  if (!plain && (!ws || ws->nbytes() < size_t(K * P) * sizeof(float)))
+  const bool depthwise = Cg == 1 && Og < 8;
+  if (!plain && !depthwise && K > 0 && (!ws || ws->nbytes() < size_t(K * P) * sizeof(float)))
     rt_fail("gemm.conv2d: the workspace must hold ", K * P, " f32, got ", ws ? ws->type_str() : "none");
-  if (K == 0) {
-    std::memset(y.data(), 0, y.nbytes());
-    return;
-  }
-  std::shared_ptr<ThreadPool> pool = ThreadPool::global();
   const float* xd = static_cast<const float*>(x.data());
   const float* wd = static_cast<const float*>(w.data());
   float* yd = static_cast<float*>(y.data());
-  if (use_direct(KH, KW, Og, K, P)) {
-    thread_local std::vector<float> scratch;
-    conv2d_direct_f32({N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, groups}, xd, wd, yd, scratch, pool.get());
-    return;
-  }
-  float* col = ws ? static_cast<float*>(ws->data()) : nullptr;
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const float* img = xd + (n * C + g * Cg) * H * W;
-      const float* b = img;
-      if (!plain) {
-        // Row (c, kh, kw) of col: the input under that tap at every output position.
-        pool->parallel_for(K, [&](int64_t begin, int64_t end) {
-          for (int64_t r = begin; r < end; ++r) {
-            int64_t ci = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
-            const float* plane = img + ci * H * W;
-            float* row = col + r * P;
-            // Output columns [lo, hi) read inside the row: iw = ow * sw + off.
-            int64_t off = kw * dw - pw;
-            auto [lo, hi] = inside(off, sw, W, OW);
-            for (int64_t oh = 0; oh < OH; ++oh) {
-              int64_t ih = oh * sh + kh * dh - ph;
-              float* out = row + oh * OW;
-              if (ih < 0 || ih >= H) {
-                std::memset(out, 0, size_t(OW) * sizeof(float));
-                continue;
-              }
-              const float* in = plane + ih * W + off;
-              // Plain loops: rows are often a few elements long, where a
-              // call to memcpy costs more than the copy.
-              for (int64_t ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
-              if (sw == 1)
-                for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow];
-              else
-                for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow * sw];
-              for (int64_t ow = hi; ow < OW; ++ow) out[ow] = 0.0f;
-            }
-          }
-        });
-        b = col;
-      }
-      gemm_f32(Og, P, K, wd + g * Og * K, K, b, P, yd + (n * O + g * Og) * P, P, pool.get());
-    }
-  }
+  conv2d_f32(geometry, xd, wd, yd,
+             ws ? static_cast<float*>(ws->data()) : nullptr, ThreadPool::global().get());
+}
+
+// gemm.conv2d_pack(w, shape(groups), out): the direct kernel's weights
+// packed (runtime/conv_direct.h) for gemm.conv2d_packed; w (O, C / groups,
+// KH, KW) or (O, C / groups, KW), out f32 of conv2d_packed_size elements.
+// A build runs it once, folding the result into the package.
+void conv2d_pack(BuiltinCall& c) {
+  const char* what = "gemm.conv2d_pack";
+  if (c.num_args != 3) rt_fail(what, ": takes 3 arguments, got ", c.num_args);
+  const Tensor& w = c.arg(0).tensor("gemm.conv2d_pack w");
+  const std::vector<int64_t>& p = c.arg(1).shape("gemm.conv2d_pack parameters");
+  const Tensor& out = c.arg(2).tensor("gemm.conv2d_pack out");
+  const std::vector<int64_t>& ws = w.shape();
+  if (!(w.dtype() == DType::f32()) || (ws.size() != 4 && ws.size() != 3))
+    rt_fail(what, ": needs f32 weights of rank 4 (or 3), got ", w.type_str());
+  if (p.size() != 1 || p[0] < 1 || ws[0] % p[0] != 0)
+    rt_fail(what, ": needs one parameter, a number of groups dividing ", ws[0], ", got ", shape_str(p));
+  int64_t K = 1;
+  for (size_t k = 1; k < ws.size(); ++k) K *= ws[k];
+  if (!(out.dtype() == DType::f32()) || out.numel() != conv2d_packed_size(ws[0], p[0], K))
+    rt_fail(what, ": the output must hold ", conv2d_packed_size(ws[0], p[0], K), " f32, got ", out.type_str());
+  conv2d_pack_weights_f32(static_cast<const float*>(w.data()), ws[0], p[0], K, static_cast<float*>(out.data()),
+                          ThreadPool::global().get());
+}
+
+// gemm.conv2d_packed(x, wp, shape(sh, sw, ph, pw, dh, dw, groups, KH, KW), y):
+// y = conv(x, w) for x (N, C, H, W) and y (N, O, OH, OW) (or both of rank
+// 3: a 1-D convolution, KH 1), by the direct kernel, from w packed by
+// gemm.conv2d_pack. f32; at least 8 output channels per group.
+void conv2d_packed(BuiltinCall& c) {
+  const char* what = "gemm.conv2d_packed";
+  if (c.num_args != 4) rt_fail(what, ": takes 4 arguments, got ", c.num_args);
+  const Tensor& x = c.arg(0).tensor("gemm.conv2d_packed x");
+  const Tensor& wp = c.arg(1).tensor("gemm.conv2d_packed weights");
+  const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
+  const Tensor& y = c.arg(3).tensor("gemm.conv2d_packed y");
+  size_t rank = x.shape().size();
+  for (const Tensor* t : {&x, &wp, &y})
+    if (!(t->dtype() == DType::f32())) rt_fail(what, ": needs f32 tensors, got ", t->type_str());
+  if ((rank != 4 && rank != 3) || y.shape().size() != rank)
+    rt_fail(what, ": needs x and y of rank 4 (or 3), got ", x.type_str(), " and ", y.type_str());
+  if (p.size() != 9) rt_fail(what, ": needs 9 parameters, got ", p.size());
+  auto as4 = [rank](const std::vector<int64_t>& s) {
+    return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
+  };
+  std::vector<int64_t> xs = as4(x.shape()), ys = as4(y.shape());
+  const Conv2dGeometry g{xs[0], xs[1], xs[2], xs[3], ys[1], p[7], p[8], ys[2], ys[3],
+                         p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
+  if (g.groups < 1 || g.C % g.groups != 0 || g.O % g.groups != 0 || xs[0] != ys[0] || g.KH < 1 || g.KW < 1)
+    rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
+  int64_t K = g.C / g.groups * g.KH * g.KW;
+  if (wp.numel() != conv2d_packed_size(g.O, g.groups, K))
+    rt_fail(what, ": the packed weights must hold ", conv2d_packed_size(g.O, g.groups, K), " f32, got ",
+            wp.type_str());
+  c.flops = 2.0 * double(g.N) * double(g.O) * double(g.OH * g.OW) * double(K);
+  if (g.N == 0 || g.O == 0 || g.OH * g.OW == 0) return;
+  thread_local std::vector<float> scratch;
+  conv2d_direct_packed_f32(g, static_cast<const float*>(x.data()), static_cast<const float*>(wp.data()),
+                           static_cast<float*>(y.data()), scratch, ThreadPool::global().get());
 }
 
 // gemm.conv_transpose2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y, ws):
@@ -392,6 +457,8 @@ void register_blas_builtins() {
   if (blas_thread_shutdown_) blas_thread_shutdown_();
   register_builtin("blas.matmul", matmul);
   register_builtin("gemm.conv2d", conv2d);
+  register_builtin("gemm.conv2d_pack", conv2d_pack);
+  register_builtin("gemm.conv2d_packed", conv2d_packed);
   register_builtin("gemm.conv_transpose2d", conv_transpose2d);
 }
 

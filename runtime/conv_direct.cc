@@ -110,10 +110,35 @@ bool conv2d_direct_available() {
 
 namespace {
 
+// The weights w (O, K) of `groups` groups as the kernel reads them:
+// [group][block of L channels][k][L], zero past each group's channels.
+template <typename T>
+void pack_weights(const T* w, int64_t O, int64_t groups, int64_t K, int64_t L, T* out, ThreadPool* pool) {
+  const int64_t Og = O / groups, blocks = (Og + L - 1) / L;
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t gb = begin; gb < end; ++gb) {
+      int64_t gi = gb / blocks, o0 = gb % blocks * L, oc = std::min<int64_t>(L, Og - o0);
+      const T* src = w + (gi * Og + o0) * K;
+      T* dst = out + gb * K * L;
+      for (int64_t k = 0; k < K; ++k, dst += L) {
+        for (int64_t l = 0; l < oc; ++l) dst[l] = src[l * K + k];
+        for (int64_t l = oc; l < L; ++l) dst[l] = T(0);
+      }
+    }
+  };
+  if (pool && pool->num_threads() > 1 && groups * blocks > 1 && O * K >= 16384)
+    pool->parallel_for(groups * blocks, body);
+  else
+    body(0, groups * blocks);
+}
+
 #ifdef RELAX_CONV_X86
+// `packed`: the weights as pack_weights lays them out for this tile's
+// lanes, or null: then they are packed here, into scratch.
 template <typename Op, int NV, int NP>
-void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typename Op::T* w, typename Op::T* y,
-            std::vector<typename Op::T>& scratch, ThreadPool* pool) {
+void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typename Op::T* w,
+                  const typename Op::T* packed, typename Op::T* y, std::vector<typename Op::T>& scratch,
+                  ThreadPool* pool) {
   using T = typename Op::T;
   constexpr int kLanes = 8 * NV, kPos = NP;
   const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, P = g.OH * g.OW;
@@ -121,36 +146,39 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   // The padded image: every tap of every output position lies inside it.
   const int64_t Hp = std::max(g.H + g.ph, (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1);
   const int64_t Wp = std::max(g.W + g.pw, (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1);
-  // scratch: weights [group][block][k][16] (zero past Og), then the padded input (N, C, Hp, Wp).
-  // Without padding, when every window lies inside the image, x itself.
+  // scratch: the packed weights unless given, then the padded input (N,
+  // C, Hp, Wp). Without padding, when every window lies inside the image,
+  // x itself.
   const bool copy = g.ph != 0 || g.pw != 0 || Hp != g.H || Wp != g.W;
-  const size_t wsize = size_t(g.groups * blocks * K * kLanes);
+  const size_t wsize = packed ? 0 : size_t(g.groups * blocks * K * kLanes);
   scratch.resize(wsize + (copy ? size_t(g.N * g.C * Hp * Wp) : 0));
-  T* wt = scratch.data();
   T* xp = copy ? scratch.data() + wsize : nullptr;
-  // Zeros where the padding is: rows above and below, columns left and right.
-  for (int64_t c = 0; copy && c < g.N * g.C; ++c) {
-    T* plane = xp + c * Hp * Wp;
-    std::fill(plane, plane + g.ph * Wp, T(0));
-    std::fill(plane + (g.ph + g.H) * Wp, plane + Hp * Wp, T(0));
-    for (int64_t h = g.ph; h < g.ph + g.H; ++h) {
-      std::fill(plane + h * Wp, plane + h * Wp + g.pw, T(0));
-      std::fill(plane + h * Wp + g.pw + g.W, plane + (h + 1) * Wp, T(0));
-    }
-  }
-  // Written in order, read from 16 rows at once.
-  for (int64_t gb = 0; gb < g.groups * blocks; ++gb) {
-    int64_t gi = gb / blocks, o0 = gb % blocks * kLanes, oc = std::min<int64_t>(kLanes, Og - o0);
-    const T* src = w + (gi * Og + o0) * K;
-    T* dst = wt + gb * K * kLanes;
-    for (int64_t k = 0; k < K; ++k, dst += kLanes) {
-      for (int64_t l = 0; l < oc; ++l) dst[l] = src[l * K + k];
-      for (int64_t l = oc; l < kLanes; ++l) dst[l] = T(0);
-    }
-  }
-  for (int64_t c = 0; copy && c < g.N * g.C; ++c)
-    for (int64_t h = 0; h < g.H; ++h)
-      std::copy(x + (c * g.H + h) * g.W, x + (c * g.H + h + 1) * g.W, xp + (c * Hp + h + g.ph) * Wp + g.pw);
+  // Both cores where the work pays for waking the second.
+  const bool split = pool && pool->num_threads() > 1 && 2.0 * double(g.N * g.O * P) * double(K) >= double(1 << 18);
+  auto run = [&](int64_t n, auto&& body) {
+    if (split && n > 1)
+      pool->parallel_for(n, body);
+    else
+      body(0, n);
+  };
+  // The padded image, one plane per item: zeros where the padding is
+  // (rows above and below, columns left and right), the input inside.
+  if (copy)
+    run(g.N * g.C, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        T* plane = xp + c * Hp * Wp;
+        std::fill(plane, plane + g.ph * Wp, T(0));
+        std::fill(plane + (g.ph + g.H) * Wp, plane + Hp * Wp, T(0));
+        for (int64_t h = 0; h < g.H; ++h) {
+          T* row = plane + (h + g.ph) * Wp;
+          std::fill(row, row + g.pw, T(0));
+          std::copy(x + (c * g.H + h) * g.W, x + (c * g.H + h + 1) * g.W, row + g.pw);
+          std::fill(row + g.pw + g.W, row + Wp, T(0));
+        }
+      }
+    });
+  if (!packed) pack_weights(w, g.O, g.groups, K, kLanes, scratch.data(), split ? pool : nullptr);
+  const T* wt = packed ? packed : scratch.data();
   const T* image = copy ? xp : x;
   const int64_t tiles = (P + kPos - 1) / kPos;
   const int64_t items = g.N * g.groups * blocks * tiles;
@@ -174,18 +202,14 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
                y + (n * g.O + o0) * P + p0, P, oc, nw);
     }
   };
-  double flops = 2.0 * double(g.N * g.O * P) * double(K);
-  if (pool && pool->num_threads() > 1 && items > 1 && flops >= double(1 << 18))
-    pool->parallel_for(items, body);
-  else
-    body(0, items);
+  run(items, body);
 }
 // Layers of at most 8 output channels per group take the 8-channel tile.
 template <typename Op>
-void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op::T* w, typename Op::T* y,
-            std::vector<typename Op::T>& scratch, ThreadPool* pool) {
-  if (g.O / g.groups <= 8) return direct_tiles<Op, 1, 8>(g, x, w, y, scratch, pool);
-  direct_tiles<Op, 2, 6>(g, x, w, y, scratch, pool);
+void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op::T* w, const typename Op::T* packed,
+            typename Op::T* y, std::vector<typename Op::T>& scratch, ThreadPool* pool) {
+  if (conv2d_direct_lanes(g.O / g.groups) == 8) return direct_tiles<Op, 1, 8>(g, x, w, packed, y, scratch, pool);
+  direct_tiles<Op, 2, 6>(g, x, w, packed, y, scratch, pool);
 }
 #endif
 
@@ -226,16 +250,63 @@ void direct_portable(const Conv2dGeometry& g, const T* x, const T* w, T* y, Thre
 void conv2d_direct_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, std::vector<float>& scratch,
                        ThreadPool* pool) {
 #ifdef RELAX_CONV_X86
-  if (conv2d_direct_available()) return direct<F32x8>(g, x, w, y, scratch, pool);
+  if (conv2d_direct_available()) return direct<F32x8>(g, x, w, nullptr, y, scratch, pool);
 #endif
   (void)g, (void)x, (void)w, (void)y, (void)scratch, (void)pool;
   rt_fail("conv2d_direct_f32: this CPU has no AVX2 and FMA (the caller asks conv2d_direct_available first)");
 }
 
+int64_t conv2d_direct_lanes(int64_t Og) { return Og <= 8 ? 8 : 16; }
+
+int64_t conv2d_packed_size(int64_t O, int64_t groups, int64_t K) {
+  int64_t L = conv2d_direct_lanes(O / groups);
+  return groups * ((O / groups + L - 1) / L) * K * L;
+}
+
+void conv2d_pack_weights_f32(const float* w, int64_t O, int64_t groups, int64_t K, float* out, ThreadPool* pool) {
+  pack_weights(w, O, groups, K, conv2d_direct_lanes(O / groups), out, pool);
+}
+
+void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const float* packed, float* y,
+                              std::vector<float>& scratch, ThreadPool* pool, bool vector) {
+#ifdef RELAX_CONV_X86
+  if (vector && conv2d_direct_available()) return direct<F32x8>(g, x, nullptr, packed, y, scratch, pool);
+#endif
+  (void)vector;
+  // Without AVX2: the same chains of fused multiply-adds in loops (the
+  // padding's zeros included), reading the packed layout.
+  const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, L = conv2d_direct_lanes(Og);
+  const int64_t blocks = (Og + L - 1) / L;
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {  // r: (n, o)
+      int64_t n = r / g.O, o = r % g.O, gi = o / Og, og = o % Og;
+      const float* wo = packed + ((gi * blocks + og / L) * K) * L + og % L;
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          float acc = 0.0f;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+              for (int64_t kw = 0; kw < g.KW; ++kw) {
+                int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
+                float v = ih < 0 || ih >= g.H || iw < 0 || iw >= g.W ? 0.0f
+                                                                      : x[((n * g.C + gi * Cg + c) * g.H + ih) * g.W + iw];
+                acc = std::fma(wo[((c * g.KH + kh) * g.KW + kw) * L], v, acc);
+              }
+          y[(r * g.OH + oh) * g.OW + ow] = acc;
+        }
+    }
+  };
+  (void)scratch;
+  if (pool && pool->num_threads() > 1)
+    pool->parallel_for(g.N * g.O, body);
+  else
+    body(0, g.N * g.O);
+}
+
 void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y,
                        std::vector<int32_t>& scratch, ThreadPool* pool) {
 #ifdef RELAX_CONV_X86
-  if (conv2d_direct_available()) return direct<I32x8>(g, x, w, y, scratch, pool);
+  if (conv2d_direct_available()) return direct<I32x8>(g, x, w, nullptr, y, scratch, pool);
 #endif
   (void)scratch;
   direct_portable(g, x, w, y, pool);

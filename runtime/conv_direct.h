@@ -28,6 +28,23 @@ struct Conv2dGeometry {
   int64_t sh, sw, ph, pw, dh, dw, groups;
 };
 
+// Whether the convolution is a plain matrix product (1x1 kernel, stride 1,
+// no padding): x itself is the im2col matrix.
+inline bool conv2d_is_product(const Conv2dGeometry& g) {
+  return g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.OH == g.H && g.OW == g.W;
+}
+
+enum class ConvMethod { automatic, direct, im2col };
+
+// The library's f32 convolution (gemm.conv2d, runtime/builtins_blas.cc):
+// depthwise ones (one input channel per group, fewer than 8 outputs each)
+// by their kernel, the others direct or as im2col + matrix product
+// (runtime/gemm.h), as `method` says or, automatically, as measured to
+// pay. `col` holds the im2col matrix of one image and group, (C / groups
+// * KH * KW) x (OH * OW); a plain product needs none.
+void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, float* col, ThreadPool* pool,
+                ConvMethod method = ConvMethod::automatic);
+
 // Whether this CPU has the kernel (AVX2 and FMA).
 bool conv2d_direct_available();
 
@@ -35,6 +52,19 @@ bool conv2d_direct_available();
 // input. The f32 one needs conv2d_direct_available().
 void conv2d_direct_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, std::vector<float>& scratch,
                        ThreadPool* pool);
+// The direct kernel's weights packed once (a build folds this into the
+// package's weights): w (O, K) for K = C / groups * KH * KW as
+// [group][block of L channels][k][L], zero past each group's O / groups
+// channels, L = conv2d_direct_lanes(O / groups); conv2d_packed_size
+// floats.
+int64_t conv2d_direct_lanes(int64_t Og);
+int64_t conv2d_packed_size(int64_t O, int64_t groups, int64_t K);
+void conv2d_pack_weights_f32(const float* w, int64_t O, int64_t groups, int64_t K, float* out, ThreadPool* pool);
+// y = conv(x, w) from w packed so; `scratch` holds the padded input. Any
+// CPU: without AVX2 and FMA (or `vector` false, for tests), plain loops
+// that compute the same chains of fused multiply-adds.
+void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const float* packed, float* y,
+                              std::vector<float>& scratch, ThreadPool* pool, bool vector = true);
 // The same in i32 (products and sums wrap as i32 arithmetic does), on any
 // CPU: AVX2 where it has it, else plain loops.
 void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y,

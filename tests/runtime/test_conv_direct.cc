@@ -5,11 +5,14 @@
 // positions leave a partial tile,
 // one thread and a pool; and that equal windows give bitwise equal results
 // wherever they sit, padding included. The i32 form (and its plain loops)
-// exactly, overflowing sums wrapping. The depthwise kernel against the
+// exactly, overflowing sums wrapping. From weights packed once (what a
+// build folds), vector and plain forms, bitwise equal to the above. The
+// depthwise kernel against the
 // same loop nest, its vector and plain forms bitwise equal.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -75,6 +78,10 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
     std::vector<float> x = random_floats(rng, g.N * g.C * g.H * g.W),
                        w = random_floats(rng, g.O * (g.C / g.groups) * g.KH * g.KW);
     std::vector<float> want = reference(g, x, w);
+    // The weights packed once, as a build folds them.
+    int64_t K = g.C / g.groups * g.KH * g.KW;
+    std::vector<float> packed(size_t(conv2d_packed_size(g.O, g.groups, K)), 5.0f);
+    conv2d_pack_weights_f32(w.data(), g.O, g.groups, K, packed.data(), &pool);
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
       std::vector<float> y(want.size(), 7.0f), scratch;
       conv2d_direct_f32(g, x.data(), w.data(), y.data(), scratch, p);
@@ -85,6 +92,13 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
       CAPTURE(g.OH);
       CAPTURE(g.OW);
       CHECK(worst < 1e-4);
+      // From the packed weights, vector and plain: the same sums, bitwise.
+      for (bool vector : {true, false}) {
+        CAPTURE(vector);
+        std::vector<float> yp(want.size(), 7.0f);
+        conv2d_direct_packed_f32(g, x.data(), packed.data(), yp.data(), scratch, p, vector);
+        CHECK(std::memcmp(yp.data(), y.data(), y.size() * sizeof(float)) == 0);
+      }
     }
   }
 }

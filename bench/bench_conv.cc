@@ -1,0 +1,169 @@
+// Convolution GFLOP/s of the runtime's library convolution (gemm.conv2d,
+// runtime/conv_direct.h: what the cpu target's convolutions call) on the
+// layers of a real CNN, each way it can run (its own choice, direct, im2col
+// + its own GEMM) beside im2col + OpenBLAS's cblas_sgemm, and this
+// machine's FMA peak. The default layers are torchvision ResNet-50's at
+// 224x224, batch 1, each with how often the network runs it, so the last
+// line is the network's convolution time each way.
+//
+//   build/bin/relax-bench-conv [--reps-ms 200] [--threads 1] [--cold]
+//       [--layer C,H,W,O,K,stride,pad,count ...]
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/conv_direct.h"
+#include "runtime/cpu_peak.h"
+#include "runtime/thread_pool.h"
+
+using relax::rt::ConvMethod;
+using relax::rt::Conv2dGeometry;
+using relax::rt::ThreadPool;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The best time of one call of `f`, run for `budget` seconds (at least 3
+// times after one warm-up).
+// With --cold, every timed call starts with the caches flushed (a pass
+// over 64 MiB), as a layer deep in a network finds its weights.
+bool cold = false;
+void flush_caches() {
+  static std::vector<char> junk(size_t(64) << 20);
+  for (size_t i = 0; i < junk.size(); i += 64) junk[i] = char(junk[i] + 1);
+}
+
+template <typename F>
+double best_time(F f, double budget) {
+  f();
+  double best = 1e30;
+  auto start = Clock::now();
+  for (int i = 0; i < 3 || seconds_since(start) < budget; ++i) {
+    if (cold) flush_caches();
+    auto t = Clock::now();
+    f();
+    best = std::min(best, seconds_since(t));
+  }
+  return best;
+}
+
+struct Layer {
+  int64_t C, H, W, O, K, stride, pad, count;
+};
+
+// torchvision ResNet-50, 224x224: the stem, then per stage the first
+// block's (reduce, 3x3 with the stage's stride, expand, downsample) and
+// the other blocks' (reduce, 3x3, expand) convolutions.
+std::vector<Layer> resnet50() {
+  std::vector<Layer> l = {{3, 224, 224, 64, 7, 2, 3, 1}};
+  struct Stage {
+    int64_t in, mid, out, size, stride, blocks;
+  };
+  for (Stage s : {Stage{64, 64, 256, 56, 1, 3}, Stage{256, 128, 512, 56, 2, 4}, Stage{512, 256, 1024, 28, 2, 6},
+                  Stage{1024, 512, 2048, 14, 2, 3}}) {
+    int64_t o = s.size / s.stride;
+    l.push_back({s.in, s.size, s.size, s.mid, 1, 1, 0, 1});
+    l.push_back({s.mid, s.size, s.size, s.mid, 3, s.stride, 1, 1});
+    l.push_back({s.mid, o, o, s.out, 1, 1, 0, 1});
+    l.push_back({s.in, s.size, s.size, s.out, 1, s.stride, 0, 1});
+    l.push_back({s.out, o, o, s.mid, 1, 1, 0, s.blocks - 1});
+    l.push_back({s.mid, o, o, s.mid, 3, 1, 1, s.blocks - 1});
+    l.push_back({s.mid, o, o, s.out, 1, 1, 0, s.blocks - 1});
+  }
+  return l;
+}
+
+// im2col (zeros where the padding is) then cblas_sgemm.
+void im2col_blas(const Conv2dGeometry& g, const float* x, const float* w, float* y, float* col) {
+  const int64_t K = g.C * g.KH * g.KW, P = g.OH * g.OW;
+  const float* b = x;
+  if (!relax::rt::conv2d_is_product(g)) {
+    for (int64_t r = 0; r < K; ++r) {
+      int64_t c = r / (g.KH * g.KW), kh = r / g.KW % g.KH, kw = r % g.KW;
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          int64_t ih = oh * g.sh + kh - g.ph, iw = ow * g.sw + kw - g.pw;
+          col[r * P + oh * g.OW + ow] =
+              ih < 0 || ih >= g.H || iw < 0 || iw >= g.W ? 0.0f : x[(c * g.H + ih) * g.W + iw];
+        }
+    }
+    b = col;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.O), int(P), int(K), 1.0f, w, int(K), b, int(P), 0.0f,
+              y, int(P));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double budget = 0.2;
+  int threads = 1;
+  std::vector<Layer> layers;
+  for (int i = 1; i < argc; ++i) {
+    long long v[8];
+    if (!std::strcmp(argv[i], "--reps-ms") && i + 1 < argc) {
+      budget = std::atof(argv[++i]) / 1000;
+    } else if (!std::strcmp(argv[i], "--cold")) {
+      cold = true;
+    } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = std::max(1, std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--layer") && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld", &v[0], &v[1], &v[2], &v[3], &v[4],
+                           &v[5], &v[6], &v[7]) == 8) {
+      layers.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]});
+      ++i;
+    } else {
+      std::fprintf(stderr, "usage: %s [--reps-ms MS] [--threads N] [--cold] [--layer C,H,W,O,K,stride,pad,count]...\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  if (layers.empty()) layers = resnet50();
+  const relax::rt::CpuPeak& cpu = relax::rt::measured_cpu_peak();
+  std::printf("FMA peak, one core, measured: %.1f GFLOP/s (%s); %d thread(s)\n\n", cpu.fma_gflops, cpu.isa.c_str(),
+              threads);
+  ThreadPool::set_global_num_threads(threads);
+  openblas_set_num_threads(threads);
+  std::shared_ptr<ThreadPool> pool = ThreadPool::global();
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  const char* names[] = {"relax", "direct", "im2col", "im2col+BLAS"};
+  std::printf("%5s %4s %4s %5s %2s %2s %3s | GFLOP/s: %7s %7s %7s %11s | ms x count: relax  best\n", "C", "H", "W",
+              "O", "K", "s", "n", names[0], names[1], names[2], names[3]);
+  double total[4] = {0, 0, 0, 0}, best_total = 0;
+  for (const Layer& l : layers) {
+    int64_t OH = (l.H + 2 * l.pad - l.K) / l.stride + 1, OW = (l.W + 2 * l.pad - l.K) / l.stride + 1;
+    Conv2dGeometry g{1, l.C, l.H, l.W, l.O, l.K, l.K, OH, OW, l.stride, l.stride, l.pad, l.pad, 1, 1, 1};
+    std::vector<float> x(size_t(l.C * l.H * l.W)), w(size_t(l.O * l.C * l.K * l.K)), y(size_t(l.O * OH * OW)),
+        col(size_t(l.C * l.K * l.K * OH * OW));
+    for (float& v : x) v = dist(rng);
+    for (float& v : w) v = dist(rng);
+    double flops = 2.0 * double(l.O * OH * OW) * double(l.C * l.K * l.K);
+    double t[4];
+    for (int m = 0; m < 3; ++m) {
+      ConvMethod method = m == 0 ? ConvMethod::automatic : m == 1 ? ConvMethod::direct : ConvMethod::im2col;
+      t[m] = best_time([&] { relax::rt::conv2d_f32(g, x.data(), w.data(), y.data(), col.data(), pool.get(), method); },
+                       budget);
+    }
+    t[3] = best_time([&] { im2col_blas(g, x.data(), w.data(), y.data(), col.data()); }, budget);
+    double best = *std::min_element(t, t + 4);
+    for (int m = 0; m < 4; ++m) total[m] += t[m] * double(l.count);
+    best_total += best * double(l.count);
+    std::printf("%5lld %4lld %4lld %5lld %2lld %2lld %3lld |          %7.1f %7.1f %7.1f %11.1f |  %9.2f %5.2f\n",
+                (long long)l.C, (long long)l.H, (long long)l.W, (long long)l.O, (long long)l.K, (long long)l.stride,
+                (long long)l.count, flops / t[0] / 1e9, flops / t[1] / 1e9, flops / t[2] / 1e9, flops / t[3] / 1e9,
+                t[0] * 1e3 * double(l.count), best * 1e3 * double(l.count));
+  }
+  std::printf("\nall layers, ms: relax %.1f, direct %.1f, im2col %.1f, im2col+BLAS %.1f; the best of each layer %.1f\n",
+              total[0] * 1e3, total[1] * 1e3, total[2] * 1e3, total[3] * 1e3, best_total * 1e3);
+  return 0;
+}
