@@ -57,6 +57,9 @@ IRModule fuse_tir(const IRModule& mod);
 // Simplifies index arithmetic in every tensor program under the bounds its
 // loops give their variables (tir::simplify_indices).
 IRModule simplify_tir(const IRModule& mod);
+// Merges tensor programs equal but for their names and their buffers'
+// names (fusion's per-layer copies of one kernel) into the first of them.
+IRModule dedupe_programs(const IRModule& mod);
 // Turns each tensor program's workspace (global buffers allocated at the
 // root of its body) into extra outputs that its call_tir bindings declare
 // and drop, so memory planning covers them.

@@ -19,6 +19,8 @@ const std::vector<Pass>& all_passes() {
       {"fuse-ops", "group call_tir bindings one kernel can compute into primitive functions", fuse_ops},
       {"fuse-tir", "merge each primitive function into one tensor program", fuse_tir},
       {"simplify-tir", "simplify index arithmetic in tensor programs under their loop bounds", simplify_tir},
+      {"dedupe-programs", "tensor programs equal but for their names and their buffers' names become one",
+       dedupe_programs},
       {"lift-transform-params", "weight-only computations of @main move to @transform_params, run once at load",
        lift_transform_params},
       {"lift-workspaces",
@@ -61,7 +63,7 @@ std::vector<std::string> pipeline(const std::string& name, const std::string& ta
     add(graph);
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
     add({"legalize", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params", "fuse-ops",
-         "fuse-tir", "simplify-tir",
+         "fuse-tir", "simplify-tir", "dedupe-programs",
          "lift-workspaces", "canonicalize-bindings", "dead-code-elimination", "static-plan-memory",
          "rewrite-cuda-graph"});
   } else {

@@ -110,6 +110,32 @@ void PackageWriter::add(std::string name, std::span<const uint8_t> bytes, size_t
   add(std::move(name), std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()), alignment);
 }
 
+std::vector<size_t> PackageWriter::parts_offsets(const std::vector<std::span<const uint8_t>>& parts,
+                                                 size_t part_alignment) {
+  std::vector<size_t> offsets;
+  size_t at = 0;
+  for (const auto& p : parts) {
+    at = align_up(at, part_alignment);
+    offsets.push_back(at);
+    at += p.size();
+  }
+  return offsets;
+}
+
+void PackageWriter::add_parts(std::string name, std::vector<std::span<const uint8_t>> parts, size_t part_alignment,
+                              size_t alignment) {
+  if (part_alignment == 0 || !std::has_single_bit(part_alignment))
+    rt_fail("package section '", name, "': part alignment ", part_alignment, " is not a power of two");
+  add(std::move(name), std::string(), alignment);
+  sections_.back().parts = std::move(parts);
+  sections_.back().part_alignment = part_alignment;
+}
+
+size_t PackageWriter::Section::size() const {
+  if (parts.empty()) return bytes.size();
+  return parts_offsets(parts, part_alignment).back() + parts.back().size();
+}
+
 void PackageWriter::write(const std::string& path) const {
   // Lay the file out first: the header records every offset and the size.
   size_t cursor = kPackageHeaderSize + sections_.size() * kPackageEntrySize;
@@ -117,7 +143,7 @@ void PackageWriter::write(const std::string& path) const {
   for (const Section& s : sections_) {
     cursor = align_up(cursor, s.alignment);
     offsets.push_back(cursor);
-    cursor += s.bytes.size();
+    cursor += s.size();
   }
   size_t body_end = align_up(cursor, 8);
   uint64_t file_size = body_end + 8;
@@ -133,7 +159,7 @@ void PackageWriter::write(const std::string& path) const {
     size_t at = kPackageHeaderSize + i * kPackageEntrySize;
     std::memcpy(header.data() + at, sections_[i].name.data(), sections_[i].name.size());
     put64(at + 24, offsets[i]);
-    put64(at + 32, sections_[i].bytes.size());
+    put64(at + 32, sections_[i].size());
   }
 
   AtomicFile out(path);
@@ -151,7 +177,16 @@ void PackageWriter::write(const std::string& path) const {
   emit(header.data(), header.size());
   for (size_t i = 0; i < sections_.size(); ++i) {
     pad_to(offsets[i]);
-    emit(sections_[i].bytes.data(), sections_[i].bytes.size());
+    const Section& s = sections_[i];
+    if (s.parts.empty()) {
+      emit(s.bytes.data(), s.bytes.size());
+      continue;
+    }
+    std::vector<size_t> at = parts_offsets(s.parts, s.part_alignment);
+    for (size_t k = 0; k < s.parts.size(); ++k) {
+      pad_to(offsets[i] + at[k]);
+      emit(s.parts[k].data(), s.parts[k].size());
+    }
   }
   pad_to(body_end);
   uint64_t checksum = sum.finish();

@@ -74,6 +74,14 @@ class PackageWriter {
   // name longer than 24 bytes.
   void add(std::string name, std::string bytes, size_t alignment = 0);
   void add(std::string name, std::span<const uint8_t> bytes, size_t alignment = 0);
+  // Adds a section gathered from `parts`, not copied (they must outlive
+  // write()): each part starts at the next multiple of `part_alignment`
+  // from the section's start, zeros between. The offset of part i is
+  // parts_offsets(parts, part_alignment)[i].
+  void add_parts(std::string name, std::vector<std::span<const uint8_t>> parts, size_t part_alignment,
+                 size_t alignment = 0);
+  static std::vector<size_t> parts_offsets(const std::vector<std::span<const uint8_t>>& parts,
+                                           size_t part_alignment);
   // Writes the package atomically (temporary file, fsync, rename).
   void write(const std::string& path) const;
 
@@ -82,6 +90,9 @@ class PackageWriter {
     std::string name;
     std::string bytes;
     size_t alignment;
+    std::vector<std::span<const uint8_t>> parts;  // instead of bytes, when gathered
+    size_t part_alignment = 1;
+    size_t size() const;
   };
   std::vector<Section> sections_;
 };

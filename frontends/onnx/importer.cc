@@ -283,6 +283,9 @@ std::vector<const onnx::NodeProto*> Importer::topo_sort(const onnx::GraphProto& 
   return order;
 }
 
+// Initializers up to this size keep their data beside their constant.
+constexpr size_t kKeptDataBytes = size_t(64) << 10;
+
 void Importer::add_initializers(const onnx::GraphProto& g, Scope& scope) {
   for (const auto& init : g.initializer()) {
     if (init.name().empty()) fail("an initializer has no name");
@@ -290,10 +293,13 @@ void Importer::add_initializers(const onnx::GraphProto& g, Scope& scope) {
       for (const auto& kv : init.external_data())
         if (kv.key() == "location") data_files_.insert(kv.value());
     HostTensor t = decode_tensor(init, dir_);
-    auto data = std::make_shared<HostTensor>(t);
+    // The converters read data only of small tensors (shapes, axes,
+    // scalars): a large weight is not copied a second time for them.
+    std::shared_ptr<const HostTensor> data;
+    if (t.bytes.size() <= kKeptDataBytes) data = std::make_shared<const HostTensor>(t);
     Value v;
     v.expr = add_weight(std::move(t), init.name());
-    v.data = data;
+    v.data = std::move(data);
     scope[init.name()] = v;
   }
   if (g.sparse_initializer_size() > 0) fail("sparse initializers are not supported");

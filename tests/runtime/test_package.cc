@@ -1,4 +1,5 @@
-// The package file: round trip, alignment, and refusal of damaged files.
+// The package file: round trip, alignment, sections gathered from parts,
+// and refusal of damaged files.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -67,6 +68,25 @@ TEST_CASE("package: write and open round trip, weights aligned to 4096") {
   int files = 0;
   for (auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
   CHECK(files == 1);
+}
+
+TEST_CASE("package: a section gathered from parts equals the same bytes added whole") {
+  TempDir dir;
+  std::string a(100, 'a'), b(1, 'b'), c(130, 'c');
+  std::vector<std::span<const uint8_t>> parts;
+  for (const std::string* s : {&a, &b, &c}) parts.emplace_back(reinterpret_cast<const uint8_t*>(s->data()), s->size());
+  std::vector<size_t> at = PackageWriter::parts_offsets(parts, 64);
+  CHECK(at == std::vector<size_t>{0, 128, 192});
+  std::string whole(192 + 130, '\0');
+  whole.replace(0, 100, a).replace(128, 1, b).replace(192, 130, c);
+  PackageWriter gathered, joined;
+  for (PackageWriter* w : {&gathered, &joined}) w->add("manifest", std::string("{}"));
+  gathered.add_parts("weights", parts, 64);
+  joined.add("weights", whole);
+  gathered.write(dir / "gathered.rpkg");
+  joined.write(dir / "joined.rpkg");
+  CHECK(slurp(dir / "gathered.rpkg") == slurp(dir / "joined.rpkg"));
+  CHECK(Package::open(dir / "gathered.rpkg").section_text("weights") == whole);
 }
 
 TEST_CASE("package: a weight tensor over the mapping outlives the Package object") {

@@ -16,7 +16,10 @@ Library workspaces: 2-D f32 convolutions go to gemm.conv2d (im2col +
 SGEMM), whose im2col matrix is an output the graph allocates. For strides,
 asymmetric padding, dilation, groups, a 1x1 kernel (no workspace) and
 symbolic image sizes: the call and its workspace are in the IR, the
-workspace is planned, and the values match a numpy convolution.
+workspace is planned, and the values match a numpy convolution. Those
+with constant weights the direct kernel takes (wider than 1x1, at least 8
+outputs per group) go to gemm.conv2d_packed over weights packed at build
+time instead, with no workspace, and match too.
 
     tests/tools/test_workspaces.py --bin build/bin
 """
@@ -98,6 +101,7 @@ def check_conv_library(tmp, build, rrun):
         (8, 16, 3, [1, 1], [1, 1, 1, 1], [1, 1], 1, ["h", "w"], [(1, 9, 9), (2, 5, 12)]),
         (6, 8, 3, [2, 1], [0, 1, 2, 0], [2, 1], 1, [11, 10], [(1, 11, 10), (3, 11, 10)]),
         (8, 8, 3, [1, 2], [1, 1, 1, 1], [1, 1], 2, ["h", "w"], [(1, 7, 7), (2, 6, 9)]),
+        (6, 6, 3, [2, 1], [0, 1, 2, 0], [2, 1], 1, [11, 10], [(1, 11, 10), (3, 11, 10)]),
         (4, 12, 1, [1, 1], [0, 0, 0, 0], [1, 1], 1, ["h", "w"], [(2, 5, 6)]),
     ]
     for c, o, k, strides, pads, dil, groups, hw, runs in cases:
@@ -106,10 +110,13 @@ def check_conv_library(tmp, build, rrun):
         path = os.path.join(tmp, "conv.onnx")
         save(model, path)
         r = run(build, path, "--emit", "relax", "-o", "-")
-        direct = k == 1
-        check(r.returncode == 0 and '"gemm.conv2d"' in r.stdout, f"{what}: not the library: {r.stdout}")
+        packed = k > 1 and o // groups >= 8
+        no_workspace = k == 1 or packed
+        call = '"gemm.conv2d_packed"' if packed else '"gemm.conv2d"'
+        check(r.returncode == 0 and call in r.stdout, f"{what}: not {call}: {r.stdout}")
         planned_ws = "conv_all_buf1" in r.stdout and "alloc_tensor(storage" in r.stdout
-        check(planned_ws != direct, f"{what}: workspace planned: {planned_ws}, expected {not direct}: {r.stdout}")
+        check(planned_ws != no_workspace,
+              f"{what}: workspace planned: {planned_ws}, expected {not no_workspace}: {r.stdout}")
         pkg = os.path.join(tmp, "conv.rpkg")
         r = run(build, path, "-o", pkg)
         check(r.returncode == 0, f"{what}: relax-build: {r.stderr}")

@@ -307,7 +307,7 @@ nlohmann::json sources_json(const std::string& model, const std::vector<std::str
 std::string compiler_name() { return std::string("relax ") + RELAX_VERSION; }
 
 // The manifest: what a user of the package needs to know without the model
-// (docs/runtime_abi.md); "weights" and "lifted" are filled by pack_weights.
+// (docs/runtime_abi.md); "weights" and "lifted" are filled by weight_parts.
 nlohmann::json manifest_json(const std::string& model, const LoadedModel& m, const IRModule& mod,
                              const VMLowered& lowered, const BuildOptions& opts) {
   Function main = mod.function("main");
@@ -357,13 +357,16 @@ nlohmann::json manifest_json(const std::string& model, const LoadedModel& m, con
 }
 
 // The weights section: the weights the bytecode uses, each 64-byte aligned,
-// listed in the manifest's "weights"; lifted constants not folded (computed
-// at load by @transform_params) are listed in its "lifted".
-std::string pack_weights(const std::string& model, const NamedTensors& weights, const IRModule& mod,
-                         const VMLowered& lowered, nlohmann::json& man) {
+// listed in the manifest's "weights" (the parts of the section, not
+// copied); lifted constants not folded (computed at load by
+// @transform_params) are listed in its "lifted".
+std::vector<std::span<const uint8_t>> weight_parts(const std::string& model, const NamedTensors& weights,
+                                                   const IRModule& mod, const VMLowered& lowered,
+                                                   nlohmann::json& man) {
   std::map<std::string, const HostTensor*> by_name;
   for (const auto& [name, t] : weights) by_name[name] = &t;
-  std::string wbytes;
+  std::vector<std::span<const uint8_t>> parts;
+  std::vector<std::pair<std::string, const HostTensor*>> listed;
   man["weights"] = nlohmann::json::array();
   man["lifted"] = nlohmann::json::array();
   for (const std::string& name : lowered.weights) {
@@ -377,16 +380,17 @@ std::string pack_weights(const std::string& model, const NamedTensors& weights, 
     }
     auto it = by_name.find(name);
     if (it == by_name.end()) fail(model, ": the weight '", name, "' is used but not in the weight file");
-    const HostTensor& t = *it->second;
-    wbytes.resize((wbytes.size() + 63) / 64 * 64, '\0');
-    man["weights"].push_back({{"name", name},
-                              {"dtype", t.dtype.str()},
-                              {"shape", t.shape},
-                              {"offset", wbytes.size()},
-                              {"nbytes", t.bytes.size()}});
-    wbytes.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+    parts.emplace_back(it->second->bytes.data(), it->second->bytes.size());
+    listed.emplace_back(name, it->second);
   }
-  return wbytes;
+  std::vector<size_t> offsets = rt::PackageWriter::parts_offsets(parts, 64);
+  for (size_t k = 0; k < listed.size(); ++k)
+    man["weights"].push_back({{"name", listed[k].first},
+                              {"dtype", listed[k].second->dtype.str()},
+                              {"shape", listed[k].second->shape},
+                              {"offset", offsets[k]},
+                              {"nbytes", listed[k].second->bytes.size()}});
+  return parts;
 }
 
 }  // namespace
@@ -478,13 +482,13 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   phase("codegen");
 
   nlohmann::json man = manifest_json(model, m, mod, compiled.lowered, opts);
-  std::string weights = pack_weights(model, m.weights, mod, compiled.lowered, man);
+  std::vector<std::span<const uint8_t>> weights = weight_parts(model, m.weights, mod, compiled.lowered, man);
   rt::PackageWriter w;
   w.add("manifest", man.dump(1));
   w.add("bytecode", compiled.lowered.exe.serialize());
   for (auto& [name, bytes] : compiled.kernels.sections) w.add(name, std::move(bytes));
   w.add("graph", dataflow_graph(mod).dump());  // for relax-inspect --dot
-  w.add("weights", std::move(weights));
+  w.add_parts("weights", std::move(weights), 64);
   w.write(out_path);
   phase("package");
 
