@@ -205,12 +205,50 @@ bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
   return KH > 1 || KW > 1 || P <= 6;
 }
 
+// The im2col matrix of one image and group: row (c, kh, kw) holds the
+// input under that tap at every output position, zeros in the padding.
+void im2col(const Conv2dGeometry& g, const float* img, float* col, ThreadPool* pool) {
+  const int64_t Cg = g.C / g.groups, K = Cg * g.KH * g.KW, P = g.OH * g.OW;
+  const int64_t H = g.H, W = g.W, KH = g.KH, KW = g.KW, OH = g.OH, OW = g.OW;
+  auto rows = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t ci = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
+      const float* plane = img + ci * H * W;
+      float* row = col + r * P;
+      // Output columns [lo, hi) read inside the row: iw = ow * sw + off.
+      int64_t off = kw * g.dw - g.pw;
+      auto [lo, hi] = inside(off, g.sw, W, OW);
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        int64_t ih = oh * g.sh + kh * g.dh - g.ph;
+        float* out = row + oh * OW;
+        if (ih < 0 || ih >= H) {
+          std::memset(out, 0, size_t(OW) * sizeof(float));
+          continue;
+        }
+        const float* in = plane + ih * W + off;
+        // Plain loops: rows are often a few elements long, where a call
+        // to memcpy costs more than the copy.
+        for (int64_t ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
+        if (g.sw == 1)
+          for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow];
+        else
+          for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow * g.sw];
+        for (int64_t ow = hi; ow < OW; ++ow) out[ow] = 0.0f;
+      }
+    }
+  };
+  if (pool)
+    pool->parallel_for(K, rows);
+  else
+    rows(0, K);
+}
+
 }  // namespace
 
 void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, float* col, ThreadPool* pool,
                 ConvMethod method) {
   const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, P = g.OH * g.OW;
-  const int64_t C = g.C, H = g.H, W = g.W, KH = g.KH, KW = g.KW, OH = g.OH, OW = g.OW;
+  const int64_t C = g.C, H = g.H, W = g.W, KH = g.KH, KW = g.KW;
   if (g.N == 0 || g.O == 0 || P == 0) return;
   if (Cg == 1 && Og < 8) return conv2d_depthwise_f32(g, x, w, y, pool);
   if (K == 0) {
@@ -228,34 +266,7 @@ void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* 
       const float* img = x + (n * C + gi * Cg) * H * W;
       const float* b = img;
       if (!plain) {
-        // Row (c, kh, kw) of col: the input under that tap at every output position.
-        pool->parallel_for(K, [&](int64_t begin, int64_t end) {
-          for (int64_t r = begin; r < end; ++r) {
-            int64_t ci = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
-            const float* plane = img + ci * H * W;
-            float* row = col + r * P;
-            // Output columns [lo, hi) read inside the row: iw = ow * sw + off.
-            int64_t off = kw * g.dw - g.pw;
-            auto [lo, hi] = inside(off, g.sw, W, OW);
-            for (int64_t oh = 0; oh < OH; ++oh) {
-              int64_t ih = oh * g.sh + kh * g.dh - g.ph;
-              float* out = row + oh * OW;
-              if (ih < 0 || ih >= H) {
-                std::memset(out, 0, size_t(OW) * sizeof(float));
-                continue;
-              }
-              const float* in = plane + ih * W + off;
-              // Plain loops: rows are often a few elements long, where a
-              // call to memcpy costs more than the copy.
-              for (int64_t ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
-              if (g.sw == 1)
-                for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow];
-              else
-                for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow * g.sw];
-              for (int64_t ow = hi; ow < OW; ++ow) out[ow] = 0.0f;
-            }
-          }
-        });
+        im2col(g, img, col, pool);
         b = col;
       }
       gemm_f32(Og, P, K, w + gi * Og * K, K, b, P, y + (n * g.O + gi * Og) * P, P, pool);
@@ -313,9 +324,17 @@ void conv2d(BuiltinCall& c) {
              ws ? static_cast<float*>(ws->data()) : nullptr, ThreadPool::global().get());
 }
 
-// gemm.conv2d_pack(w, shape(groups), out): the direct kernel's weights
-// packed (runtime/conv_direct.h) for gemm.conv2d_packed; w (O, C / groups,
-// KH, KW) or (O, C / groups, KW), out f32 of conv2d_packed_size elements.
+// The packed weights' layouts: the direct kernel's, or per group the
+// GEMM's A (runtime/gemm.h gemm_pack_a), and their sizes in floats.
+enum PackedLayout : int64_t { kDirectLayout = 0, kGemmLayout = 1 };
+int64_t packed_weights_size(int64_t O, int64_t groups, int64_t K, int64_t layout) {
+  return layout == kDirectLayout ? conv2d_packed_size(O, groups, K) : groups * gemm_packed_a_size(O / groups, K);
+}
+
+// gemm.conv2d_pack(w, shape(groups, layout), out): a convolution's weights
+// packed once for gemm.conv2d_packed; w (O, C / groups, KH, KW) or (O, C /
+// groups, KW); layout 0: the direct kernel's (runtime/conv_direct.h), 1:
+// per group the GEMM's A (runtime/gemm.h); out f32 of the layout's size.
 // A build runs it once, folding the result into the package.
 void conv2d_pack(BuiltinCall& c) {
   const char* what = "gemm.conv2d_pack";
@@ -326,33 +345,40 @@ void conv2d_pack(BuiltinCall& c) {
   const std::vector<int64_t>& ws = w.shape();
   if (!(w.dtype() == DType::f32()) || (ws.size() != 4 && ws.size() != 3))
     rt_fail(what, ": needs f32 weights of rank 4 (or 3), got ", w.type_str());
-  if (p.size() != 1 || p[0] < 1 || ws[0] % p[0] != 0)
-    rt_fail(what, ": needs one parameter, a number of groups dividing ", ws[0], ", got ", shape_str(p));
-  int64_t K = 1;
+  if (p.size() != 2 || p[0] < 1 || ws[0] % p[0] != 0 || (p[1] != kDirectLayout && p[1] != kGemmLayout))
+    rt_fail(what, ": needs a number of groups dividing ", ws[0], " and a layout (0 or 1), got ", shape_str(p));
+  int64_t O = ws[0], groups = p[0], K = 1;
   for (size_t k = 1; k < ws.size(); ++k) K *= ws[k];
-  if (!(out.dtype() == DType::f32()) || out.numel() != conv2d_packed_size(ws[0], p[0], K))
-    rt_fail(what, ": the output must hold ", conv2d_packed_size(ws[0], p[0], K), " f32, got ", out.type_str());
-  conv2d_pack_weights_f32(static_cast<const float*>(w.data()), ws[0], p[0], K, static_cast<float*>(out.data()),
-                          ThreadPool::global().get());
+  int64_t size = packed_weights_size(O, groups, K, p[1]);
+  if (!(out.dtype() == DType::f32()) || out.numel() != size)
+    rt_fail(what, ": the output must hold ", size, " f32, got ", out.type_str());
+  const float* wd = static_cast<const float*>(w.data());
+  float* od = static_cast<float*>(out.data());
+  if (p[1] == kDirectLayout) return conv2d_pack_weights_f32(wd, O, groups, K, od, ThreadPool::global().get());
+  const int64_t Og = O / groups;
+  for (int64_t g = 0; g < groups; ++g) gemm_pack_a(Og, K, wd + g * Og * K, K, od + g * gemm_packed_a_size(Og, K));
 }
 
-// gemm.conv2d_packed(x, wp, shape(sh, sw, ph, pw, dh, dw, groups, KH, KW), y):
-// y = conv(x, w) for x (N, C, H, W) and y (N, O, OH, OW) (or both of rank
-// 3: a 1-D convolution, KH 1), by the direct kernel, from w packed by
-// gemm.conv2d_pack. f32; at least 8 output channels per group.
+// gemm.conv2d_packed(x, wp, shape(sh, sw, ph, pw, dh, dw, groups, KH, KW,
+// layout), y[, ws]): y = conv(x, w) for x (N, C, H, W) and y (N, O, OH, OW)
+// (or both of rank 3: a 1-D convolution, KH 1), from w packed by
+// gemm.conv2d_pack: layout 0 by the direct kernel; 1 as im2col into ws
+// (absent for a plain product) and the runtime's GEMM per image and group.
 void conv2d_packed(BuiltinCall& c) {
   const char* what = "gemm.conv2d_packed";
-  if (c.num_args != 4) rt_fail(what, ": takes 4 arguments, got ", c.num_args);
+  if (c.num_args != 4 && c.num_args != 5) rt_fail(what, ": takes 4 or 5 arguments, got ", c.num_args);
   const Tensor& x = c.arg(0).tensor("gemm.conv2d_packed x");
   const Tensor& wp = c.arg(1).tensor("gemm.conv2d_packed weights");
   const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
   const Tensor& y = c.arg(3).tensor("gemm.conv2d_packed y");
+  const Tensor* ws = c.num_args == 5 ? &c.arg(4).tensor("gemm.conv2d_packed workspace") : nullptr;
   size_t rank = x.shape().size();
   for (const Tensor* t : {&x, &wp, &y})
     if (!(t->dtype() == DType::f32())) rt_fail(what, ": needs f32 tensors, got ", t->type_str());
   if ((rank != 4 && rank != 3) || y.shape().size() != rank)
     rt_fail(what, ": needs x and y of rank 4 (or 3), got ", x.type_str(), " and ", y.type_str());
-  if (p.size() != 9) rt_fail(what, ": needs 9 parameters, got ", p.size());
+  if (p.size() != 10 || (p[9] != kDirectLayout && p[9] != kGemmLayout))
+    rt_fail(what, ": needs 10 parameters, the last a layout (0 or 1), got ", shape_str(p));
   auto as4 = [rank](const std::vector<int64_t>& s) {
     return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
   };
@@ -361,15 +387,32 @@ void conv2d_packed(BuiltinCall& c) {
                          p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
   if (g.groups < 1 || g.C % g.groups != 0 || g.O % g.groups != 0 || xs[0] != ys[0] || g.KH < 1 || g.KW < 1)
     rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
-  int64_t K = g.C / g.groups * g.KH * g.KW;
-  if (wp.numel() != conv2d_packed_size(g.O, g.groups, K))
-    rt_fail(what, ": the packed weights must hold ", conv2d_packed_size(g.O, g.groups, K), " f32, got ",
-            wp.type_str());
-  c.flops = 2.0 * double(g.N) * double(g.O) * double(g.OH * g.OW) * double(K);
-  if (g.N == 0 || g.O == 0 || g.OH * g.OW == 0) return;
-  thread_local std::vector<float> scratch;
-  conv2d_direct_packed_f32(g, static_cast<const float*>(x.data()), static_cast<const float*>(wp.data()),
-                           static_cast<float*>(y.data()), scratch, ThreadPool::global().get());
+  const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, P = g.OH * g.OW;
+  const int64_t size = packed_weights_size(g.O, g.groups, K, p[9]);
+  if (wp.numel() != size) rt_fail(what, ": the packed weights must hold ", size, " f32, got ", wp.type_str());
+  const bool plain = conv2d_is_product(g);
+  if (p[9] == kGemmLayout && !plain && (!ws || ws->nbytes() < size_t(K * P) * sizeof(float)))
+    rt_fail(what, ": the workspace must hold ", K * P, " f32, got ", ws ? ws->type_str() : "none");
+  c.flops = 2.0 * double(g.N) * double(g.O) * double(P) * double(K);
+  if (g.N == 0 || g.O == 0 || P == 0) return;
+  const float* xd = static_cast<const float*>(x.data());
+  const float* wd = static_cast<const float*>(wp.data());
+  float* yd = static_cast<float*>(y.data());
+  ThreadPool* pool = ThreadPool::global().get();
+  if (p[9] == kDirectLayout) {
+    thread_local std::vector<float> scratch;
+    return conv2d_direct_packed_f32(g, xd, wd, yd, scratch, pool);
+  }
+  float* col = ws ? static_cast<float*>(ws->data()) : nullptr;
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      const float* b = xd + (n * g.C + gi * Cg) * g.H * g.W;
+      if (!plain) {
+        im2col(g, b, col, pool);
+        b = col;
+      }
+      gemm_f32_packed_a(Og, P, K, wd + gi * gemm_packed_a_size(Og, K), b, P, yd + (n * g.O + gi * Og) * P, P, pool);
+    }
 }
 
 // gemm.conv_transpose2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y, ws):

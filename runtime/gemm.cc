@@ -107,12 +107,14 @@ void pack_b(const float* B, int64_t ldb, int64_t kc, int64_t cols, float* out) {
   }
 }
 
-// Columns [n0, n1) of C.
+// Columns [n0, n1) of C. `Ap`: A packed by gemm_pack_a, or null: then
+// each kKc x kMc block of A is packed here.
 void gemm_columns(Kernel kernel, int64_t M, int64_t n0, int64_t n1, int64_t K, const float* A, int64_t lda,
-                  const float* B, int64_t ldb, float* C, int64_t ldc) {
+                  const float* Ap, const float* B, int64_t ldb, float* C, int64_t ldc) {
   thread_local std::vector<float> apack, bpack;
-  apack.resize(size_t((kMc + MR) * kKc));
+  if (!Ap) apack.resize(size_t((kMc + MR) * kKc));
   bpack.resize(size_t((kNc + NR) * kKc));
+  const int64_t Mp = (M + MR - 1) / MR * MR;
   for (int64_t jc = n0; jc < n1; jc += kNc) {
     int64_t nc = std::min(kNc, n1 - jc);
     for (int64_t pc = 0; pc < K; pc += kKc) {
@@ -120,13 +122,14 @@ void gemm_columns(Kernel kernel, int64_t M, int64_t n0, int64_t n1, int64_t K, c
       pack_b(B + pc * ldb + jc, ldb, kc, nc, bpack.data());
       for (int64_t ic = 0; ic < M; ic += kMc) {
         int64_t mc = std::min(kMc, M - ic);
-        pack_a(A + ic * lda + pc, lda, mc, kc, apack.data());
+        const float* ablock = Ap ? Ap + pc * Mp + ic * kc : apack.data();
+        if (!Ap) pack_a(A + ic * lda + pc, lda, mc, kc, apack.data());
         for (int64_t jr = 0; jr < nc; jr += NR) {
           int nr = int(std::min<int64_t>(NR, nc - jr));
           const float* bp = bpack.data() + jr * kc;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             int mr = int(std::min<int64_t>(MR, mc - ir));
-            kernel(kc, apack.data() + ir * kc, bp, C + (ic + ir) * ldc + jc + jr, ldc, pc > 0, mr, nr);
+            kernel(kc, ablock + ir * kc, bp, C + (ic + ir) * ldc + jc + jr, ldc, pc > 0, mr, nr);
           }
         }
       }
@@ -134,10 +137,8 @@ void gemm_columns(Kernel kernel, int64_t M, int64_t n0, int64_t n1, int64_t K, c
   }
 }
 
-}  // namespace
-
-void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-              int64_t ldc, ThreadPool* pool) {
+void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Ap, const float* B, int64_t ldb,
+          float* C, int64_t ldc, ThreadPool* pool) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
@@ -147,13 +148,34 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, cons
   int64_t panels = (N + NR - 1) / NR;
   int64_t chunks = pool ? std::min<int64_t>(pool->num_threads(), panels) : 1;
   if (double(M) * double(N) * double(K) < double(1 << 20)) chunks = 1;
-  if (chunks <= 1) return gemm_columns(kernel, M, 0, N, K, A, lda, B, ldb, C, ldc);
+  if (chunks <= 1) return gemm_columns(kernel, M, 0, N, K, A, lda, Ap, B, ldb, C, ldc);
   pool->parallel_for(chunks, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       int64_t n0 = std::min(N, panels * t / chunks * NR), n1 = std::min(N, panels * (t + 1) / chunks * NR);
-      if (n0 < n1) gemm_columns(kernel, M, n0, n1, K, A, lda, B, ldb, C, ldc);
+      if (n0 < n1) gemm_columns(kernel, M, n0, n1, K, A, lda, Ap, B, ldb, C, ldc);
     }
   });
+}
+
+}  // namespace
+
+void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+              int64_t ldc, ThreadPool* pool) {
+  gemm(M, N, K, A, lda, nullptr, B, ldb, C, ldc, pool);
+}
+
+int64_t gemm_packed_a_size(int64_t M, int64_t K) { return (M + MR - 1) / MR * MR * K; }
+
+// Per block of kKc columns, the rows in panels of MR, k-major: what
+// gemm_columns packs for each block, once for all.
+void gemm_pack_a(int64_t M, int64_t K, const float* A, int64_t lda, float* out) {
+  const int64_t Mp = (M + MR - 1) / MR * MR;
+  for (int64_t pc = 0; pc < K; pc += kKc) pack_a(A + pc, lda, M, std::min(kKc, K - pc), out + pc * Mp);
+}
+
+void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, const float* Ap, const float* B, int64_t ldb, float* C,
+                       int64_t ldc, ThreadPool* pool) {
+  gemm(M, N, K, nullptr, 0, Ap, B, ldb, C, ldc, pool);
 }
 
 }  // namespace relax::rt

@@ -24,4 +24,12 @@ class ThreadPool;
 void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
               int64_t ldc, ThreadPool* pool);
 
+// A packed once (a constant weight: a build folds this), as gemm_f32
+// packs it block by block on every call: gemm_packed_a_size floats.
+int64_t gemm_packed_a_size(int64_t M, int64_t K);
+void gemm_pack_a(int64_t M, int64_t K, const float* A, int64_t lda, float* out);
+// gemm_f32 from A so packed: the same sums, bitwise.
+void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, const float* Ap, const float* B, int64_t ldb, float* C,
+                       int64_t ldc, ThreadPool* pool);
+
 }  // namespace relax::rt

@@ -131,41 +131,18 @@ Expr library_params(const Window& win, int64_t groups) {
 constexpr const char* kConv2dPack = "gemm.conv2d_pack";
 constexpr const char* kConv2dPacked = "gemm.conv2d_packed";
 
-// A constant-weight f32 convolution that the runtime convolves directly
-// (runtime/builtins_blas.cc use_direct: wider than 1x1, at least 8 output
-// channels per group, a reduction shorter than 4096) as the direct kernel
-// over weights packed once, gemm.conv2d_pack(w) then gemm.conv2d_packed:
-// at O2 the packing moves to @transform_params, and a build folds it into
-// the package's weights, so no run transposes them again.
-std::optional<Expr> packed_conv2d(LegalizeContext& ctx, const CallNode& call, const Window& win, int64_t groups,
-                                  size_t rank) {
-  const Expr& w = call.args[1];
-  const auto* y = as<TensorSI>(call.sinfo);
-  const std::vector<SymExpr>& ws = *as<TensorSI>(w->sinfo)->shape;
-  if (w->kind != ExprKind::Constant || y->dtype != DataType::f32()) return std::nullopt;
-  for (const SymExpr& d : ws)
-    if (!d.is_const()) return std::nullopt;
-  int64_t O = ws[0].const_value(), KH = rank == 4 ? ws[2].const_value() : 1, KW = ws[rank - 1].const_value();
-  int64_t K = ws[1].const_value() * KH * KW, Og = O / groups;
-  if ((KH == 1 && KW == 1) || Og < 8 || K >= 4096) return std::nullopt;
-  int64_t L = Og <= 8 ? 8 : 16;  // runtime/conv_direct.h conv2d_direct_lanes
-  int64_t size = groups * ((Og + L - 1) / L) * K * L;
-  for (const char* name : {kConv2dPack, kConv2dPacked})
-    if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
-  StructInfo packed_si = tensor_si(DataType::f32(), {SymExpr(size)});
-  Expr pack = make_op_call("call_library", {make_string(kConv2dPack), make_tuple({w, make_shape({SymExpr(groups)})})},
-                           {}, {packed_si});
-  pack->sinfo = packed_si;
-  Expr packed = ctx.emit(pack, "conv_weights");
-  Expr params = make_shape({SymExpr(win.strides[0]), SymExpr(win.strides[1]), SymExpr(win.pad_begin[0]),
-                            SymExpr(win.pad_begin[1]), SymExpr(win.dilation[0]), SymExpr(win.dilation[1]),
-                            SymExpr(groups), SymExpr(KH), SymExpr(KW)});
-  Expr r = make_op_call("call_library", {make_string(kConv2dPacked), make_tuple({call.args[0], packed, params})}, {},
-                        {call.sinfo});
-  r->sinfo = call.sinfo;
-  return r;
+// A constant f32 weight's packed size in floats for the runtime's layouts
+// (runtime/builtins_blas.cc gemm.conv2d_pack, which checks it): 0, the
+// direct kernel's blocks of 8 or 16 channels (runtime/conv_direct.h
+// conv2d_direct_lanes); 1, per group the GEMM's A in panels of 6 rows
+// (runtime/gemm.h gemm_packed_a_size).
+int64_t packed_size(int64_t layout, int64_t groups, int64_t Og, int64_t K) {
+  if (layout == 0) {
+    int64_t L = Og <= 8 ? 8 : 16;
+    return groups * ((Og + L - 1) / L) * K * L;
+  }
+  return groups * ((Og + 5) / 6 * 6) * K;
 }
-
 // A 2-D (or 1-D) f32 convolution as the runtime library's convolution
 // (gemm.conv2d, runtime/builtins_blas.cc: direct, or im2col + matrix
 // product), when each group has enough output channels
@@ -193,20 +170,46 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   if (depthwise && oh.is_const() && ow.is_const() && oh.const_value() * ow.const_value() <= 256) return std::nullopt;
   if (!depthwise && ws[0].const_value() / groups < 4) return std::nullopt;
   Window win = library_window("conv", attrs, rank);
-  if (std::optional<Expr> packed = packed_conv2d(ctx, call, win, groups, rank)) return packed;
   // No workspace: a plain product (1x1, stride 1, no padding), or i32.
   bool no_workspace = kh.is_const(1) && kw.is_const(1) && win.strides == std::vector<int64_t>{1, 1};
   for (int64_t p : win.pad_begin) no_workspace &= p == 0;
   for (int64_t p : win.pad_end) no_workspace &= p == 0;
   no_workspace |= i32 || depthwise;
   Expr params = library_params(win, groups);
-  if (!ctx.module().extern_decl(kGemmConv2d)) ctx.module().add_extern(kGemmConv2d);
+  const char* library = kGemmConv2d;
+  Expr weights = call.args[1];
+  // A constant f32 weight is packed once as the runtime reads it
+  // (gemm.conv2d_pack): at O2 the packing moves to @transform_params and a
+  // build folds it into the package, so no run transposes or repacks it.
+  // Layout 0 (the direct kernel, no workspace) where the runtime convolves
+  // directly (builtins_blas.cc use_direct: wider than 1x1, at least 8
+  // outputs per group, a reduction under 4096), else 1 (im2col + GEMM).
+  if (!i32 && !depthwise && weights->kind == ExprKind::Constant && ws[1].is_const() && kh.is_const() &&
+      kw.is_const()) {
+    int64_t Og = ws[0].const_value() / groups, K = ws[1].const_value() * kh.const_value() * kw.const_value();
+    int64_t layout = (!kh.is_const(1) || !kw.is_const(1)) && Og >= 8 && K < 4096 ? 0 : 1;
+    if (layout == 0) no_workspace = true;
+    for (const char* name : {kConv2dPack, kConv2dPacked})
+      if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
+    StructInfo packed_si = tensor_si(DataType::f32(), {SymExpr(packed_size(layout, groups, Og, K))});
+    Expr pack = make_op_call(
+        "call_library",
+        {make_string(kConv2dPack), make_tuple({weights, make_shape({SymExpr(groups), SymExpr(layout)})})}, {},
+        {packed_si});
+    pack->sinfo = packed_si;
+    weights = ctx.emit(pack, "conv_weights");
+    std::vector<SymExpr> p = as<ShapeExprNode>(params)->values;
+    for (SymExpr d : {kh, kw, SymExpr(layout)}) p.push_back(d);
+    params = make_shape(p);
+    library = kConv2dPacked;
+  }
+  if (!ctx.module().extern_decl(library)) ctx.module().add_extern(library);
   Analyzer& ana = ctx.analyzer();
   StructInfo out = call.sinfo;
   if (!no_workspace)
     out = tuple_si({call.sinfo, tensor_si(DataType::f32(), {ana.simplify(ws[1] * kh * kw), ana.simplify(oh * ow)})});
-  Expr r = make_op_call("call_library", {make_string(kGemmConv2d), make_tuple({call.args[0], call.args[1], params})},
-                        {}, {out});
+  Expr r = make_op_call("call_library", {make_string(library), make_tuple({call.args[0], weights, params})}, {},
+                        {out});
   r->sinfo = out;
   if (no_workspace) return r;
   Expr item = make_tuple_get_item(ctx.emit(r, "conv_all"), 0);

@@ -16,10 +16,11 @@ Library workspaces: 2-D f32 convolutions go to gemm.conv2d (im2col +
 SGEMM), whose im2col matrix is an output the graph allocates. For strides,
 asymmetric padding, dilation, groups, a 1x1 kernel (no workspace) and
 symbolic image sizes: the call and its workspace are in the IR, the
-workspace is planned, and the values match a numpy convolution. Those
-with constant weights the direct kernel takes (wider than 1x1, at least 8
-outputs per group) go to gemm.conv2d_packed over weights packed at build
-time instead, with no workspace, and match too.
+workspace is planned, and the values match a numpy convolution. Their
+weights are constants, so they go to gemm.conv2d_packed over weights
+packed once (gemm.conv2d_pack, folded at build time): layout 1 (the
+GEMM's) keeps the im2col workspace; layout 0, for those the direct kernel
+takes (wider than 1x1, at least 8 outputs per group), needs none.
 
     tests/tools/test_workspaces.py --bin build/bin
 """
@@ -110,10 +111,12 @@ def check_conv_library(tmp, build, rrun):
         path = os.path.join(tmp, "conv.onnx")
         save(model, path)
         r = run(build, path, "--emit", "relax", "-o", "-")
-        packed = k > 1 and o // groups >= 8
-        no_workspace = k == 1 or packed
-        call = '"gemm.conv2d_packed"' if packed else '"gemm.conv2d"'
-        check(r.returncode == 0 and call in r.stdout, f"{what}: not {call}: {r.stdout}")
+        direct = k > 1 and o // groups >= 8  # the direct kernel's packed layout: no workspace
+        no_workspace = k == 1 or direct
+        layout = "0)" if direct else "1)"
+        check(r.returncode == 0 and '"gemm.conv2d_packed"' in r.stdout and f'"gemm.conv2d_pack", (const("w"' in r.stdout,
+              f"{what}: not the library over packed weights: {r.stdout}")
+        check(f", {layout}), out=" in r.stdout, f"{what}: expected layout {layout[0]}: {r.stdout}")
         planned_ws = "conv_all_buf1" in r.stdout and "alloc_tensor(storage" in r.stdout
         check(planned_ws != no_workspace,
               f"{what}: workspace planned: {planned_ws}, expected {not no_workspace}: {r.stdout}")
