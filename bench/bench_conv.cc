@@ -15,10 +15,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench/best_time.h"
 #include "runtime/conv_direct.h"
 #include "runtime/cpu_peak.h"
 #include "runtime/thread_pool.h"
@@ -26,35 +28,18 @@
 using relax::rt::ConvMethod;
 using relax::rt::Conv2dGeometry;
 using relax::rt::ThreadPool;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// The best time of one call of `f`, run for `budget` seconds (at least 3
-// times after one warm-up).
 // With --cold, every timed call starts with the caches flushed (a pass
 // over 64 MiB), as a layer deep in a network finds its weights.
 bool cold = false;
 void flush_caches() {
+  if (!cold) return;
   static std::vector<char> junk(size_t(64) << 20);
   for (size_t i = 0; i < junk.size(); i += 64) junk[i] = char(junk[i] + 1);
 }
-
-template <typename F>
-double best_time(F f, double budget) {
-  f();
-  double best = 1e30;
-  auto start = Clock::now();
-  for (int i = 0; i < 3 || seconds_since(start) < budget; ++i) {
-    if (cold) flush_caches();
-    auto t = Clock::now();
-    f();
-    best = std::min(best, seconds_since(t));
-  }
-  return best;
-}
+double best_time(const std::function<void()>& f, double budget) { return relax::bench::best_time(f, budget, flush_caches); }
 
 struct Layer {
   int64_t C, H, W, O, K, stride, pad, count;

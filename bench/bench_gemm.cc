@@ -18,33 +18,16 @@
 #include <string>
 #include <vector>
 
+#include "bench/best_time.h"
 #include "runtime/cpu_peak.h"
 #include "runtime/gemm.h"
 #include "runtime/thread_pool.h"
 
 
 using relax::rt::ThreadPool;
-using Clock = std::chrono::steady_clock;
+using relax::bench::best_time;
 
 namespace {
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Runs `f` until `budget` seconds have passed (at least 3 times after one
-// warm-up) and returns the best time of one call.
-template <typename F>
-double best_time(F f, double budget) {
-  f();
-  double best = 1e30;
-  auto start = Clock::now();
-  for (int i = 0; i < 3 || seconds_since(start) < budget; ++i) {
-    auto t = Clock::now();
-    f();
-    best = std::min(best, seconds_since(t));
-  }
-  return best;
-}
-
 
 struct Shape {
   std::string what;

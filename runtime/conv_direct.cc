@@ -213,9 +213,11 @@ void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op:
 }
 #endif
 
-// Without AVX2 (i32 only: f32 takes im2col there): the same sums in loops.
-template <typename T>
-void direct_portable(const Conv2dGeometry& g, const T* x, const T* w, T* y, ThreadPool* pool) {
+// Without AVX2: the same sums in loops, every tap (the padding's as
+// zeros) in order. weight(o, k): output channel o's weight k of (c, kh,
+// kw); madd(w, x, acc): the step the vector code takes.
+template <typename T, typename Weight, typename Madd>
+void direct_loops(const Conv2dGeometry& g, const T* x, Weight weight, Madd madd, T* y, ThreadPool* pool) {
   const int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
   auto body = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {  // r: (n, o)
@@ -223,18 +225,13 @@ void direct_portable(const Conv2dGeometry& g, const T* x, const T* w, T* y, Thre
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           T acc = T(0);
-          for (int64_t c = 0; c < Cg; ++c)
-            for (int64_t kh = 0; kh < g.KH; ++kh) {
-              int64_t ih = oh * g.sh + kh * g.dh - g.ph;
-              if (ih < 0 || ih >= g.H) continue;
-              for (int64_t kw = 0; kw < g.KW; ++kw) {
-                int64_t iw = ow * g.sw + kw * g.dw - g.pw;
-                if (iw < 0 || iw >= g.W) continue;
-                // Wrapping as the vector code's (and a loop nest's) i32 arithmetic does.
-                acc = T(uint32_t(acc) + uint32_t(x[((n * g.C + gi * Cg + c) * g.H + ih) * g.W + iw]) *
-                                            uint32_t(w[((o * Cg + c) * g.KH + kh) * g.KW + kw]));
+          for (int64_t c = 0, k = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+              for (int64_t kw = 0; kw < g.KW; ++kw, ++k) {
+                int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
+                bool inside = ih >= 0 && ih < g.H && iw >= 0 && iw < g.W;
+                acc = madd(weight(o, k), inside ? x[((n * g.C + gi * Cg + c) * g.H + ih) * g.W + iw] : T(0), acc);
               }
-            }
           y[(r * g.OH + oh) * g.OW + ow] = acc;
         }
     }
@@ -243,6 +240,14 @@ void direct_portable(const Conv2dGeometry& g, const T* x, const T* w, T* y, Thre
     pool->parallel_for(g.N * g.O, body);
   else
     body(0, g.N * g.O);
+}
+
+// i32, wrapping as the vector code's (and a loop nest's) arithmetic does.
+void direct_portable(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y, ThreadPool* pool) {
+  const int64_t K = g.C / g.groups * g.KH * g.KW;
+  direct_loops(
+      g, x, [&](int64_t o, int64_t k) { return w[o * K + k]; },
+      [](int32_t a, int32_t b, int32_t acc) { return int32_t(uint32_t(acc) + uint32_t(a) * uint32_t(b)); }, y, pool);
 }
 
 }  // namespace
@@ -275,32 +280,16 @@ void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const flo
   (void)vector;
   // Without AVX2: the same chains of fused multiply-adds in loops (the
   // padding's zeros included), reading the packed layout.
-  const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, L = conv2d_direct_lanes(Og);
+  const int64_t Og = g.O / g.groups, K = g.C / g.groups * g.KH * g.KW, L = conv2d_direct_lanes(Og);
   const int64_t blocks = (Og + L - 1) / L;
-  auto body = [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {  // r: (n, o)
-      int64_t n = r / g.O, o = r % g.O, gi = o / Og, og = o % Og;
-      const float* wo = packed + ((gi * blocks + og / L) * K) * L + og % L;
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          float acc = 0.0f;
-          for (int64_t c = 0; c < Cg; ++c)
-            for (int64_t kh = 0; kh < g.KH; ++kh)
-              for (int64_t kw = 0; kw < g.KW; ++kw) {
-                int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
-                float v = ih < 0 || ih >= g.H || iw < 0 || iw >= g.W ? 0.0f
-                                                                      : x[((n * g.C + gi * Cg + c) * g.H + ih) * g.W + iw];
-                acc = std::fma(wo[((c * g.KH + kh) * g.KW + kw) * L], v, acc);
-              }
-          y[(r * g.OH + oh) * g.OW + ow] = acc;
-        }
-    }
-  };
   (void)scratch;
-  if (pool && pool->num_threads() > 1)
-    pool->parallel_for(g.N * g.O, body);
-  else
-    body(0, g.N * g.O);
+  direct_loops(
+      g, x,
+      [&](int64_t o, int64_t k) {
+        int64_t gi = o / Og, og = o % Og;
+        return packed[((gi * blocks + og / L) * K + k) * L + og % L];
+      },
+      [](float a, float b, float acc) { return std::fma(a, b, acc); }, y, pool);
 }
 
 void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y,
