@@ -243,12 +243,33 @@ void im2col(const Conv2dGeometry& g, const float* img, float* col, ThreadPool* p
     rows(0, K);
 }
 
+// y = conv(x, w) as, per image and group, im2col into `col` (none for a
+// plain product) and the runtime's GEMM, from the weights w (O, K) or
+// from them packed per group (gemm_pack_a), whichever is given.
+void im2col_gemm(const Conv2dGeometry& g, const float* x, const float* w, const float* packed, float* y, float* col,
+                 ThreadPool* pool) {
+  const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, P = g.OH * g.OW;
+  const bool plain = conv2d_is_product(g);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      const float* b = x + (n * g.C + gi * Cg) * g.H * g.W;
+      if (!plain) {
+        im2col(g, b, col, pool);
+        b = col;
+      }
+      float* yg = y + (n * g.O + gi * Og) * P;
+      if (packed)
+        gemm_f32_packed_a(Og, P, K, packed + gi * gemm_packed_a_size(Og, K), b, P, yg, P, pool);
+      else
+        gemm_f32(Og, P, K, w + gi * Og * K, K, b, P, yg, P, pool);
+    }
+}
+
 }  // namespace
 
 void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, float* col, ThreadPool* pool,
                 ConvMethod method) {
   const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, P = g.OH * g.OW;
-  const int64_t C = g.C, H = g.H, W = g.W, KH = g.KH, KW = g.KW;
   if (g.N == 0 || g.O == 0 || P == 0) return;
   if (Cg == 1 && Og < 8) return conv2d_depthwise_f32(g, x, w, y, pool);
   if (K == 0) {
@@ -256,22 +277,11 @@ void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* 
     return;
   }
   if (method == ConvMethod::direct ||
-      (method == ConvMethod::automatic && use_direct(KH, KW, Og, K, P))) {
+      (method == ConvMethod::automatic && use_direct(g.KH, g.KW, Og, K, P))) {
     thread_local std::vector<float> scratch;
     return conv2d_direct_f32(g, x, w, y, scratch, pool);
   }
-  const bool plain = conv2d_is_product(g);
-  for (int64_t n = 0; n < g.N; ++n) {
-    for (int64_t gi = 0; gi < g.groups; ++gi) {
-      const float* img = x + (n * C + gi * Cg) * H * W;
-      const float* b = img;
-      if (!plain) {
-        im2col(g, img, col, pool);
-        b = col;
-      }
-      gemm_f32(Og, P, K, w + gi * Og * K, K, b, P, y + (n * g.O + gi * Og) * P, P, pool);
-    }
-  }
+  im2col_gemm(g, x, w, nullptr, y, col, pool);
 }
 
 namespace {
@@ -387,7 +397,7 @@ void conv2d_packed(BuiltinCall& c) {
                          p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
   if (g.groups < 1 || g.C % g.groups != 0 || g.O % g.groups != 0 || xs[0] != ys[0] || g.KH < 1 || g.KW < 1)
     rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
-  const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, P = g.OH * g.OW;
+  const int64_t K = g.C / g.groups * g.KH * g.KW, P = g.OH * g.OW;
   const int64_t size = packed_weights_size(g.O, g.groups, K, p[9]);
   if (wp.numel() != size) rt_fail(what, ": the packed weights must hold ", size, " f32, got ", wp.type_str());
   const bool plain = conv2d_is_product(g);
@@ -403,16 +413,7 @@ void conv2d_packed(BuiltinCall& c) {
     thread_local std::vector<float> scratch;
     return conv2d_direct_packed_f32(g, xd, wd, yd, scratch, pool);
   }
-  float* col = ws ? static_cast<float*>(ws->data()) : nullptr;
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t gi = 0; gi < g.groups; ++gi) {
-      const float* b = xd + (n * g.C + gi * Cg) * g.H * g.W;
-      if (!plain) {
-        im2col(g, b, col, pool);
-        b = col;
-      }
-      gemm_f32_packed_a(Og, P, K, wd + gi * gemm_packed_a_size(Og, K), b, P, yd + (n * g.O + gi * Og) * P, P, pool);
-    }
+  im2col_gemm(g, xd, nullptr, wd, yd, ws ? static_cast<float*>(ws->data()) : nullptr, pool);
 }
 
 // gemm.conv_transpose2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y, ws):
