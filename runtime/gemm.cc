@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/cpu_isa.h"
 #include "runtime/thread_pool.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -18,7 +19,7 @@ namespace {
 constexpr int MR = 6, NR = 16;
 constexpr int64_t kKc = 256;  // k per block: a B micro-panel (kKc x NR) stays in L1
 constexpr int64_t kMc = 72;   // rows of A per packed block (L2)
-constexpr int64_t kNc = 256;  // columns of B per packed block (L2)
+constexpr int64_t kNc = 512;  // columns of B per packed block (L2)
 
 // c (mr x nr of a 6 x 16 tile) = or += the tile's product. Both kernels
 // compute each element as fma chains over k in order, so they agree
@@ -46,7 +47,9 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* a,
                                                      int64_t ldc, bool accumulate, int mr, int nr) {
   __m256 t00 = _mm256_setzero_ps(), t01 = t00, t10 = t00, t11 = t00, t20 = t00, t21 = t00, t30 = t00, t31 = t00,
          t40 = t00, t41 = t00, t50 = t00, t51 = t00;
+  for (int i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
   for (int64_t k = 0; k < kc; ++k, a += MR, b += NR) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + NR * 8), _MM_HINT_T0);
     __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), ai;
 #define RELAX_ROW(i)                       \
   ai = _mm256_broadcast_ss(a + i);         \
@@ -78,11 +81,76 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* a,
 }
 #endif
 
-Kernel pick_kernel() {
 #ifdef RELAX_GEMM_X86
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return kernel_avx2;
+// AVX-512: 32 columns (two vectors) by R rows, R = 6 (one panel of A) or
+// 12 (two panels: the second at a + MR * kc, as pack_a lays them out), so
+// packed A stays the layout every kernel reads. The 24 sums of R = 12 and
+// the two rows of B fit the 32 vector registers. Edges are masked.
+template <int R>
+__attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* a, const float* b, float* c,
+                                                      int64_t ldc, bool accumulate, int mr, int nr) {
+  static_assert(R == 6 || R == 12, "one or two panels of A");
+  const float* a2 = a + MR * kc;
+  __m512 s00 = _mm512_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00,
+         s40 = s00, s41 = s00, s50 = s00, s51 = s00, s60 = s00, s61 = s00, s70 = s00, s71 = s00, s80 = s00,
+         s81 = s00, s90 = s00, s91 = s00, sa0 = s00, sa1 = s00, sb0 = s00, sb1 = s00;
+  for (int i = 0; i < mr; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
+  }
+  for (int64_t k = 0; k < kc; ++k, a += MR, a2 += MR, b += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + 32 * 8), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + 32 * 8 + 16), _MM_HINT_T0);
+    __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), ai;
+#define RELAX_ROW(i, src, j)                   \
+  ai = _mm512_set1_ps(src[j]);                 \
+  s##i##0 = _mm512_fmadd_ps(ai, b0, s##i##0); \
+  s##i##1 = _mm512_fmadd_ps(ai, b1, s##i##1);
+    RELAX_ROW(0, a, 0) RELAX_ROW(1, a, 1) RELAX_ROW(2, a, 2) RELAX_ROW(3, a, 3) RELAX_ROW(4, a, 4) RELAX_ROW(5, a, 5)
+    if constexpr (R == 12) {
+      RELAX_ROW(6, a2, 0) RELAX_ROW(7, a2, 1) RELAX_ROW(8, a2, 2) RELAX_ROW(9, a2, 3) RELAX_ROW(a, a2, 4)
+      RELAX_ROW(b, a2, 5)
+    }
+#undef RELAX_ROW
+  }
+  const __m512 rows[12][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}, {s40, s41}, {s50, s51},
+                              {s60, s61}, {s70, s71}, {s80, s81}, {s90, s91}, {sa0, sa1}, {sb0, sb1}};
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xffff) : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xffff) : nr > 16 ? __mmask16((1u << (nr - 16)) - 1) : __mmask16(0);
+  for (int i = 0; i < mr; ++i) {
+    float* ci = c + i * ldc;
+    __m512 lo = rows[i][0], hi = rows[i][1];
+    if (accumulate) {
+      lo = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), lo);
+      hi = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), hi);
+    }
+    _mm512_mask_storeu_ps(ci, m0, lo);
+    _mm512_mask_storeu_ps(ci + 16, m1, hi);
+  }
+}
 #endif
-  return kernel_portable;
+
+// A micro-kernel and its tile: `rows` of A per call (one or two MR-row
+// panels) by `cols` columns of B (B is packed in panels of `cols`).
+struct Micro {
+  Kernel narrow;  // up to MR rows
+  Kernel wide;    // up to `rows` rows; == narrow when rows == MR
+  int rows, cols;
+};
+constexpr int kMaxCols = 32;
+
+const Micro& micro() {
+  static const Micro portable{kernel_portable, kernel_portable, MR, NR};
+#ifdef RELAX_GEMM_X86
+  static const Micro avx2{kernel_avx2, kernel_avx2, MR, NR};
+  static const Micro avx512{kernel_avx512<6>, kernel_avx512<12>, 2 * MR, 32};
+  switch (kernel_isa()) {
+    case KernelIsa::avx512: return avx512;
+    case KernelIsa::avx2: return avx2;
+    case KernelIsa::portable: break;
+  }
+#endif
+  return portable;
 }
 
 // A[rows, k0:k0+kc] as MR-row panels, k-major, zero-padded to whole panels.
@@ -94,42 +162,45 @@ void pack_a(const float* A, int64_t lda, int64_t rows, int64_t kc, float* out) {
   }
 }
 
-// B[k0:k0+kc, cols] as NR-column panels, k-major, zero-padded.
-void pack_b(const float* B, int64_t ldb, int64_t kc, int64_t cols, float* out) {
-  for (int64_t p = 0; p < cols; p += NR, out += NR * kc) {
-    int nr = int(std::min<int64_t>(NR, cols - p));
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* src = B + k * ldb + p;
-      float* dst = out + k * NR;
-      std::memcpy(dst, src, size_t(nr) * sizeof(float));
-      for (int j = nr; j < NR; ++j) dst[j] = 0.0f;
+// B[k0:k0+kc, cols] as `w`-column panels, k-major, zero-padded. Row by
+// row: each row of B is read once, in order (the hardware prefetches one
+// stream well, and not a stream per row of a panel).
+void pack_b(const float* B, int64_t ldb, int64_t kc, int64_t cols, int w, float* out) {
+  const int64_t whole = cols / w, rest = cols - whole * w;
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* src = B + k * ldb;
+    float* dst = out + k * w;
+    for (int64_t p = 0; p < whole; ++p, src += w, dst += w * kc) std::memcpy(dst, src, size_t(w) * sizeof(float));
+    if (rest) {
+      std::memcpy(dst, src, size_t(rest) * sizeof(float));
+      std::fill(dst + rest, dst + w, 0.0f);
     }
   }
 }
 
 // Columns [n0, n1) of C. `Ap`: A packed by gemm_pack_a, or null: then
 // each kKc x kMc block of A is packed here.
-void gemm_columns(Kernel kernel, int64_t M, int64_t n0, int64_t n1, int64_t K, const float* A, int64_t lda,
+void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, const float* A, int64_t lda,
                   const float* Ap, const float* B, int64_t ldb, float* C, int64_t ldc) {
   thread_local std::vector<float> apack, bpack;
   if (!Ap) apack.resize(size_t((kMc + MR) * kKc));
-  bpack.resize(size_t((kNc + NR) * kKc));
+  bpack.resize(size_t((kNc + kMaxCols) * kKc));
   const int64_t Mp = (M + MR - 1) / MR * MR;
   for (int64_t jc = n0; jc < n1; jc += kNc) {
     int64_t nc = std::min(kNc, n1 - jc);
     for (int64_t pc = 0; pc < K; pc += kKc) {
       int64_t kc = std::min(kKc, K - pc);
-      pack_b(B + pc * ldb + jc, ldb, kc, nc, bpack.data());
+      pack_b(B + pc * ldb + jc, ldb, kc, nc, u.cols, bpack.data());
       for (int64_t ic = 0; ic < M; ic += kMc) {
         int64_t mc = std::min(kMc, M - ic);
         const float* ablock = Ap ? Ap + pc * Mp + ic * kc : apack.data();
         if (!Ap) pack_a(A + ic * lda + pc, lda, mc, kc, apack.data());
-        for (int64_t jr = 0; jr < nc; jr += NR) {
-          int nr = int(std::min<int64_t>(NR, nc - jr));
-          const float* bp = bpack.data() + jr * kc;
-          for (int64_t ir = 0; ir < mc; ir += MR) {
-            int mr = int(std::min<int64_t>(MR, mc - ir));
-            kernel(kc, ablock + ir * kc, bp, C + (ic + ir) * ldc + jc + jr, ldc, pc > 0, mr, nr);
+        for (int64_t ir = 0; ir < mc; ir += u.rows) {
+          int mr = int(std::min<int64_t>(u.rows, mc - ir));
+          for (int64_t jr = 0; jr < nc; jr += u.cols) {
+            int nr = int(std::min<int64_t>(u.cols, nc - jr));
+            (mr > MR ? u.wide : u.narrow)(kc, ablock + ir * kc, bpack.data() + jr * kc, C + (ic + ir) * ldc + jc + jr,
+                                          ldc, pc > 0, mr, nr);
           }
         }
       }
@@ -144,15 +215,15 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const fl
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
     return;
   }
-  static const Kernel kernel = pick_kernel();
-  int64_t panels = (N + NR - 1) / NR;
+  const Micro& u = micro();
+  const int64_t w = u.cols, panels = (N + w - 1) / w;
   int64_t chunks = pool ? std::min<int64_t>(pool->num_threads(), panels) : 1;
   if (double(M) * double(N) * double(K) < double(1 << 20)) chunks = 1;
-  if (chunks <= 1) return gemm_columns(kernel, M, 0, N, K, A, lda, Ap, B, ldb, C, ldc);
+  if (chunks <= 1) return gemm_columns(u, M, 0, N, K, A, lda, Ap, B, ldb, C, ldc);
   pool->parallel_for(chunks, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      int64_t n0 = std::min(N, panels * t / chunks * NR), n1 = std::min(N, panels * (t + 1) / chunks * NR);
-      if (n0 < n1) gemm_columns(kernel, M, n0, n1, K, A, lda, Ap, B, ldb, C, ldc);
+      int64_t n0 = std::min(N, panels * t / chunks * w), n1 = std::min(N, panels * (t + 1) / chunks * w);
+      if (n0 < n1) gemm_columns(u, M, n0, n1, K, A, lda, Ap, B, ldb, C, ldc);
     }
   });
 }

@@ -7,10 +7,12 @@
 // edge tiles round differently), which turns ties into noise that a later
 // softmax of large logits amplifies into a different answer.
 //
-// Blocked and packed (kKc x kMc panels of A, kKc x NR panels of B), an
-// AVX2 + FMA micro-kernel of 6 x 16 where the CPU has them, else a
-// portable one of the same shape with std::fma; columns split over the
-// thread pool when the product is large enough.
+// Blocked and packed (kKc x kMc panels of A in 6-row panels, kKc-row
+// panels of B as wide as the micro-kernel's tile), with the widest
+// micro-kernel the CPU runs (runtime/cpu_isa.h): AVX-512 12 x 32 (two
+// panels of A per call), AVX2 + FMA 6 x 16, or a portable 6 x 16 with
+// std::fma; columns split over the thread pool when the product is large
+// enough.
 #pragma once
 
 #include <cstdint>

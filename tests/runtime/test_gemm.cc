@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "runtime/cpu_isa.h"
 #include "runtime/gemm.h"
 #include "runtime/thread_pool.h"
 
@@ -83,6 +84,38 @@ TEST_CASE("gemm_f32: equal rows and equal columns give bitwise equal results") {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 1; j < N; ++j) differing += C[i * N + j] != C[i * N];
   CHECK(differing == 0);
+}
+
+TEST_CASE("gemm_f32: every micro-kernel this CPU runs gives the portable kernel's sums, bitwise") {
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  struct Size {
+    int64_t m, n, k;
+  };
+  // Edge tiles of every kernel (6 / 12 rows, 16 / 32 columns), several k blocks.
+  for (Size s : {Size{1, 1, 1}, Size{7, 33, 5}, Size{12, 32, 256}, Size{13, 47, 300}, Size{75, 531, 520}}) {
+    int64_t lda = s.k + 1, ldb = s.n + 3, ldc = s.n + 2;
+    std::vector<float> A = random_matrix(s.m * lda, rng), B = random_matrix(s.k * ldb, rng);
+    std::vector<float> want(size_t(s.m * ldc), 3.0f), Ap(size_t(gemm_packed_a_size(s.m, s.k)));
+    gemm_pack_a(s.m, s.k, A.data(), lda, Ap.data());
+    REQUIRE(set_kernel_isa("portable"));
+    gemm_f32(s.m, s.n, s.k, A.data(), lda, B.data(), ldb, want.data(), ldc, nullptr);
+    for (KernelIsa isa : {KernelIsa::avx2, KernelIsa::avx512}) {
+      if (!cpu_runs(isa)) continue;
+      CAPTURE(kernel_isa_name(isa));
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
+      std::vector<float> got(want.size(), 3.0f), packed(want.size(), 3.0f);
+      gemm_f32(s.m, s.n, s.k, A.data(), lda, B.data(), ldb, got.data(), ldc, &pool);
+      gemm_f32_packed_a(s.m, s.n, s.k, Ap.data(), B.data(), ldb, packed.data(), ldc, nullptr);
+      CHECK(got == want);
+      CHECK(packed == want);
+    }
+  }
+  CHECK(set_kernel_isa(""));
+  CHECK_FALSE(set_kernel_isa("sse9"));
 }
 
 }  // namespace
