@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
+#include "runtime/cpu_isa.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
@@ -95,6 +98,78 @@ __attribute__((target("avx2,fma"))) void tile(const typename Op::T* const* px, i
   for (int64_t l = 0; l < oc; ++l)
     for (int j = 0; j < nw; ++j) yb[l * plane + j] = t[j][l];
 }
+
+// AVX-512, f32: OB blocks of 16 channels (the packed 16-lane blocks, the
+// second K * 16 floats after the first) by R output rows of W consecutive
+// positions at input stride S. Every input a tile reads is then at a
+// constant offset from one pointer per row (no pointer per position), so
+// up to 28 sums stay in registers: per tap, OB weight loads and R * W
+// broadcasts feed OB * R * W fused multiply-adds. x0: the first row's
+// first input (channel 0's top-left tap); xrow, yrow: the distance
+// between its rows in the padded image and in the output.
+template <int OB, int R, int W, int S>
+__attribute__((target("avx512f"))) void row_tile(const float* x0, int64_t xrow, int64_t Cg, int64_t KH, int64_t KW,
+                                                 int64_t cstride, int64_t rstride, int64_t dw, const float* wt,
+                                                 int64_t wblock, float* yb, int64_t plane, int64_t yrow, int64_t oc) {
+  constexpr int NP = R * W;
+  __m512 acc[OB][NP];
+#pragma GCC unroll 32
+  for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 32
+    for (int j = 0; j < NP; ++j) acc[b][j] = _mm512_setzero_ps();
+  const float* x1 = x0 + (R > 1 ? xrow : 0);
+  for (int64_t ci = 0; ci < Cg; ++ci) {
+    for (int64_t kh = 0; kh < KH; ++kh) {
+      int64_t off = ci * cstride + kh * rstride;
+      for (int64_t kw = 0; kw < KW; ++kw, off += dw, wt += 16) {
+        const __m512 w0 = _mm512_loadu_ps(wt), w1 = OB > 1 ? _mm512_loadu_ps(wt + wblock) : w0;
+        const float *r0 = x0 + off, *r1 = x1 + off;
+#pragma GCC unroll 32
+        for (int j = 0; j < NP; ++j) {
+          const __m512 x = _mm512_set1_ps(j < W ? r0[j * S] : r1[(j - W) * S]);
+          acc[0][j] = _mm512_fmadd_ps(w0, x, acc[0][j]);
+          if constexpr (OB > 1) acc[OB - 1][j] = _mm512_fmadd_ps(w1, x, acc[OB - 1][j]);
+        }
+      }
+    }
+  }
+  alignas(64) float t[NP][16];
+  for (int b = 0; b < OB; ++b) {
+#pragma GCC unroll 32
+    for (int j = 0; j < NP; ++j) _mm512_store_ps(t[j], acc[b][j]);
+    for (int64_t l = 0; l < std::min<int64_t>(16, oc - 16 * b); ++l) {
+      float* yl = yb + (16 * b + l) * plane;
+      for (int j = 0; j < NP; ++j) yl[j < W ? j : yrow + j - W] = t[j][l];
+    }
+  }
+}
+
+using RowTile = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
+                         int64_t, float*, int64_t, int64_t, int64_t);
+constexpr int kRowMax = 14;  // positions per tile: 2 x 14 sums, 2 weights and a broadcast fill the 32 registers
+
+// row_tiles()[OB - 1][R - 1][W - 1][S - 1]; null where R * W > kRowMax.
+struct RowTiles {
+  RowTile f[2][2][kRowMax][2] = {};
+  template <int OB, int R, int W, int S>
+  void add() {
+    if constexpr (R * W <= kRowMax) f[OB - 1][R - 1][W - 1][S - 1] = row_tile<OB, R, W, S>;
+  }
+  template <int W>
+  void add_width() {
+    add<1, 1, W, 1>(), add<1, 1, W, 2>(), add<1, 2, W, 1>(), add<1, 2, W, 2>();
+    add<2, 1, W, 1>(), add<2, 1, W, 2>(), add<2, 2, W, 1>(), add<2, 2, W, 2>();
+  }
+  template <int... W>
+  void add_widths(std::integer_sequence<int, W...>) {
+    (add_width<W + 1>(), ...);
+  }
+  RowTiles() { add_widths(std::make_integer_sequence<int, kRowMax>{}); }
+};
+const RowTiles& row_tiles() {
+  static const RowTiles t;
+  return t;
+}
 #endif
 
 }  // namespace
@@ -180,6 +255,32 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   if (!packed) pack_weights(w, g.O, g.groups, K, kLanes, scratch.data(), split ? pool : nullptr);
   const T* wt = packed ? packed : scratch.data();
   const T* image = copy ? xp : x;
+  if constexpr (std::is_same_v<Op, F32x8> && kLanes == 16) {
+    if (kernel_isa() == KernelIsa::avx512 && (g.sw == 1 || g.sw == 2)) {
+      // Tiles of whole output rows (two at a time when a row has at most
+      // 7 positions), or of a row's columns in near-equal parts of at
+      // most 14; two 16-channel blocks per tile where there are two.
+      const int R = g.OW * 2 <= kRowMax ? 2 : 1;
+      const int64_t col_tiles = (g.OW + kRowMax - 1) / kRowMax, width = (g.OW + col_tiles - 1) / col_tiles;
+      const int64_t row_groups = (g.OH + R - 1) / R, pairs = (blocks + 1) / 2;
+      const int64_t per_image = pairs * row_groups * col_tiles;
+      const RowTiles& table = row_tiles();
+      run(g.N * g.groups * per_image, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          int64_t ct = r % col_tiles, rg = r / col_tiles % row_groups, bp = r / (col_tiles * row_groups) % pairs,
+                  ng = r / per_image, gi = ng % g.groups, n = ng / g.groups;
+          int64_t ow0 = ct * width, w = std::min(width, g.OW - ow0), oh0 = rg * R;
+          int rows = int(std::min<int64_t>(R, g.OH - oh0)), ob = int(std::min<int64_t>(2, blocks - 2 * bp));
+          int64_t o0 = gi * Og + 2 * bp * kLanes, oc = std::min<int64_t>(2 * kLanes, Og - 2 * bp * kLanes);
+          const T* x0 = image + (n * g.C + gi * Cg) * Hp * Wp + oh0 * g.sh * Wp + ow0 * g.sw;
+          table.f[ob - 1][rows - 1][w - 1][g.sw - 1](x0, g.sh * Wp, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw,
+                                                    wt + (gi * blocks + 2 * bp) * K * kLanes, K * kLanes,
+                                                    y + (n * g.O + o0) * P + oh0 * g.OW + ow0, P, g.OW, oc);
+        }
+      });
+      return;
+    }
+  }
   const int64_t tiles = (P + kPos - 1) / kPos;
   const int64_t items = g.N * g.groups * blocks * tiles;
   auto body = [&](int64_t begin, int64_t end) {

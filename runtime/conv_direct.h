@@ -8,7 +8,12 @@
 // (channel, tap) step loads the 16 weights once and broadcasts the 6
 // inputs, so 12 fused multiply-adds need 8 loads. Layers of at most 8
 // output channels per group take a tile of 8 channels by 8 positions
-// instead (9 loads for 8). The weights are first transposed to
+// instead (9 loads for 8). With AVX-512 (runtime/cpu_isa.h), layers of
+// more than 8 channels at column stride 1 or 2 take row tiles instead: two
+// 16-channel blocks by up to 14 positions of one output row (or of two
+// rows of at most 7), every input at a constant offset from one pointer
+// per row, so 28 sums stay in registers and 16 loads feed 28 fused
+// multiply-adds; the same packed weights. The weights are first transposed to
 // [group][c][kh][kw][o] with o padded to the tile's channels. Every output
 // element is one chain of fused multiply-adds over (c, kh, kw) in order,
 // padding read as zeros (as im2col's would be), whatever its position.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/conv_direct.h"
+#include "runtime/cpu_isa.h"
 #include "runtime/thread_pool.h"
 
 namespace relax::rt {
@@ -72,6 +73,12 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
       {2, 16, 13, 13, 40, 3, 3, 0, 0, 2, 2, 0, 0, 1, 1, 1}, {1, 3, 20, 17, 9, 4, 4, 0, 0, 2, 3, 1, 2, 1, 1, 1},
       // At most 8 outputs per group: the 8-channel tile (6 of its 8 lanes here; 8 positions a tile).
       {2, 6, 10, 13, 12, 3, 3, 0, 0, 1, 2, 1, 1, 2, 1, 2},
+      // AVX-512's row tiles: rows of 30 in three parts of 10, three blocks (a pair and one), stride 2
+      // rows of 15 (8 + 7), two rows of 7 per tile and an odd last row, dilation 2, stride 3 (the
+      // 6-position tile).
+      {1, 5, 32, 32, 40, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},  {1, 7, 30, 30, 48, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
+      {2, 9, 7, 7, 32, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},    {1, 4, 19, 24, 17, 3, 3, 0, 0, 1, 1, 2, 2, 2, 2, 1},
+      {1, 3, 23, 23, 16, 5, 5, 0, 0, 3, 3, 2, 2, 1, 1, 1},
   };
   for (Conv2dGeometry g : cases) {
     g = with_outputs(g);
@@ -99,6 +106,18 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
         conv2d_direct_packed_f32(g, x.data(), packed.data(), yp.data(), scratch, p, vector);
         CHECK(std::memcmp(yp.data(), y.data(), y.size() * sizeof(float)) == 0);
       }
+      // Each vector ISA this CPU runs (AVX-512's row tiles, AVX2's tiles): bitwise the same.
+      for (KernelIsa isa : {KernelIsa::avx512, KernelIsa::avx2}) {
+        if (!cpu_runs(isa)) continue;
+        CAPTURE(kernel_isa_name(isa));
+        REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
+        std::vector<float> yp(want.size(), 7.0f), yr(want.size(), 7.0f);
+        conv2d_direct_packed_f32(g, x.data(), packed.data(), yp.data(), scratch, p);
+        conv2d_direct_f32(g, x.data(), w.data(), yr.data(), scratch, p);
+        CHECK(std::memcmp(yp.data(), y.data(), y.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(yr.data(), y.data(), y.size() * sizeof(float)) == 0);
+      }
+      REQUIRE(set_kernel_isa(""));
     }
   }
 }
