@@ -39,6 +39,8 @@ class Lifter {
       case ExprKind::Constant:
       case ExprKind::StringImm:
         return true;
+      case ExprKind::GlobalVar:  // a tensor program (a legaliser's weight transform), not a function
+        return mod_ && mod_->program(static_cast<const GlobalVarNode*>(e.get())->name) != nullptr;
       case ExprKind::Var:
       case ExprKind::DataflowVar:
         return lifted_.count(static_cast<const VarNode*>(e.get())) != 0;
@@ -83,6 +85,7 @@ class Lifter {
   }
 
   IRModule run(const IRModule& mod) {
+    mod_ = &mod;
     Function main = mod.function("main");
     if (!main) return mod;
     std::vector<Binding> lifted;
@@ -208,6 +211,7 @@ class Lifter {
 
  private:
   std::unordered_set<const VarNode*> lifted_;
+  const IRModule* mod_ = nullptr;
 };
 
 }  // namespace

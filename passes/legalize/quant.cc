@@ -5,7 +5,9 @@
 // precision); 4-bit and float8 results are reached by a final cast, which
 // the code generator packs. On the cpu target the recurrences run as one
 // program: per direction, the batch entries in parallel, each stepping
-// serially through time with its state in local buffers. On GPU targets
+// serially through time with its state in local buffers; f32 input
+// projections are done first for every step, one BLAS product per
+// direction, so that the time loop only adds R h. On GPU targets
 // the time loop is a loop op launching one step's kernels per iteration
 // (legalize_recurrent_gpu). hidden_size must be a constant.
 #include "ir/normalize.h"
@@ -210,11 +212,47 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
   const std::string& op = ops::op_name(call);
   bool is_lstm = cell->is_lstm, is_gru = cell->is_gru;
   int G = cell->G;
+  // The input projection of every step at once, before the recurrence: per
+  // direction d, gx_d[.., .., q] = X[.., .., :] . W[d, q, :] as one BLAS
+  // product with W[d] transposed (a weight-only program, folded at build
+  // time when W is constant), so the time loop adds only R h. f32 only.
+  std::vector<Expr> gx, rt;  // rt: R[d] transposed, (H, G * H), for the recurrence's products
+  if (ctx.libraries() && call.args.size() >= 3 && as<TensorSI>(call.args[2]->sinfo) &&
+      as<TensorSI>(call.args[2]->sinfo)->dtype == DataType::f32()) {
+    const auto* xs = as<TensorSI>(call.args[0]->sinfo);
+    const auto* wsi = as<TensorSI>(call.args[1]->sinfo);
+    if (xs && wsi && xs->shape && wsi->shape && xs->shape->size() == 3 && wsi->shape->size() == 3 &&
+        xs->dtype == DataType::f32() && wsi->dtype == DataType::f32() && (*wsi->shape)[1].is_const()) {
+      const SymExpr GH = (*wsi->shape)[1], I = (*wsi->shape)[2];
+      if (!ctx.module().extern_decl("blas.matmul")) ctx.module().add_extern("blas.matmul");
+      for (int d = 0; d < cell->dirs; ++d) {
+        ProgramBuilder tp(ctx, op + "_wt");
+        Buffer W = tp.input(call.args[1], "W");
+        Buffer Wt = tp.output(tensor_si(DataType::f32(), {I, GH}), "wt");
+        if (!W || !Wt) return std::nullopt;
+        Expr wt = ctx.emit(tp.finish(compute(Wt, [&](const Index& i) { return load(W, {idx(d), i[1], i[0]}); })),
+                           op + "_wt" + std::to_string(d));
+        ProgramBuilder rp(ctx, op + "_rt");
+        Buffer R = rp.input(call.args[2], "R");
+        if (!R || !R->shape[2].is_const()) return std::nullopt;
+        Buffer Rt = rp.output(tensor_si(DataType::f32(), {R->shape[2], GH}), "rt");
+        if (!Rt) return std::nullopt;
+        rt.push_back(ctx.emit(rp.finish(compute(Rt, [&](const Index& i) { return load(R, {idx(d), i[1], i[0]}); })),
+                              op + "_rt" + std::to_string(d)));
+        StructInfo gsi = tensor_si(DataType::f32(), {(*xs->shape)[0], (*xs->shape)[1], GH});
+        Expr mm = make_op_call("call_library", {make_string("blas.matmul"), make_tuple({call.args[0], wt})}, {},
+                               {gsi});
+        mm->sinfo = gsi;
+        gx.push_back(ctx.emit(mm, op + "_gx" + std::to_string(d)));
+      }
+    }
+  }
   ProgramBuilder pb(ctx, op);
   size_t n = call.args.size();
   static const char* kNames[] = {"X", "W", "R", "B", "seq_lens", "init_h", "init_c", "P"};
   std::vector<Buffer> in(8);
   for (size_t k = 0; k < n && k < 8; ++k) {
+    if (!gx.empty() && (k == 1 || k == 2)) continue;  // W and R: read as gx and rt
     in[k] = pb.input(call.args[k], kNames[k]);
     if (!in[k]) return std::nullopt;
   }
@@ -226,10 +264,17 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
     out.push_back(pb.output(tup->fields[k], kOut[k]));
     if (!out.back()) return std::nullopt;
   }
+  std::vector<Buffer> GX, RT;
+  for (size_t d = 0; d < gx.size(); ++d) {
+    GX.push_back(pb.input(gx[d], "gx" + std::to_string(d)));
+    RT.push_back(pb.input(rt[d], "rt" + std::to_string(d)));
+    if (!GX.back() || !RT.back()) return std::nullopt;
+  }
   Buffer X = in[0], W = in[1], R = in[2], B = in[3], L = in[4], H0 = in[5], C0 = in[6], P = in[7];
   Buffer Y = out[0], Yh = out[1], Yc = is_lstm ? out[2] : nullptr;
-  if (!R->shape[2].is_const()) return std::nullopt;
-  int64_t H = R->shape[2].const_value();
+  const auto* rsi = as<TensorSI>(call.args[2]->sinfo);
+  if (!rsi || !rsi->shape || rsi->shape->size() != 3 || !(*rsi->shape)[2].is_const()) return std::nullopt;
+  int64_t H = (*rsi->shape)[2].const_value();
   bool batch_first = cell->batch_first;
   SymExpr S = X->shape[batch_first ? 1 : 0], N = X->shape[batch_first ? 0 : 1], I = X->shape[2];
   const int dirs = cell->dirs;
@@ -255,6 +300,7 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
   Buffer cs = tir::make_buffer("c_state", t, {N, SymExpr(H)});
   Buffer gs = tir::make_buffer("gates", t, {N, SymExpr(G * H)});
   Buffer tmp = tir::make_buffer("reset_h", t, {N, SymExpr(H)});
+  Buffer rsum = tir::make_buffer("rec", t, {N, SymExpr(G * H)});  // the projected form's R h + Rb
   std::vector<Stmt> dir_bodies;
   for (int d = 0; d < dirs; ++d) {
     bool reverse = cell->reverse(d);
@@ -290,7 +336,8 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
       TExpr pos = reverse ? len - idx(1) - tt : tt;
       TExpr tc = max_(min_(pos, idx(S) - idx(1)), idx(0));
       // Gate pre-activations g[q] = W x + Wb (+ R h + Rb where the cell wants it here).
-      Stmt gates = j_loop("q", G * H, [&](const TExpr& q) {
+      Stmt gates;
+      if (GX.empty()) gates = j_loop("q", G * H, [&](const TExpr& q) {
         std::vector<Stmt> s;
         s.push_back(acc.set(bias(q)));
         s.push_back(dot(W, q, I, "kx", [&](const TExpr& k) { return ld(X, xi(tc, b, k)); }));
@@ -312,6 +359,36 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
         }
         return tir::make_seq(s);
       });
+      // The projected form: rsum[b, q0 + q] = Rb + sum_k R[q0 + q, k] src[b, k]
+      // for q < nq, k in order, as H steps each adding one column of R
+      // (a row of rt, contiguous) times src[b, k] to every row's sum: a
+      // vector loop, where a dot product per row is a serial chain.
+      auto rows_of = [&](int64_t q0, int64_t nq, const Buffer& src, const std::string& name) {
+        SymExpr kv = SymExpr::var(name + "k" + sfx), qv = SymExpr::var(name + "q" + sfx);
+        TExpr k = idx(kv), q = idx(qv) + idx(q0);
+        Stmt step = tir::make_store(rsum, {b, q}, load(rsum, {b, q}) + load(RT[size_t(d)], {k, q}) * load(src, {b, k}));
+        return tir::make_seq({j_loop(name + "i", nq, [&](const TExpr& j) {
+                                return tir::make_store(rsum, {b, j + idx(q0)}, rbias(j + idx(q0)));
+                              }),
+                              tir::make_for(kv, SymExpr(H), LoopKind::Serial,
+                                            tir::make_for(qv, SymExpr(nq), LoopKind::Vectorized, step))});
+      };
+      if (!GX.empty()) {
+        // Gate pre-activations gs = (Wx + Wb) + (R h + Rb) where the cell adds them here.
+        const int64_t with_rec = is_gru && !lbr ? 2 * H : G * H;
+        Stmt sums = rows_of(0, with_rec, hs, "r");
+        gates = tir::make_seq({sums, j_loop("q", G * H, [&](const TExpr& q) {
+                                 TExpr pre = bias(q) + load(GX[size_t(d)], xi(tc, b, q));
+                                 Stmt plain = tir::make_store(gs, {b, q}, pre);
+                                 Stmt added = tir::make_store(gs, {b, q}, pre + load(rsum, {b, q}));
+                                 if (!is_gru) return added;
+                                 return tir::make_if(lt(q, idx(2 * H)), added, plain);
+                               })});
+        if (is_gru && lbr)  // the h block's R h + Rb stays apart, in tmp
+          gates = tir::make_seq({gates, j_loop("jt_", H, [&](const TExpr& j) {
+                                   return tir::make_store(tmp, {b, j}, load(rsum, {b, j + idx(2 * H)}));
+                                 })});
+      }
       std::vector<Stmt> step{gates};
       if (G == 1) {
         step.push_back(j_loop("j1_", H, [&](const TExpr& j) {
@@ -339,12 +416,15 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
           step.push_back(j_loop("j1_", H, [&](const TExpr& k) {
             return tir::make_store(tmp, {b, k}, f(cl(load(gs, {b, k + idx(H)}))) * load(hs, {b, k}));
           }));
+        if (!lbr && !GX.empty()) step.push_back(rows_of(2 * H, H, tmp, "c"));
         step.push_back(j_loop("j2_", H, [&](const TExpr& j) {
           std::vector<Stmt> s;
           TExpr pre;
           if (lbr) {
             TExpr r = f(cl(load(gs, {b, j + idx(H)})));
             pre = load(gs, {b, j + idx(2 * H)}) + r * load(tmp, {b, j});
+          } else if (!GX.empty()) {
+            pre = load(gs, {b, j + idx(2 * H)}) + load(rsum, {b, j + idx(2 * H)});
           } else {
             s.push_back(acc.set(rbias(j + idx(2 * H))));
             s.push_back(dot(R, j + idx(2 * H), SymExpr(H), "kr", [&](const TExpr& k) { return load(tmp, {b, k}); }));
@@ -376,6 +456,7 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
   std::vector<Buffer> state{hs, gs};
   if (is_lstm) state.push_back(cs);
   if (is_gru) state.push_back(tmp);
+  if (!GX.empty()) state.push_back(rsum);
   for (const Buffer& buf : state) body = tir::make_allocate(buf, body);
   return pb.finish(body);
 }
