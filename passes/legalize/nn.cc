@@ -597,8 +597,16 @@ std::optional<Expr> legalize_pool(LegalizeContext& ctx, const CallNode& call) {
 
   // Per element with a local accumulator: narrow floats, and on GPU
   // targets (a thread per output element; a row nest would loop over the
-  // whole row in one thread).
-  if (acc != t || ctx.gpu()) {
+  // whole row in one thread). On the cpu also small windows strided along
+  // the row (ResNet's and a CRNN's 2x2 / 3x3 max pools, stride 2): the
+  // taps of one output element, unrolled inside the vector loop, read
+  // neighbouring inputs that LLVM loads as whole vectors and deinterleaves,
+  // where a pass over the row per tap gathered every strided element and
+  // read and wrote the output row once per tap.
+  int64_t taps = 1;
+  for (int64_t k : s.size) taps *= k;
+  bool strided_row = s.win.strides.back() > 1 && taps <= 16;
+  if (acc != t || ctx.gpu() || strided_row) {
     LoopHints hints{true, false, num_elements(window)};
     return pb.finish(loop_nest(
         y->shape,
