@@ -138,6 +138,23 @@ std::optional<Expr> legalize_softmax(LegalizeContext& ctx, const CallNode& call)
         auto xv = [&](const TExpr& j) { return cast(acc, load(x, at(o, j))); };
         Stmt max_loop = accumulate(
             m, {len}, [&](const Index& k) { return xv(k[0]); }, [](auto& a, auto& v) { return max_(a, v); }, "k");
+        // On the cpu, f32 softmax: exp once per element, stored and summed in
+        // one vector loop (the sum reordered into per-lane partial sums),
+        // then divided in place; exp was otherwise computed twice, and the
+        // serial sum kept the loop scalar.
+        if (ctx.libraries() && !log_form && acc == t) {
+          bool vector = !len.is_const() || len.const_value() % 8 == 0 || len.const_value() >= 16;
+          tir::LoopKind kind = vector ? tir::LoopKind::Vectorized : tir::LoopKind::Serial;
+          SymExpr k1 = SymExpr::var("k1"), k2 = SymExpr::var("k2");
+          Stmt sum_store = tir::make_for(
+              k1, len, kind,
+              tir::make_seq({tir::make_store(y, at(o, idx(k1)), intrin(Intrinsic::exp, xv(idx(k1)) - m.get())),
+                             s.set(s.get() + load(y, at(o, idx(k1))))}));
+          Stmt divide = tir::make_for(k2, len, kind,
+                                      tir::make_store(y, at(o, idx(k2)), load(y, at(o, idx(k2))) / s.get()));
+          return with_locals({m, s},
+                             tir::make_seq({m.set(min_value(acc)), max_loop, s.set(zero(acc)), sum_store, divide}));
+        }
         Stmt sum_loop = accumulate(
             s, {len}, [&](const Index& k) { return intrin(Intrinsic::exp, xv(k[0]) - m.get()); },
             [](auto& a, auto& v) { return a + v; }, "k");

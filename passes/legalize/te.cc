@@ -190,6 +190,8 @@ bool plain_in(const TExpr& e, const SymExpr& v) {
   return false;
 }
 
+}  // namespace
+
 bool plain_store(const Stmt& s, const SymExpr& v) {
   auto* st = tir::as<tir::StoreNode>(s);
   if (!st || st->indices.empty() || !is_var_index(st->indices.back(), v)) return false;
@@ -197,6 +199,8 @@ bool plain_store(const Stmt& s, const SymExpr& v) {
     if (texpr_mentions(st->indices[k], v)) return false;
   return plain_in(st->value, v);
 }
+
+namespace {
 
 bool large(const SymExpr& work) { return !work.is_const() || work.const_value() >= kParallelWork; }
 

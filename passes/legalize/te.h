@@ -94,6 +94,11 @@ TExpr wrap_clamp_index(const TExpr& i, const SymExpr& dim);
 
 // ---- loops -------------------------------------------------------------------------
 
+// Whether `s` is one store whose last index is loop variable `v` and whose
+// value reads only elements contiguous in `v` (or none that depend on it):
+// a loop over `v` around it vectorises without gathers or reductions.
+bool plain_store(const tir::Stmt& s, const SymExpr& v);
+
 struct LoopHints {
   bool parallel = true;   // allow a parallel outermost loop
   bool vectorize = true;  // allow a vectorized innermost loop (only for plain elementwise stores)
