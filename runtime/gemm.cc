@@ -128,6 +128,36 @@ __attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* a
     _mm512_mask_storeu_ps(ci + 16, m1, hi);
   }
 }
+
+// AVX-512 for products of at most 16 columns (a convolution over a 4x4
+// plane): R rows by one vector of 16, where the 32-column tile would leave
+// half its lanes empty.
+template <int R>
+__attribute__((target("avx512f"))) void kernel_avx512_narrow(int64_t kc, const float* a, const float* b, float* c,
+                                                             int64_t ldc, bool accumulate, int mr, int nr) {
+  static_assert(R == 6 || R == 12, "one or two panels of A");
+  const float* a2 = a + MR * kc;
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0, s8 = s0, s9 = s0,
+         sa = s0, sb = s0;
+  for (int64_t k = 0; k < kc; ++k, a += MR, a2 += MR, b += 16) {
+    const __m512 b0 = _mm512_loadu_ps(b);
+#define RELAX_ROW(i, src, j) s##i = _mm512_fmadd_ps(_mm512_set1_ps(src[j]), b0, s##i);
+    RELAX_ROW(0, a, 0) RELAX_ROW(1, a, 1) RELAX_ROW(2, a, 2) RELAX_ROW(3, a, 3) RELAX_ROW(4, a, 4) RELAX_ROW(5, a, 5)
+    if constexpr (R == 12) {
+      RELAX_ROW(6, a2, 0) RELAX_ROW(7, a2, 1) RELAX_ROW(8, a2, 2) RELAX_ROW(9, a2, 3) RELAX_ROW(a, a2, 4)
+      RELAX_ROW(b, a2, 5)
+    }
+#undef RELAX_ROW
+  }
+  const __m512 rows[12] = {s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, sa, sb};
+  const __mmask16 m = nr >= 16 ? __mmask16(0xffff) : __mmask16((1u << nr) - 1);
+  for (int i = 0; i < mr; ++i) {
+    float* ci = c + i * ldc;
+    __m512 v = rows[i];
+    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci), v);
+    _mm512_mask_storeu_ps(ci, m, v);
+  }
+}
 #endif
 
 // A micro-kernel and its tile: `rows` of A per call (one or two MR-row
@@ -139,13 +169,15 @@ struct Micro {
 };
 constexpr int kMaxCols = 32;
 
-const Micro& micro() {
+// The kernel for a product of N columns.
+const Micro& micro(int64_t N) {
   static const Micro portable{kernel_portable, kernel_portable, MR, NR};
 #ifdef RELAX_GEMM_X86
   static const Micro avx2{kernel_avx2, kernel_avx2, MR, NR};
   static const Micro avx512{kernel_avx512<6>, kernel_avx512<12>, 2 * MR, 32};
+  static const Micro avx512_narrow{kernel_avx512_narrow<6>, kernel_avx512_narrow<12>, 2 * MR, 16};
   switch (kernel_isa()) {
-    case KernelIsa::avx512: return avx512;
+    case KernelIsa::avx512: return N <= 16 ? avx512_narrow : avx512;
     case KernelIsa::avx2: return avx2;
     case KernelIsa::portable: break;
   }
@@ -215,7 +247,7 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const fl
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
     return;
   }
-  const Micro& u = micro();
+  const Micro& u = micro(N);
   const int64_t w = u.cols, panels = (N + w - 1) / w;
   int64_t chunks = pool ? std::min<int64_t>(pool->num_threads(), panels) : 1;
   if (double(M) * double(N) * double(K) < double(1 << 20)) chunks = 1;

@@ -92,8 +92,10 @@ TEST_CASE("gemm_f32: every micro-kernel this CPU runs gives the portable kernel'
   struct Size {
     int64_t m, n, k;
   };
-  // Edge tiles of every kernel (6 / 12 rows, 16 / 32 columns), several k blocks.
-  for (Size s : {Size{1, 1, 1}, Size{7, 33, 5}, Size{12, 32, 256}, Size{13, 47, 300}, Size{75, 531, 520}}) {
+  // Edge tiles of every kernel (6 / 12 rows, 16 / 32 columns; AVX-512's narrow one for 16 columns or
+  // fewer), several k blocks.
+  for (Size s : {Size{1, 1, 1}, Size{7, 33, 5}, Size{12, 32, 256}, Size{13, 47, 300}, Size{75, 531, 520},
+                 Size{25, 16, 270}, Size{12, 3, 9}}) {
     int64_t lda = s.k + 1, ldb = s.n + 3, ldc = s.n + 2;
     std::vector<float> A = random_matrix(s.m * lda, rng), B = random_matrix(s.k * ldb, rng);
     std::vector<float> want(size_t(s.m * ldc), 3.0f), Ap(size_t(gemm_packed_a_size(s.m, s.k)));
