@@ -194,15 +194,21 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
         TExpr wq = weight(q, k[q]);
         wt = wt ? wt * wq : wq;
       }
-      if (!wt) wt = one(D);
-      return acc.set(acc.get() + wt * cast(D, load(xb, xi)));
+      DataType A = acc.get()->dtype;
+      if (!wt) wt = one(A);
+      return acc.set(acc.get() + cast(A, wt) * cast(A, load(xb, xi)));
     });
-    return tir::make_seq({acc.set(zero(D)), sum});
+    return tir::make_seq({acc.set(zero(acc.get()->dtype)), sum});
   };
   auto stored = [&](TExpr v, DataType t) {
-    if (t.is_integer()) v = min_(max_(round_half_even(v), cast(D, min_value(t))), cast(D, max_value(t)));
+    DataType A = v->dtype;
+    if (t.is_integer()) v = min_(max_(round_half_even(v), cast(A, min_value(t))), cast(A, max_value(t)));
     return v;
   };
+  // The tabulated form's weights and sums: f32 for an f32 resize on the
+  // cpu (a vector of 16 lanes, not 8; the coordinates and weights are
+  // still computed in f64, then rounded once), else f64.
+  const DataType W = ctx.libraries() && x->dtype == DataType::f32() ? DataType::f32() : D;
   const auto& graph_out = *as<TensorSI>(call.sinfo)->shape;
   Geometry main{x, scales, roi, y->shape};
 
@@ -220,13 +226,14 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
     std::vector<StructInfo> table_si;
     for (size_t q = 0; q < axes.size(); ++q) {
       int64_t n = nearest ? 1 : 2 * half_taps[q];
-      StructInfo tsi = tensor_si(DataType::i64(), {graph_out[size_t(axes[q])], SymExpr(n)});
+      // (taps, out): a tap's entries for consecutive output positions are contiguous.
+      StructInfo tsi = tensor_si(DataType::i64(), {SymExpr(n), graph_out[size_t(axes[q])]});
       tt.push_back(tb.output(tsi, "t" + std::to_string(axes[q])));
       table_si.push_back(tsi);
       if (!tt.back()) return std::nullopt;
-      tg.out[size_t(axes[q])] = tt.back()->shape[0];
+      tg.out[size_t(axes[q])] = tt.back()->shape[1];
       if (nearest) continue;
-      StructInfo wsi = tensor_si(D, {graph_out[size_t(axes[q])], SymExpr(n)});
+      StructInfo wsi = tensor_si(W, {SymExpr(n), graph_out[size_t(axes[q])]});
       tw.push_back(tb.output(wsi, "w" + std::to_string(axes[q])));
       table_si.push_back(wsi);
       if (!tw.back()) return std::nullopt;
@@ -235,11 +242,11 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
     for (size_t q = 0; q < axes.size(); ++q) {
       int a = axes[q];
       tables.push_back(loop_nest({tg.out[size_t(a)]}, [&](const Index& o) {
-        if (nearest) return tir::make_store(tt[q], {o[0], idx(0)}, nearest_tap(tg, a, coordinate(tg, a, o[0])));
+        if (nearest) return tir::make_store(tt[q], {idx(0), o[0]}, nearest_tap(tg, a, coordinate(tg, a, o[0])));
         return tap_loops(
-            tg, q, o[0], [&](const TExpr& j, const TExpr& v) { return tir::make_store(tw[q], {o[0], j}, v); },
-            [&](const TExpr& j, const TExpr& v) { return tir::make_store(tt[q], {o[0], j}, v); },
-            [&](const TExpr& j) { return load(tw[q], {o[0], j}); });
+            tg, q, o[0], [&](const TExpr& j, const TExpr& v) { return tir::make_store(tw[q], {j, o[0]}, cast(W, v)); },
+            [&](const TExpr& j, const TExpr& v) { return tir::make_store(tt[q], {j, o[0]}, v); },
+            [&](const TExpr& j) { return cast(D, load(tw[q], {j, o[0]})); });
       }, LoopHints{false, false, 1}, "o" + std::to_string(a)));
     }
     Var all = ctx.emit(tb.finish(tir::make_seq(tables)), "resize_taps");
@@ -265,19 +272,19 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
     if (nearest)
       return rb.finish(compute(yo, [&](const Index& i) {
         Index xi = i;
-        for (size_t q = 0; q < axes.size(); ++q) xi[size_t(axes[q])] = load(rt[q], {i[size_t(axes[q])], idx(0)});
+        for (size_t q = 0; q < axes.size(); ++q) xi[size_t(axes[q])] = load(rt[q], {idx(0), i[size_t(axes[q])]});
         return load(rx, xi);
       }));
     return rb.finish(loop_nest(
         yo->shape,
         [&](const Index& i) {
-          Local acc = local("acc", D);
+          Local acc = local("acc", W);
           Stmt sum = tap_sum(
-              rx, i, acc, [&](size_t q, const TExpr& k) { return load(rt[q], {i[size_t(axes[q])], k}); },
-              [&](size_t q, const TExpr& k) { return load(rw[q], {i[size_t(axes[q])], k}); });
+              rx, i, acc, [&](size_t q, const TExpr& k) { return load(rt[q], {k, i[size_t(axes[q])]}); },
+              [&](size_t q, const TExpr& k) { return load(rw[q], {k, i[size_t(axes[q])]}); });
           return with_locals({acc}, tir::make_seq({sum, tir::make_store(yo, i, cast(yo->dtype, stored(acc.get(), yo->dtype)))}));
         },
-        LoopHints{true, false, 8}));
+        LoopHints{true, false, 8, /*vectorize_gathers=*/W == DataType::f32()}));
   }
 
   if (nearest) {

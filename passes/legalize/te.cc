@@ -224,7 +224,8 @@ Stmt loop_nest(const std::vector<SymExpr>& extents, const std::function<Stmt(con
   // The parallel loop: the outermost one whose extent is not 1.
   size_t par = 0;
   while (par + 1 < n && extents[par].is_const(1)) ++par;
-  bool vectorize = hints.vectorize && vector_extent && (par + 1 < n || !parallel) && plain_store(s, vars.back());
+  bool vectorize = (hints.vectorize || hints.vectorize_gathers) && vector_extent && (par + 1 < n || !parallel) &&
+                   (hints.vectorize_gathers || plain_store(s, vars.back()));
   for (size_t k = n; k-- > 0;) {
     tir::LoopKind kind = tir::LoopKind::Serial;
     if (k == par && parallel) kind = tir::LoopKind::Parallel;

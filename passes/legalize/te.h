@@ -103,6 +103,9 @@ struct LoopHints {
   bool parallel = true;   // allow a parallel outermost loop
   bool vectorize = true;  // allow a vectorized innermost loop (only for plain elementwise stores)
   SymExpr work = 1;       // extra work per innermost iteration (a reduction's extent)
+  // Vectorize the innermost loop even where its body is not a plain store
+  // (reads through index tables: gathers, which AVX-512 and AVX2 have).
+  bool vectorize_gathers = false;
 };
 
 // for i0 in extents[0] { for i1 ... { body(i) } } with fresh loop variables

@@ -2,12 +2,15 @@
 """Workspace lifting end to end.
 
 An LSTM with symbolic batch and sequence length (Debian's python3-onnx)
-keeps its per-row state (hidden, cell, gates) in a workspace of shape
-(batch, ...). At -O0 the kernel allocates it on every call, unseen by the
-graph; at -O2 lift-workspaces makes it outputs the call drops, and
-static-plan-memory plans them. Checks: the -O2 IR has no workspace left in
-the program and plans storage for it; relax-inspect's activations at -O2
-are the -O0 ones plus exactly the workspace bytes; with --bound the
+keeps its per-row state (hidden, cell, gates, the recurrent sums) in a
+workspace of shape (batch, ...); its input projection (every step's W x,
+one BLAS product) and W and R transposed are graph tensors. At -O0 the
+kernel allocates the workspace on every call, unseen by the graph; at -O2
+lift-workspaces makes it outputs the call drops, static-plan-memory plans
+them, and the transposed weights are folded into the package. Checks: the
+-O2 IR has no workspace left in the program and plans storage for it;
+relax-inspect's activations at -O2 are the -O0 ones plus exactly the
+workspace bytes, less the folded transposes; with --bound the
 workspace is planned at the bound and the sweep's planned footprint is
 below the pool's; every variant computes what a numpy LSTM computes at
 several batch sizes and lengths.
@@ -147,16 +150,17 @@ def main():
         model = os.path.join(tmp, "lstm.onnx")
         save(lstm_model(), model)
         pkgs = {}
-        for name, flags in [("o0", ["-O0"]), ("o2", ["-O2"]), ("bound", ["-O2", "--bound", "batch=1..8"])]:
+        for name, flags in [("o0", ["-O0"]), ("o2", ["-O2"]),
+                            ("bound", ["-O2", "--bound", "batch=1..8", "--bound", "seq=1..8"])]:
             pkgs[name] = os.path.join(tmp, name + ".rpkg")
             r = run(build, model, "-o", pkgs[name], *flags)
             check(r.returncode == 0, f"relax-build {flags}: exit {r.returncode}: {r.stderr}")
 
-        # The IR: at -O2 the program's workspace (h, gates, c) is three more
-        # outputs, and the call writes them into planned storage.
+        # The IR: at -O2 the program's workspace (h, gates, c, the recurrent
+        # sums) is four more outputs, and the call writes them into planned storage.
         r = run(build, model, "-O2", "--emit", "relax", "-o", "-")
         ir = r.stdout
-        check(r.returncode == 0 and "workspaces=3" in ir, f"-O2: the LSTM program's workspace is lifted: {ir[:2000]}")
+        check(r.returncode == 0 and "workspaces=4" in ir, f"-O2: the LSTM program's workspace is lifted: {ir[:2000]}")
         check("alloc h_state" not in ir and "alloc gates" not in ir, "-O2: no workspace allocated in the program")
         check("alloc_tensor(storage" in ir and "call_tir_dps(@lstm" in ir, f"-O2: the workspace is planned: {ir[:2000]}")
         r = run(build, model, "-O0", "--emit", "relax", "-o", "-")
@@ -168,20 +172,23 @@ def main():
             check(r.returncode == 0, f"relax-inspect {pkg} {binds}: exit {r.returncode}: {r.stderr}")
             return json.loads(r.stdout).get("memory", {}) if r.returncode == 0 else {}
 
-        # At batch 3, length 5: the workspace is 3 x (8 + 32 + 8) f32.
-        ws = 3 * (H + 4 * H + H) * 4
+        # At batch 3, length 5: the workspace is 3 x (8 + 32 + 8 + 32) f32;
+        # W and R transposed, (5 + 8) x 32 f32, are activations at -O0 only.
+        ws = 3 * (H + 4 * H + H + 4 * H) * 4
+        folded = (I + H) * 4 * H * 4
         m0 = inspect_json(pkgs["o0"], "batch=3", "seq=5")
         m2 = inspect_json(pkgs["o2"], "batch=3", "seq=5")
-        check(m2.get("unplanned_bytes") == m0.get("unplanned_bytes", -1) + ws,
-              f"-O2 activations = -O0's + the workspace ({ws} bytes): {m0} vs {m2}")
+        check(m2.get("unplanned_bytes") == m0.get("unplanned_bytes", -1) + ws - folded,
+              f"-O2 activations = -O0's + the workspace ({ws} bytes) - the folded weights ({folded}): {m0} vs {m2}")
         check(m2.get("planned_tensors") == m2.get("tensors") and m2.get("tensors", 0) >= 3,
               f"-O2 plans every activation, the workspace included: {m2}")
         check(m2.get("output_bytes") == m0.get("output_bytes"), f"the outputs are the same: {m0} vs {m2}")
 
         mb = inspect_json(pkgs["bound"], "batch=1..8", "seq=5")
-        # The workspace and the unused Y_c (1 x batch x 8), all live at once.
-        check(mb.get("planned_bytes") == 8 * (H + 4 * H + H + H) * 4,
-              f"--bound batch=1..8: the workspace (and Y_c) planned at the bound: {mb}")
+        # The workspace, the unused Y_c (1 x batch x 8) and the projection
+        # (seq x batch x 32), all live at once, at the bounds.
+        check(mb.get("planned_bytes") == (8 * (H + 4 * H + H + 4 * H + H) + 8 * 8 * 4 * H) * 4,
+              f"--bound batch=1..8 seq=1..8: the workspace (Y_c, the projection) planned at the bounds: {mb}")
         check(mb.get("planned_bytes", 1 << 40) < mb.get("pool_bytes", 0), f"bound plan below the pool: {mb}")
 
         # The right values, at several batch sizes and lengths.
