@@ -144,6 +144,56 @@ __attribute__((target("avx512f"))) void row_tile(const float* x0, int64_t xrow, 
   }
 }
 
+// AVX-512, f32, layers of at most 8 output channels per group (the packed
+// 8-lane blocks) at column stride 1: output positions go in the lanes
+// instead, V vectors of 16 consecutive positions of one output row by the
+// block's 8 channels, 8 * V sums in registers. Per tap: V loads of the
+// padded input row (the positions' inputs are consecutive) and 8 weight
+// broadcasts feed 8 * V fused multiply-adds; the sums are stored as rows
+// (NCHW), not scattered. `count`: the tile's positions (the last vector
+// masked). x0: the row's first input for channel 0, tap (0, 0).
+template <int V>
+__attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, int64_t KH, int64_t KW,
+                                                  int64_t cstride, int64_t rstride, int64_t dw, const float* wt,
+                                                  float* yb, int64_t plane, int64_t oc, int64_t count) {
+  __m512 acc[8][V];
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l)
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) acc[l][v] = _mm512_setzero_ps();
+  const int64_t rest = count - 16 * (V - 1);
+  const __mmask16 last = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
+  for (int64_t ci = 0; ci < Cg; ++ci) {
+    for (int64_t kh = 0; kh < KH; ++kh) {
+      const float* row = x0 + ci * cstride + kh * rstride;
+      for (int64_t kw = 0; kw < KW; ++kw, wt += 8) {
+        const float* px = row + kw * dw;
+        __m512 xv[V];
+#pragma GCC unroll 3
+        for (int v = 0; v < V; ++v)
+          xv[v] = v + 1 < V ? _mm512_loadu_ps(px + 16 * v) : _mm512_maskz_loadu_ps(last, px + 16 * v);
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; ++l) {
+          const __m512 w = _mm512_set1_ps(wt[l]);
+#pragma GCC unroll 3
+          for (int v = 0; v < V; ++v) acc[l][v] = _mm512_fmadd_ps(w, xv[v], acc[l][v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l) {
+    if (l >= oc) break;
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) {
+      if (v + 1 < V)
+        _mm512_storeu_ps(yb + l * plane + 16 * v, acc[l][v]);
+      else
+        _mm512_mask_storeu_ps(yb + l * plane + 16 * v, last, acc[l][v]);
+    }
+  }
+}
+
 using RowTile = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
                          int64_t, float*, int64_t, int64_t, int64_t);
 constexpr int kRowMax = 14;  // positions per tile: 2 x 14 sums, 2 weights and a broadcast fill the 32 registers
@@ -276,6 +326,28 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
           table.f[ob - 1][rows - 1][w - 1][g.sw - 1](x0, g.sh * Wp, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw,
                                                     wt + (gi * blocks + 2 * bp) * K * kLanes, K * kLanes,
                                                     y + (n * g.O + o0) * P + oh0 * g.OW + ow0, P, g.OW, oc);
+        }
+      });
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<Op, F32x8> && kLanes == 8) {
+    if (kernel_isa() == KernelIsa::avx512 && g.sw == 1) {
+      // Tiles of up to 48 consecutive positions of one output row, in near-equal parts.
+      const int64_t col_tiles = (g.OW + 47) / 48, width = (g.OW + col_tiles - 1) / col_tiles;
+      const int64_t per_image = blocks * g.OH * col_tiles;
+      run(g.N * g.groups * per_image, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          int64_t ct = r % col_tiles, oh = r / col_tiles % g.OH, b = r / (col_tiles * g.OH) % blocks,
+                  ng = r / per_image, gi = ng % g.groups, n = ng / g.groups;
+          int64_t ow0 = ct * width, count = std::min(width, g.OW - ow0);
+          int64_t o0 = gi * Og + b * kLanes, oc = std::min<int64_t>(kLanes, Og - b * kLanes);
+          const T* x0 = image + (n * g.C + gi * Cg) * Hp * Wp + oh * g.sh * Wp + ow0;
+          const T* wb = wt + (gi * blocks + b) * K * kLanes;
+          T* yb = y + (n * g.O + o0) * P + oh * g.OW + ow0;
+          int vectors = int((count + 15) / 16);
+          auto f = vectors == 1 ? lane_tile<1> : vectors == 2 ? lane_tile<2> : lane_tile<3>;
+          f(x0, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw, wb, yb, P, oc, count);
         }
       });
       return;

@@ -13,7 +13,10 @@
 // 16-channel blocks by up to 14 positions of one output row (or of two
 // rows of at most 7), every input at a constant offset from one pointer
 // per row, so 28 sums stay in registers and 16 loads feed 28 fused
-// multiply-adds; the same packed weights. The weights are first transposed to
+// multiply-adds; layers of at most 8 channels per group at column stride 1
+// put output positions in the lanes instead (up to 48 of one row by the 8
+// channels: 24 sums, the inputs loaded as vectors, the sums stored as
+// rows); the same packed weights. The weights are first transposed to
 // [group][c][kh][kw][o] with o padded to the tile's channels. Every output
 // element is one chain of fused multiply-adds over (c, kh, kw) in order,
 // padding read as zeros (as im2col's would be), whatever its position.

@@ -79,6 +79,10 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
       {1, 5, 32, 32, 40, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},  {1, 7, 30, 30, 48, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
       {2, 9, 7, 7, 32, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},    {1, 4, 19, 24, 17, 3, 3, 0, 0, 1, 1, 2, 2, 2, 2, 1},
       {1, 3, 23, 23, 16, 5, 5, 0, 0, 3, 3, 2, 2, 1, 1, 1},
+      // AVX-512's lane tiles (at most 8 channels per group, column stride 1): a row of 40 (three vectors,
+      // the last masked), rows of 66 in two parts with row stride 2 and dilation 2, rows of 5.
+      {1, 5, 9, 40, 8, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},    {2, 6, 9, 70, 12, 3, 3, 0, 0, 2, 1, 1, 0, 1, 2, 2},
+      {1, 3, 5, 5, 4, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
   };
   for (Conv2dGeometry g : cases) {
     g = with_outputs(g);
