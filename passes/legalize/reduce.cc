@@ -13,6 +13,7 @@ namespace {
 
 using namespace te;
 using tir::Intrinsic;
+using tir::LoopKind;
 
 // Which axes of a rank-n tensor are reduced (none listed: all).
 std::vector<bool> reduced_axes(const std::string& op, const std::vector<int64_t>& axes, int n) {
@@ -62,6 +63,46 @@ std::optional<Expr> legalize_reduce(LegalizeContext& ctx, const CallNode& call) 
                              : sum_reducer(acc);
   if (t.is_bool() && (op == "sum" || op == "mean" || op == "prod")) return std::nullopt;
   SymExpr count = num_elements(ext);
+  // On the cpu, max and min over the last axis (with any others): 16
+  // running results, one per lane of a vector loop over the last axis
+  // (each an elementwise max, so no reordering is involved), folded at the
+  // end; a single running result was a serial chain of compares.
+  const SymExpr last = x->shape.back();
+  if (ctx.libraries() && (op == "max" || op == "min") && red.back() && acc == t && !t.is_bool() &&
+      (!last.is_const() || last.const_value() >= 32)) {
+    constexpr int64_t kLanes = 16;
+    std::vector<SymExpr> outer_ext(ext.begin(), ext.end() - 1);
+    LoopHints hints{true, false, count};
+    return pb.finish(loop_nest(
+        y->shape,
+        [&](const Index& i) {
+          Buffer part = tir::make_buffer("part", acc, {SymExpr(kLanes)}, tir::Scope::Local);
+          Local a = local("acc", acc);
+          SymExpr l0 = SymExpr::var("l0"), l1 = SymExpr::var("l1"), l2 = SymExpr::var("l2");
+          SymExpr kb = SymExpr::var("kb"), kr = SymExpr::var("kr");
+          Stmt init = tir::make_for(l0, kLanes, LoopKind::Vectorized, tir::make_store(part, {idx(l0)}, r.init));
+          Stmt scan = loop_nest(outer_ext, [&](const Index& ko) {
+            auto at = [&](const TExpr& j) {
+              Index k = ko;
+              k.push_back(j);
+              return cast(acc, load(x, input_index(red, keepdims, i, k)));
+            };
+            TExpr whole = idx(floordiv(last, SymExpr(kLanes)) * SymExpr(kLanes));
+            Stmt body = tir::make_for(
+                kb, floordiv(last, SymExpr(kLanes)), LoopKind::Serial,
+                tir::make_for(l1, kLanes, LoopKind::Vectorized,
+                              tir::make_store(part, {idx(l1)},
+                                              r.combine(load(part, {idx(l1)}), at(idx(kb) * idx(kLanes) + idx(l1))))));
+            Stmt tail = tir::make_for(kr, floormod(last, SymExpr(kLanes)), LoopKind::Serial,
+                                      tir::make_store(part, {idx(kr)}, r.combine(load(part, {idx(kr)}), at(whole + idx(kr)))));
+            return tir::make_seq({body, tail});
+          }, LoopHints{false, false, 1}, "k");
+          Stmt fold = tir::make_for(l2, kLanes, LoopKind::Serial, a.set(r.combine(a.get(), load(part, {idx(l2)}))));
+          Stmt all = tir::make_seq({init, scan, a.set(r.init), fold, tir::make_store(y, i, cast(t, a.get()))});
+          return tir::make_allocate(part, with_locals({a}, all));
+        },
+        hints));
+  }
   return pb.finish(compute_reduce(
       y, ext, r, [&](const Index& i, const Index& k) { return cast(acc, load(x, input_index(red, keepdims, i, k))); },
       [&](const Index&, const TExpr& a) {
