@@ -1,6 +1,7 @@
 // GEMM GFLOP/s of the runtime's own product (runtime/gemm.h, what the cpu
-// target's convolutions call) beside OpenBLAS's cblas_sgemm (what its
-// matmuls call) on the same shapes, at 1 and 2 threads, and this machine's
+// target's convolutions call, and gemv_f32 for M = 1, what its matmuls of
+// one row call) beside OpenBLAS's cblas_sgemm (what its other matmuls
+// call) on the same shapes, at 1 and 2 threads, and this machine's
 // FMA peak as runtime/cpu_peak.h measures it.
 //
 //   build/bin/relax-bench-gemm [--reps-ms 300] [--shape BATCH,M,N,K ...]
@@ -80,11 +81,28 @@ int main(int argc, char** argv) {
       ThreadPool::set_global_num_threads(threads);
       std::shared_ptr<ThreadPool> pool = ThreadPool::global();
       openblas_set_num_threads(threads);
+      // M = 1 (decode): what blas.matmul calls for a row, gemv_f32, over column slices of 16 per thread.
+      auto row = [&](int64_t i) {
+        const float* x = a.data() + i * s.K;
+        const float* bm = b.data() + i * s.K * s.N;
+        float* y = c.data() + i * s.N;
+        int64_t slices = std::min<int64_t>(threads, (s.N + 15) / 16), width = (s.N + slices - 1) / slices;
+        width = (width + 15) / 16 * 16;
+        pool->parallel_for(slices, [&](int64_t begin, int64_t end) {
+          for (int64_t t = begin; t < end; ++t) {
+            int64_t j0 = t * width, nj = std::min(width, s.N - j0);
+            if (nj > 0) relax::rt::gemv_f32(nj, s.K, x, bm + j0, s.N, y + j0);
+          }
+        });
+      };
       double ours = best_time(
           [&] {
             for (int64_t i = 0; i < s.batch; ++i)
-              relax::rt::gemm_f32(s.M, s.N, s.K, a.data() + i * s.M * s.K, s.K, b.data() + i * s.K * s.N, s.N,
-                                  c.data() + i * s.M * s.N, s.N, pool.get());
+              if (s.M == 1)
+                row(i);
+              else
+                relax::rt::gemm_f32(s.M, s.N, s.K, a.data() + i * s.M * s.K, s.K, b.data() + i * s.K * s.N, s.N,
+                                    c.data() + i * s.M * s.N, s.N, pool.get());
           },
           budget);
       double blas = best_time(

@@ -130,7 +130,10 @@ void matmul(BuiltinCall& c) {
     const char* pa = static_cast<const char*>(a.data()) + size_t(oa) * esize;
     const char* pb = static_cast<const char*>(b.data()) + size_t(obb + j0) * esize;
     char* pc = static_cast<char*>(out.data()) + size_t(i * M * N + j0) * esize;
-    if (d == DType::f32())
+    if (d == DType::f32() && M == 1)  // a row: the runtime's own, every column the same chain
+      gemv_f32(nj, K, reinterpret_cast<const float*>(pa), reinterpret_cast<const float*>(pb), N,
+               reinterpret_cast<float*>(pc));
+    else if (d == DType::f32())
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(K), 1.0f,
                   reinterpret_cast<const float*>(pa), blasint(K), reinterpret_cast<const float*>(pb), blasint(N), 0.0f,
                   reinterpret_cast<float*>(pc), blasint(N));

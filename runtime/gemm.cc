@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "runtime/cpu_isa.h"
@@ -260,7 +261,92 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const fl
   });
 }
 
+// ---- one row: y = x B ---------------------------------------------------------------------
+
+// Columns [0, count) of y = x B (x: K floats, B: K rows of ldb), count <=
+// 16 * V: V vectors of sums, the last masked, each column one chain of
+// fused multiply-adds over k in order.
+#ifdef RELAX_GEMM_X86
+template <int V>
+__attribute__((target("avx512f"))) void gemv_block_avx512(int64_t K, const float* x, const float* B, int64_t ldb,
+                                                          float* y, int64_t count) {
+  __m512 acc[V];
+#pragma GCC unroll 16
+  for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
+  const int64_t rest = count - 16 * (V - 1);
+  const __mmask16 last = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
+  for (int64_t k = 0; k < K; ++k, B += ldb) {
+    const __m512 xk = _mm512_set1_ps(x[k]);
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v)
+      acc[v] = _mm512_fmadd_ps(xk, v + 1 < V ? _mm512_loadu_ps(B + 16 * v) : _mm512_maskz_loadu_ps(last, B + 16 * v),
+                               acc[v]);
+  }
+#pragma GCC unroll 16
+  for (int v = 0; v < V; ++v) {
+    if (v + 1 < V)
+      _mm512_storeu_ps(y + 16 * v, acc[v]);
+    else
+      _mm512_mask_storeu_ps(y + 16 * v, last, acc[v]);
+  }
+}
+
+template <int... V>
+void gemv_avx512(int64_t N, int64_t K, const float* x, const float* B, int64_t ldb, float* y,
+                 std::integer_sequence<int, V...>) {
+  using Block = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t);
+  static constexpr Block blocks[] = {gemv_block_avx512<V + 1>...};
+  constexpr int64_t kWide = 16 * int64_t(sizeof...(V));  // 256 columns: 1 KiB of each row of B per step
+  for (int64_t j = 0; j < N; j += kWide) {
+    int64_t count = std::min(kWide, N - j);
+    blocks[(count + 15) / 16 - 1](K, x, B + j, ldb, y + j, count);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void gemv_avx2(int64_t N, int64_t K, const float* x, const float* B,
+                                                   int64_t ldb, float* y) {
+  int64_t j = 0;
+  for (; j + 32 <= N; j += 32) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const float* b = B + j;
+    for (int64_t k = 0; k < K; ++k, b += ldb) {
+      const __m256 xk = _mm256_broadcast_ss(x + k);
+      a0 = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b), a0);
+      a1 = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b + 8), a1);
+      a2 = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b + 16), a2);
+      a3 = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b + 24), a3);
+    }
+    _mm256_storeu_ps(y + j, a0), _mm256_storeu_ps(y + j + 8, a1);
+    _mm256_storeu_ps(y + j + 16, a2), _mm256_storeu_ps(y + j + 24, a3);
+  }
+  for (; j < N; ++j) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; ++k) acc = std::fma(x[k], B[k * ldb + j], acc);
+    y[j] = acc;
+  }
+}
+#endif
+
 }  // namespace
+
+void gemv_f32(int64_t N, int64_t K, const float* x, const float* B, int64_t ldb, float* y) {
+  if (N <= 0) return;
+#ifdef RELAX_GEMM_X86
+  switch (kernel_isa()) {
+    case KernelIsa::avx512:
+      return gemv_avx512(N, K, x, B, ldb, y, std::make_integer_sequence<int, 16>{});
+    case KernelIsa::avx2:
+      return gemv_avx2(N, K, x, B, ldb, y);
+    case KernelIsa::portable:
+      break;
+  }
+#endif
+  for (int64_t j = 0; j < N; ++j) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; ++k) acc = std::fma(x[k], B[k * ldb + j], acc);
+    y[j] = acc;
+  }
+}
 
 void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
               int64_t ldc, ThreadPool* pool) {

@@ -34,4 +34,12 @@ void gemm_pack_a(int64_t M, int64_t K, const float* A, int64_t lda, float* out);
 void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, const float* Ap, const float* B, int64_t ldb, float* C,
                        int64_t ldc, ThreadPool* pool);
 
+// One row: y[j] = sum_k x[k] B[k, j] for j < N, each column one chain of
+// fused multiply-adds over k in order, whatever its position and the CPU
+// (OpenBLAS's SkylakeX kernels give a row's last columns a different
+// rounding: equal columns came out unequal, and a softmax over logits of
+// 4e12 turned that into zeros). Streams B once, a row segment of up to 1
+// KiB at a time: a matrix-vector product runs at memory bandwidth.
+void gemv_f32(int64_t N, int64_t K, const float* x, const float* B, int64_t ldb, float* y);
+
 }  // namespace relax::rt

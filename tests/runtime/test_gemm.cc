@@ -120,5 +120,44 @@ TEST_CASE("gemm_f32: every micro-kernel this CPU runs gives the portable kernel'
   CHECK_FALSE(set_kernel_isa("sse9"));
 }
 
+TEST_CASE("gemv_f32: right values, equal columns bitwise equal, the same sums on every ISA") {
+  std::mt19937 rng(13);
+  for (int64_t N : {1, 15, 16, 17, 255, 256, 300, 1000}) {
+    const int64_t K = 700, ldb = N + 3;
+    std::vector<float> x = random_matrix(K, rng), B = random_matrix(K * ldb, rng);
+    // Column 0 repeated at every 7th column, x large: equal columns must stay equal.
+    for (int64_t k = 0; k < K; ++k) {
+      x[size_t(k)] *= 4e9f;
+      for (int64_t j = 7; j < N; j += 7) B[size_t(k * ldb + j)] = B[size_t(k * ldb)];
+    }
+    CAPTURE(N);
+    REQUIRE(set_kernel_isa("portable"));
+    std::vector<float> want(size_t(N) + 1, 5.0f);
+    gemv_f32(N, K, x.data(), B.data(), ldb, want.data());
+    CHECK(want[size_t(N)] == 5.0f);  // nothing past N written
+    double worst = 0, scale = 0;
+    for (int64_t j = 0; j < N; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        ref += double(x[size_t(k)]) * double(B[size_t(k * ldb + j)]);
+        mag += std::abs(double(x[size_t(k)]) * double(B[size_t(k * ldb + j)]));
+      }
+      worst = std::max(worst, std::abs(double(want[size_t(j)]) - ref));
+      scale = std::max(scale, mag);
+      if (j % 7 == 0) CHECK(want[size_t(j)] == want[0]);
+    }
+    CHECK(worst < 1e-5 * scale);
+    for (KernelIsa isa : {KernelIsa::avx2, KernelIsa::avx512}) {
+      if (!cpu_runs(isa)) continue;
+      CAPTURE(kernel_isa_name(isa));
+      REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
+      std::vector<float> got(want.size(), 5.0f);
+      gemv_f32(N, K, x.data(), B.data(), ldb, got.data());
+      CHECK(got == want);
+    }
+  }
+  CHECK(set_kernel_isa(""));
+}
+
 }  // namespace
 }  // namespace relax::rt
