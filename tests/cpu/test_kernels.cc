@@ -253,5 +253,63 @@ prog @a_b(x: Buffer[(1,), f32]) -> (y: Buffer[(1,), f32]) {
   CHECK(y == 3);
 }
 
+// The cpu legaliser's max over a last axis (tests/golden/legalize/reduce/
+// max_lanes.out): 16 running results, one per lane, folded at the end.
+const char* kLaneMax = R"(
+prog @max(x: Buffer[(n, 4, w), f32]) -> (out: Buffer[(n,), f32]) {
+  for i0 in parallel(n) {
+    alloc part: Buffer[(16,), f32, local]
+    alloc acc: Buffer[(1,), f32, local]
+    for l0 in vectorized(16) {
+      part[l0] = -f32.inf
+    }
+    for k0 in range(4) {
+      for kb in range(w // 16) {
+        for l1 in vectorized(16) {
+          part[l1] = max(part[l1], x[i0, k0, kb * 16 + l1])
+        }
+      }
+      for kr in range(w % 16) {
+        part[kr] = max(part[kr], x[i0, k0, kr + (w // 16) * 16])
+      }
+    }
+    acc[0] = -f32.inf
+    for l2 in range(16) {
+      acc[0] = max(acc[0], part[l2])
+    }
+    out[i0] = acc[0]
+  }
+}
+)";
+
+TEST_CASE("cpu: a max over lanes equals the serial max, NaN winning in the vector part and in the tail") {
+  Library lib(compile_programs(programs_of(kLaneMax), {}));
+  Kernel k = lib.kernel("max");
+  const int64_t n = 5;
+  for (int64_t w : {1, 5, 16, 37, 64}) {
+    CAPTURE(w);
+    std::vector<float> x = random_floats(size_t(n * 4 * w), uint32_t(w)), y(size_t(n) + 1, -7.0f);
+    x[size_t(1 * 4 * w + 2 * w + w - 1)] = std::nanf("");           // row 1: the last element (the tail)
+    if (w >= 16) x[size_t(2 * 4 * w + 3)] = std::nanf("");          // row 2: inside a vector block
+    x[size_t(3 * 4 * w + 4 * w - 1)] = 100.0f;                      // row 3: the largest last
+    REQUIRE(call(k, {x.data(), y.data()}, {n, 4, w, n}) == 0);
+    for (int64_t i = 0; i < n; ++i) {
+      float want = -INFINITY;
+      bool nan = false;
+      for (int64_t j = 0; j < 4 * w; ++j) {
+        float v = x[size_t(i * 4 * w + j)];
+        nan = nan || std::isnan(v);
+        want = std::max(want, v);
+      }
+      CAPTURE(i);
+      if (nan)
+        CHECK(std::isnan(y[size_t(i)]));
+      else
+        CHECK(y[size_t(i)] == want);
+    }
+    CHECK(y[size_t(n)] == -7.0f);
+  }
+}
+
 }  // namespace
 }  // namespace relax::cpu::test
