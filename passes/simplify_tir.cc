@@ -30,6 +30,11 @@ Stmt spread_parallel(const Stmt& s) {
       Stmt body = spread_parallel(a->body);
       return body == a->body ? s : make_allocate(a->buffer, body);
     }
+    case SKind::IfThenElse: {
+      auto* f = static_cast<const IfThenElseNode*>(s.get());
+      Stmt t = spread_parallel(f->then_case), e = f->else_case ? spread_parallel(f->else_case) : nullptr;
+      return t == f->then_case && e == f->else_case ? s : make_if(f->cond, t, e);
+    }
     case SKind::For: {
       auto* outer = static_cast<const ForNode*>(s.get());
       if (outer->loop_kind != LoopKind::Parallel) {
@@ -71,6 +76,11 @@ Stmt mark_vector_loops(const Stmt& s) {
       Stmt body = mark_vector_loops(a->body);
       return body == a->body ? s : make_allocate(a->buffer, body);
     }
+    case SKind::IfThenElse: {
+      auto* f = static_cast<const IfThenElseNode*>(s.get());
+      Stmt t = mark_vector_loops(f->then_case), e = f->else_case ? mark_vector_loops(f->else_case) : nullptr;
+      return t == f->then_case && e == f->else_case ? s : make_if(f->cond, t, e);
+    }
     case SKind::For: {
       auto* f = static_cast<const ForNode*>(s.get());
       if (f->loop_kind == LoopKind::Serial && f->body->kind == SKind::Store &&
@@ -85,6 +95,85 @@ Stmt mark_vector_loops(const Stmt& s) {
   }
 }
 
+// A condition of shape variables only (no loop variable, no load or call):
+// the same for every iteration of every loop in the program.
+bool shape_only(const TExpr& e, const std::vector<SymExpr>& loop_vars) {
+  bool ok = true;
+  visit_exprs(e, [&](const TExpr& x) {
+    if (x->kind == TKind::Load || x->kind == TKind::Call) ok = false;
+    if (x->kind == TKind::Sym)
+      for (const SymExpr& v : free_vars(static_cast<const SymNodeT*>(x.get())->value))
+        for (const SymExpr& l : loop_vars)
+          if (v == l) ok = false;
+  });
+  return ok;
+}
+
+// Whether two shape-only conditions are the same expression (symbolic
+// values compared as expressions, so two variables of one name differ).
+bool same_cond(const TExpr& x, const TExpr& y) {
+  if (x.get() == y.get()) return true;
+  if (x->kind != y->kind || !(x->dtype == y->dtype)) return false;
+  switch (x->kind) {
+    case TKind::Sym:
+      return static_cast<const SymNodeT*>(x.get())->value == static_cast<const SymNodeT*>(y.get())->value;
+    case TKind::Imm: {
+      auto *a = static_cast<const ImmNode*>(x.get()), *b = static_cast<const ImmNode*>(y.get());
+      return a->int_value == b->int_value && (a->float_value == b->float_value);
+    }
+    case TKind::Binary: {
+      auto *a = static_cast<const BinaryNode*>(x.get()), *b = static_cast<const BinaryNode*>(y.get());
+      return a->op == b->op && same_cond(a->a, b->a) && same_cond(a->b, b->b);
+    }
+    default:
+      return false;  // anything else: only itself
+  }
+}
+
+// Broadcasting over a symbolic dim that may be 1 indexes with
+// `select(d == 1, 0, k)`: the same choice in every iteration, but a select
+// in an index makes every read of that operand a gather (GPT-2's causal
+// mask under its softmax). The program is split on the first such
+// condition: if (c) { body, c true } else { body, c false }, each with
+// plain indices. One condition only, so a program at most doubles.
+Stmt unswitch_index_selects(const Stmt& body) {
+  // The program's workspaces (allocations at its root) stay at the root,
+  // where lift-workspaces finds them.
+  if (body->kind == SKind::Allocate) {
+    auto* a = static_cast<const AllocateNode*>(body.get());
+    Stmt inner = unswitch_index_selects(a->body);
+    return inner == a->body ? body : make_allocate(a->buffer, inner);
+  }
+  std::vector<SymExpr> loop_vars;
+  visit_stmts(body, [&](const Stmt& s) {
+    if (s->kind == SKind::For) loop_vars.push_back(static_cast<const ForNode*>(s.get())->var);
+  });
+  TExpr cond;
+  visit_exprs(body, [&](const TExpr& e) {
+    if (cond || e->kind != TKind::Load) return;
+    // The last index first: its select is the one that stops vectorisation.
+    const std::vector<TExpr>& idx = static_cast<const LoadNode*>(e.get())->indices;
+    for (auto it = idx.rbegin(); it != idx.rend(); ++it)
+      visit_exprs(*it, [&](const TExpr& x) {
+        if (cond || x->kind != TKind::Select) return;
+        const TExpr& c = static_cast<const SelectNode*>(x.get())->cond;
+        if (shape_only(c, loop_vars)) cond = c;
+      });
+  });
+  if (!cond) return body;
+  auto fixed = [&](bool value) {
+    TirRewriter r;
+    r.pre = [&](const TExpr& x) -> TExpr {
+      if (x->kind != TKind::Select) return nullptr;
+      auto* sel = static_cast<const SelectNode*>(x.get());
+      if (!same_cond(sel->cond, cond)) return nullptr;
+      return r.expr(value ? sel->a : sel->b);
+    };
+    return r.stmt(body);
+  };
+  return make_if(cond, fixed(true), fixed(false));
+}
+
 }  // namespace
 
 IRModule simplify_tir(const IRModule& mod) {
@@ -93,7 +182,7 @@ IRModule simplify_tir(const IRModule& mod) {
     tir::Program p = mod.program(name);
     tir::Stmt body = p->body;
     if (mod.attrs.get_string("target", "cpu") == "cpu") {
-      body = mark_vector_loops(tir::simplify_indices(body));
+      body = mark_vector_loops(tir::simplify_indices(unswitch_index_selects(body)));
       body = spread_parallel(body);
     }
     body = tir::simplify_indices(body);
