@@ -16,44 +16,55 @@ namespace {
 
 using namespace tir;
 
-// The outermost parallel loops of `s`, each with the loop inside it fused
-// into it where the rule above holds.
-Stmt spread_parallel(const Stmt& s) {
+// `s` with `f` applied to each statement directly under it (a sequence's
+// items, an allocation's body, an if's branches, a loop's body), rebuilt
+// only where something changed; other statements as they are.
+template <class F>
+Stmt map_children(const Stmt& s, F&& f) {
   switch (s->kind) {
     case SKind::Seq: {
       std::vector<Stmt> stmts;
-      for (const Stmt& t : static_cast<const SeqNode*>(s.get())->stmts) stmts.push_back(spread_parallel(t));
-      return make_seq(std::move(stmts));
+      bool changed = false;
+      for (const Stmt& t : static_cast<const SeqNode*>(s.get())->stmts) {
+        stmts.push_back(f(t));
+        changed = changed || stmts.back() != t;
+      }
+      return changed ? make_seq(std::move(stmts)) : s;
     }
     case SKind::Allocate: {
       auto* a = static_cast<const AllocateNode*>(s.get());
-      Stmt body = spread_parallel(a->body);
+      Stmt body = f(a->body);
       return body == a->body ? s : make_allocate(a->buffer, body);
     }
     case SKind::IfThenElse: {
-      auto* f = static_cast<const IfThenElseNode*>(s.get());
-      Stmt t = spread_parallel(f->then_case), e = f->else_case ? spread_parallel(f->else_case) : nullptr;
-      return t == f->then_case && e == f->else_case ? s : make_if(f->cond, t, e);
+      auto* i = static_cast<const IfThenElseNode*>(s.get());
+      Stmt t = f(i->then_case), e = i->else_case ? f(i->else_case) : nullptr;
+      return t == i->then_case && e == i->else_case ? s : make_if(i->cond, t, e);
     }
     case SKind::For: {
-      auto* outer = static_cast<const ForNode*>(s.get());
-      if (outer->loop_kind != LoopKind::Parallel) {
-        Stmt body = spread_parallel(outer->body);
-        return body == outer->body ? s : make_for(outer->var, outer->extent, outer->loop_kind, body);
-      }
-      auto* inner = outer->body->kind == SKind::For ? static_cast<const ForNode*>(outer->body.get()) : nullptr;
-      if (outer->extent.is_const() || !inner || inner->loop_kind != LoopKind::Serial || !inner->extent.is_const() ||
-          inner->extent.const_value() < 2)
-        return s;
-      SymExpr f = SymExpr::var(outer->var.name() + "_" + inner->var.name());
-      SymMap<SymExpr> map;
-      map.emplace(outer->var, floordiv(f, inner->extent));
-      map.emplace(inner->var, floormod(f, inner->extent));
-      return make_for(f, outer->extent * inner->extent, LoopKind::Parallel, substitute(inner->body, map));
+      auto* l = static_cast<const ForNode*>(s.get());
+      Stmt body = f(l->body);
+      return body == l->body ? s : make_for(l->var, l->extent, l->loop_kind, body);
     }
     default:
       return s;
   }
+}
+
+// The outermost parallel loops of `s`, each with the loop inside it fused
+// into it where the rule above holds.
+Stmt spread_parallel(const Stmt& s) {
+  auto* outer = s->kind == SKind::For ? static_cast<const ForNode*>(s.get()) : nullptr;
+  if (!outer || outer->loop_kind != LoopKind::Parallel) return map_children(s, spread_parallel);
+  auto* inner = outer->body->kind == SKind::For ? static_cast<const ForNode*>(outer->body.get()) : nullptr;
+  if (outer->extent.is_const() || !inner || inner->loop_kind != LoopKind::Serial || !inner->extent.is_const() ||
+      inner->extent.const_value() < 2)
+    return s;
+  SymExpr f = SymExpr::var(outer->var.name() + "_" + inner->var.name());
+  SymMap<SymExpr> map;
+  map.emplace(outer->var, floordiv(f, inner->extent));
+  map.emplace(inner->var, floormod(f, inner->extent));
+  return make_for(f, outer->extent * inner->extent, LoopKind::Parallel, substitute(inner->body, map));
 }
 
 // Innermost serial loops around one plain store (legalisers leave them
@@ -61,38 +72,14 @@ Stmt spread_parallel(const Stmt& s) {
 // `x[(i0 + i1 // 32) // s, ..., i1 % 32]` is `x[.., i1]` for i1 < 32)
 // marked vectorized, with the extents loop_nest would vectorise.
 Stmt mark_vector_loops(const Stmt& s) {
-  switch (s->kind) {
-    case SKind::Seq: {
-      std::vector<Stmt> stmts;
-      bool changed = false;
-      for (const Stmt& t : static_cast<const SeqNode*>(s.get())->stmts) {
-        stmts.push_back(mark_vector_loops(t));
-        changed = changed || stmts.back() != t;
-      }
-      return changed ? make_seq(std::move(stmts)) : s;
-    }
-    case SKind::Allocate: {
-      auto* a = static_cast<const AllocateNode*>(s.get());
-      Stmt body = mark_vector_loops(a->body);
-      return body == a->body ? s : make_allocate(a->buffer, body);
-    }
-    case SKind::IfThenElse: {
-      auto* f = static_cast<const IfThenElseNode*>(s.get());
-      Stmt t = mark_vector_loops(f->then_case), e = f->else_case ? mark_vector_loops(f->else_case) : nullptr;
-      return t == f->then_case && e == f->else_case ? s : make_if(f->cond, t, e);
-    }
-    case SKind::For: {
-      auto* f = static_cast<const ForNode*>(s.get());
-      if (f->loop_kind == LoopKind::Serial && f->body->kind == SKind::Store &&
-          (!f->extent.is_const() || f->extent.const_value() % 8 == 0 || f->extent.const_value() >= 16) &&
-          !f->extent.is_const(0) && te::plain_store(f->body, f->var))
-        return make_for(f->var, f->extent, LoopKind::Vectorized, f->body);
-      Stmt body = mark_vector_loops(f->body);
-      return body == f->body ? s : make_for(f->var, f->extent, f->loop_kind, body);
-    }
-    default:
-      return s;
+  if (s->kind == SKind::For) {
+    auto* f = static_cast<const ForNode*>(s.get());
+    if (f->loop_kind == LoopKind::Serial && f->body->kind == SKind::Store &&
+        (!f->extent.is_const() || f->extent.const_value() % 8 == 0 || f->extent.const_value() >= 16) &&
+        !f->extent.is_const(0) && te::plain_store(f->body, f->var))
+      return make_for(f->var, f->extent, LoopKind::Vectorized, f->body);
   }
+  return map_children(s, mark_vector_loops);
 }
 
 // A condition of shape variables only (no loop variable, no load or call):

@@ -18,7 +18,7 @@ namespace relax::rt {
 namespace {
 
 constexpr int MR = 6, NR = 16;
-constexpr int64_t kKc = 256;  // k per block: a B micro-panel (kKc x NR) stays in L1
+constexpr int64_t kKc = 256;  // k per block: an A micro-panel (kKc x 12) stays in L1
 constexpr int64_t kMc = 72;   // rows of A per packed block (L2)
 constexpr int64_t kNc = 512;  // columns of B per packed block (L2)
 
@@ -263,6 +263,16 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const fl
 
 // ---- one row: y = x B ---------------------------------------------------------------------
 
+// Columns [j0, j1) of y = x B, one column at a time: the portable form, and
+// the AVX2 one's last columns.
+void gemv_columns(int64_t j0, int64_t j1, int64_t K, const float* x, const float* B, int64_t ldb, float* y) {
+  for (int64_t j = j0; j < j1; ++j) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; ++k) acc = std::fma(x[k], B[k * ldb + j], acc);
+    y[j] = acc;
+  }
+}
+
 // Columns [0, count) of y = x B (x: K floats, B: K rows of ldb), count <=
 // 16 * V: V vectors of sums, the last masked, each column one chain of
 // fused multiply-adds over k in order.
@@ -319,11 +329,7 @@ __attribute__((target("avx2,fma"))) void gemv_avx2(int64_t N, int64_t K, const f
     _mm256_storeu_ps(y + j, a0), _mm256_storeu_ps(y + j + 8, a1);
     _mm256_storeu_ps(y + j + 16, a2), _mm256_storeu_ps(y + j + 24, a3);
   }
-  for (; j < N; ++j) {
-    float acc = 0.0f;
-    for (int64_t k = 0; k < K; ++k) acc = std::fma(x[k], B[k * ldb + j], acc);
-    y[j] = acc;
-  }
+  gemv_columns(j, N, K, x, B, ldb, y);
 }
 #endif
 
@@ -341,11 +347,7 @@ void gemv_f32(int64_t N, int64_t K, const float* x, const float* B, int64_t ldb,
       break;
   }
 #endif
-  for (int64_t j = 0; j < N; ++j) {
-    float acc = 0.0f;
-    for (int64_t k = 0; k < K; ++k) acc = std::fma(x[k], B[k * ldb + j], acc);
-    y[j] = acc;
-  }
+  gemv_columns(0, N, K, x, B, ldb, y);
 }
 
 void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
