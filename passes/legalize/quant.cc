@@ -223,24 +223,23 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
     const auto* wsi = as<TensorSI>(call.args[1]->sinfo);
     if (xs && wsi && xs->shape && wsi->shape && xs->shape->size() == 3 && wsi->shape->size() == 3 &&
         xs->dtype == DataType::f32() && wsi->dtype == DataType::f32() && (*wsi->shape)[1].is_const()) {
-      const SymExpr GH = (*wsi->shape)[1], I = (*wsi->shape)[2];
+      const SymExpr GH = (*wsi->shape)[1];
       if (!ctx.module().extern_decl("blas.matmul")) ctx.module().add_extern("blas.matmul");
+      // M[d] (G * H, cols) transposed, as a program of its own; nullopt if its shape is unknown.
+      auto transposed = [&](const Expr& m, const char* in, int d, const std::string& name) -> std::optional<Expr> {
+        ProgramBuilder tp(ctx, op + "_" + name);
+        Buffer M = tp.input(m, in);
+        Buffer Mt = M ? tp.output(tensor_si(DataType::f32(), {M->shape[2], GH}), name) : nullptr;
+        if (!Mt) return std::nullopt;
+        return ctx.emit(tp.finish(compute(Mt, [&](const Index& i) { return load(M, {idx(d), i[1], i[0]}); })),
+                        op + "_" + name + std::to_string(d));
+      };
       for (int d = 0; d < cell->dirs; ++d) {
-        ProgramBuilder tp(ctx, op + "_wt");
-        Buffer W = tp.input(call.args[1], "W");
-        Buffer Wt = tp.output(tensor_si(DataType::f32(), {I, GH}), "wt");
-        if (!W || !Wt) return std::nullopt;
-        Expr wt = ctx.emit(tp.finish(compute(Wt, [&](const Index& i) { return load(W, {idx(d), i[1], i[0]}); })),
-                           op + "_wt" + std::to_string(d));
-        ProgramBuilder rp(ctx, op + "_rt");
-        Buffer R = rp.input(call.args[2], "R");
-        if (!R || !R->shape[2].is_const()) return std::nullopt;
-        Buffer Rt = rp.output(tensor_si(DataType::f32(), {R->shape[2], GH}), "rt");
-        if (!Rt) return std::nullopt;
-        rt.push_back(ctx.emit(rp.finish(compute(Rt, [&](const Index& i) { return load(R, {idx(d), i[1], i[0]}); })),
-                              op + "_rt" + std::to_string(d)));
+        std::optional<Expr> wt = transposed(call.args[1], "W", d, "wt"), r = transposed(call.args[2], "R", d, "rt");
+        if (!wt || !r) return std::nullopt;
+        rt.push_back(*r);
         StructInfo gsi = tensor_si(DataType::f32(), {(*xs->shape)[0], (*xs->shape)[1], GH});
-        Expr mm = make_op_call("call_library", {make_string("blas.matmul"), make_tuple({call.args[0], wt})}, {},
+        Expr mm = make_op_call("call_library", {make_string("blas.matmul"), make_tuple({call.args[0], *wt})}, {},
                                {gsi});
         mm->sinfo = gsi;
         gx.push_back(ctx.emit(mm, op + "_gx" + std::to_string(d)));
