@@ -67,8 +67,8 @@ std::optional<Expr> legalize_reduce(LegalizeContext& ctx, const CallNode& call) 
   // running results, one per lane of a vector loop over the last axis
   // (each an elementwise max, so no reordering is involved), folded at the
   // end; a single running result was a serial chain of compares.
-  const SymExpr last = x->shape.back();
-  if (ctx.libraries() && (op == "max" || op == "min") && red.back() && acc == t && !t.is_bool() &&
+  const SymExpr last = x->shape.empty() ? SymExpr(1) : x->shape.back();  // a scalar: one running result
+  if (ctx.libraries() && (op == "max" || op == "min") && !red.empty() && red.back() && acc == t && !t.is_bool() &&
       (!last.is_const() || last.const_value() >= 32)) {
     constexpr int64_t kLanes = 16;
     std::vector<SymExpr> outer_ext(ext.begin(), ext.end() - 1);
