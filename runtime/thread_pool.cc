@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -42,53 +43,67 @@ int ThreadPool::default_num_threads() {
   return hw ? int(hw) : 1;
 }
 
+namespace {
+// claim_: generation (bits 32-63), chunks (16-31), next unclaimed chunk (0-15).
+constexpr uint32_t generation_of(uint64_t claim) { return uint32_t(claim >> 32); }
+constexpr uint32_t parts_of(uint64_t claim) { return uint32_t(claim >> 16) & 0xffff; }
+constexpr uint32_t index_of(uint64_t claim) { return uint32_t(claim) & 0xffff; }
+}  // namespace
+
 ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads > 0 ? num_threads : default_num_threads()) {
   workers_.reserve(size_t(num_threads_ - 1));
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(wake_mu_);
     stop_.store(true, std::memory_order_release);
-    generation_.fetch_add(1, std::memory_order_release);
+    claim_.store(uint64_t(generation_of(claim_.load()) + 1) << 32, std::memory_order_release);
   }
   wake_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunk(int index) {
-  int64_t begin = index * chunk_;
-  int64_t end = std::min(n_, begin + chunk_);
-  bool outer = t_in_parallel;
-  t_in_parallel = true;
-  body_(begin, end, ctx_);
-  t_in_parallel = outer;
-}
-
-void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+void ThreadPool::work(uint32_t generation) {
   for (;;) {
-    uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int i = 0; g == seen && i < kSpin; ++i) {
-      cpu_relax();
-      g = generation_.load(std::memory_order_acquire);
-    }
-    if (g == seen) {
-      std::unique_lock lock(wake_mu_);
-      wake_cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      g = generation_.load(std::memory_order_acquire);
-    }
-    seen = g;
-    if (stop_.load(std::memory_order_acquire)) return;
-    // Every worker acknowledges every job, even one with fewer chunks than
-    // threads: the owner may only write the next job once no worker can
-    // still be reading this one.
-    if (index < parts_) run_chunk(index);
-    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    uint64_t c = claim_.load(std::memory_order_acquire);
+    if (generation_of(c) != generation) return;
+    // The chunk count comes in the same word: the job's fields may already
+    // be the next job's while this one's last chunks are claimed.
+    const uint32_t index = index_of(c), parts = parts_of(c);
+    if (index >= parts) return;
+    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+    // Claimed: the job cannot finish (nor its fields change) before this chunk does.
+    const int64_t chunk = chunk_.load(std::memory_order_relaxed), begin = int64_t(index) * chunk;
+    const int64_t end = std::min(n_.load(std::memory_order_relaxed), begin + chunk);
+    bool outer = t_in_parallel;
+    t_in_parallel = true;
+    body_.load(std::memory_order_relaxed)(begin, end, ctx_.load(std::memory_order_relaxed));
+    t_in_parallel = outer;
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == parts) {
       std::lock_guard lock(done_mu_);
       done_cv_.notify_one();
     }
+  }
+}
+
+void ThreadPool::worker_loop() {
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t g = generation_of(claim_.load(std::memory_order_acquire));
+    for (int i = 0; g == seen && i < kSpin; ++i) {
+      cpu_relax();
+      g = generation_of(claim_.load(std::memory_order_acquire));
+    }
+    if (g == seen) {
+      std::unique_lock lock(wake_mu_);
+      wake_cv_.wait(lock, [&] { return generation_of(claim_.load(std::memory_order_acquire)) != seen; });
+      g = generation_of(claim_.load(std::memory_order_acquire));
+    }
+    seen = g;
+    if (stop_.load(std::memory_order_acquire)) return;
+    work(g);
   }
 }
 
@@ -103,22 +118,26 @@ void ThreadPool::parallel_for(int64_t n, Body body, void* ctx) {
     t_in_parallel = outer;
     return;
   }
-  n_ = n;
-  chunk_ = (n + num_threads_ - 1) / num_threads_;
-  parts_ = int((n + chunk_ - 1) / chunk_);
-  body_ = body;
-  ctx_ = ctx;
-  remaining_.store(num_threads_ - 1, std::memory_order_relaxed);
+  const int64_t most = std::min<int64_t>({n, int64_t(kChunksPerThread) * num_threads_, 0xffff});
+  const int64_t chunk = (n + most - 1) / most;
+  const uint32_t parts = uint32_t((n + chunk - 1) / chunk);
+  n_.store(n, std::memory_order_relaxed);
+  chunk_.store(chunk, std::memory_order_relaxed);
+  body_.store(body, std::memory_order_relaxed);
+  ctx_.store(ctx, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const uint32_t generation = generation_of(claim_.load(std::memory_order_relaxed)) + 1;
   {
     std::lock_guard lock(wake_mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    claim_.store(uint64_t(generation) << 32 | uint64_t(parts) << 16, std::memory_order_release);
   }
   wake_cv_.notify_all();
-  run_chunk(0);
-  for (int i = 0; remaining_.load(std::memory_order_acquire) != 0 && i < kSpin; ++i) cpu_relax();
-  if (remaining_.load(std::memory_order_acquire) != 0) {
+  work(generation);
+  // Every chunk is claimed; wait for the ones workers are still running.
+  for (int i = 0; done_.load(std::memory_order_acquire) != parts && i < kSpin; ++i) cpu_relax();
+  if (done_.load(std::memory_order_acquire) != parts) {
     std::unique_lock lock(done_mu_);
-    done_cv_.wait(lock, [&] { return remaining_.load(std::memory_order_acquire) == 0; });
+    done_cv_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == parts; });
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -114,20 +115,58 @@ TEST_CASE("threads: parallel_for covers [0, n) exactly once") {
   }
 }
 
-TEST_CASE("threads: chunks are static and contiguous, the caller runs one") {
-  ThreadPool pool(4);
+TEST_CASE("threads: chunks are contiguous and near-equal, at most kChunksPerThread per thread") {
+  ThreadPool pool(2);
   std::mutex mu;
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  bool caller_ran = false;
-  auto caller = std::this_thread::get_id();
-  pool.parallel_for(10, [&](int64_t b, int64_t e) {
+  pool.parallel_for(100, [&](int64_t b, int64_t e) {
     std::lock_guard lock(mu);
     ranges.emplace_back(b, e);
-    if (std::this_thread::get_id() == caller) caller_ran = true;
   });
   std::sort(ranges.begin(), ranges.end());
-  CHECK(ranges == std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 9}, {9, 10}});
-  CHECK(caller_ran);
+  std::vector<std::pair<int64_t, int64_t>> want;  // 8 chunks of 13, the last 9
+  for (int64_t b = 0; b < 100; b += 13) want.emplace_back(b, std::min<int64_t>(100, b + 13));
+  CHECK(ThreadPool::kChunksPerThread == 4);
+  CHECK(ranges == want);
+}
+
+TEST_CASE("threads: back-to-back small jobs run every chunk exactly once") {
+  // A worker late for one job must not claim a chunk of it with the next
+  // job's fields (a chunk ran twice, one in ten thousand jobs, before the
+  // chunk count moved into the claimed word).
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> hits(17);
+  bool once = true;
+  for (int rep = 0; rep < 100000 && once; ++rep) {
+    int64_t n = 2 + rep % 16;
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+    });
+    for (int64_t i = 0; i < n; ++i) once &= hits[size_t(i)].exchange(0) == 1;
+  }
+  CHECK(once);
+}
+
+TEST_CASE("threads: the caller runs the chunks a worker has not claimed, without waiting for it") {
+  // A worker's first chunk blocks until every other chunk is done: the
+  // caller must run them all (a static split would leave the worker's
+  // share waiting on itself until the timeout).
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  for (int rep = 0; rep < 20; ++rep) {
+    std::atomic<int> done{0};
+    std::atomic<bool> timed_out{false};
+    pool.parallel_for(8, [&](int64_t b, int64_t e) {
+      if (std::this_thread::get_id() != caller) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (done.load() < 8 - int(e - b) && !timed_out)
+          if (std::chrono::steady_clock::now() > until) timed_out = true;
+      }
+      done += int(e - b);
+    });
+    CHECK(done.load() == 8);
+    REQUIRE_FALSE(timed_out.load());
+  }
 }
 
 TEST_CASE("threads: nested and concurrent calls run, serially where needed") {
