@@ -2,7 +2,10 @@
 // runtime/conv_direct.h: what the cpu target's convolutions call) on the
 // layers of a real CNN, each way it can run (its own choice, direct, im2col
 // + its own GEMM) beside im2col + OpenBLAS's cblas_sgemm, and this
-// machine's FMA peak. The default layers are torchvision ResNet-50's at
+// machine's FMA peak. "relax" and "direct" read weights packed once, as a
+// package holds them (a build folds gemm.conv2d_pack); "im2col" packs its
+// A on every call, as gemm.conv2d does. The
+// default layers are torchvision ResNet-50's at
 // 224x224, batch 1, each with how often the network runs it, so the last
 // line is the network's convolution time each way.
 //
@@ -134,11 +137,18 @@ int main(int argc, char** argv) {
     for (float& v : w) v = dist(rng);
     double flops = 2.0 * double(l.O * OH * OW) * double(l.C * l.K * l.K);
     double t[4];
-    for (int m = 0; m < 3; ++m) {
-      ConvMethod method = m == 0 ? ConvMethod::automatic : m == 1 ? ConvMethod::direct : ConvMethod::im2col;
-      t[m] = best_time([&] { relax::rt::conv2d_f32(g, x.data(), w.data(), y.data(), col.data(), pool.get(), method); },
-                       budget);
-    }
+    const int64_t K = l.C * l.K * l.K;
+    std::vector<float> packed(size_t(relax::rt::conv2d_packed_size(l.O, 1, K))), scratch;
+    relax::rt::conv2d_pack_weights_f32(w.data(), l.O, 1, K, packed.data(), nullptr);
+    auto direct = [&] {
+      relax::rt::conv2d_direct_packed_f32(g, x.data(), packed.data(), y.data(), scratch, pool.get());
+    };
+    auto im2col = [&] {
+      relax::rt::conv2d_f32(g, x.data(), w.data(), y.data(), col.data(), pool.get(), ConvMethod::im2col);
+    };
+    t[1] = best_time(direct, budget);
+    t[2] = best_time(im2col, budget);
+    t[0] = relax::rt::conv2d_prefers_direct(g) ? t[1] : t[2];
     t[3] = best_time([&] { im2col_blas(g, x.data(), w.data(), y.data(), col.data()); }, budget);
     double best = *std::min_element(t, t + 4);
     for (int m = 0; m < 4; ++m) total[m] += t[m] * double(l.count);

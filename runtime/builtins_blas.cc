@@ -194,7 +194,9 @@ ConvArgs conv_args(BuiltinCall& c, const std::array<const char*, 5>& labels, DTy
 // positions. relax-bench-conv, ResNet-50's layers, one thread: 3x3 convs of
 // 64 to 256 channels ran 1.1x to 1.7x faster direct; 1x1 ones 1.4x to 2.2x
 // faster as a product (the direct kernel rereads each weight block from L2
-// per 6 positions), down to 7x7 positions. RELAX_CONV=direct|im2col
+// per 6 positions), down to 7x7 positions; under 8 positions (1x1 and 2x2
+// planes) direct, any kernel and reduction (EfficientNet-like 1x1 layers
+// over 1x1 planes: 1.7 GFLOP/s as a product). RELAX_CONV=direct|im2col
 // forces one or the other.
 bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
   static const int forced = [] {
@@ -203,10 +205,23 @@ bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P) {
   }();
   if (!conv2d_direct_available()) return false;
   if (forced >= 0) return forced;
-  if (Og < 8 || K >= 4096) return false;
+  if (Og < 8) return false;
+  // Fewer than 8 output positions: the direct kernel's block tiles keep
+  // many output channels' sums in flight, where the GEMM's tiles would be
+  // mostly padding, whatever the reduction.
+  if (P < 8) return true;
   // A 1x1 kernel is a plain product, or a cheap strided copy, for the GEMM.
-  return KH > 1 || KW > 1 || P <= 6;
+  return K < 4096 && (KH > 1 || KW > 1);
 }
+
+}  // namespace
+
+bool conv2d_prefers_direct(const Conv2dGeometry& g) {
+  const int64_t Og = g.O / g.groups;
+  return use_direct(g.KH, g.KW, Og, g.C / g.groups * g.KH * g.KW, g.OH * g.OW);
+}
+
+namespace {
 
 // The im2col matrix of one image and group: row (c, kh, kw) holds the
 // input under that tap at every output position, zeros in the padding.
@@ -279,8 +294,7 @@ void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* 
     std::fill(y, y + g.N * g.O * P, 0.0f);
     return;
   }
-  if (method == ConvMethod::direct ||
-      (method == ConvMethod::automatic && use_direct(g.KH, g.KW, Og, K, P))) {
+  if (method == ConvMethod::direct || (method == ConvMethod::automatic && use_direct(g.KH, g.KW, Og, K, P))) {
     thread_local std::vector<float> scratch;
     return conv2d_direct_f32(g, x, w, y, scratch, pool);
   }
@@ -333,21 +347,25 @@ void conv2d(BuiltinCall& c) {
   const float* xd = static_cast<const float*>(x.data());
   const float* wd = static_cast<const float*>(w.data());
   float* yd = static_cast<float*>(y.data());
-  conv2d_f32(geometry, xd, wd, yd,
-             ws ? static_cast<float*>(ws->data()) : nullptr, ThreadPool::global().get());
+  conv2d_f32(geometry, xd, wd, yd, ws ? static_cast<float*>(ws->data()) : nullptr, ThreadPool::global().get());
 }
 
-// The packed weights' layouts: the direct kernel's, or per group the
-// GEMM's A (runtime/gemm.h gemm_pack_a), and their sizes in floats.
-enum PackedLayout : int64_t { kDirectLayout = 0, kGemmLayout = 1 };
+// The packed weights' layouts: the direct kernel's, per group the GEMM's
+// A (runtime/gemm.h gemm_pack_a), or a depthwise convolution's channel
+// blocks (conv2d_depthwise_pack_f32), and their sizes in floats.
+enum PackedLayout : int64_t { kDirectLayout = 0, kGemmLayout = 1, kDepthwiseLayout = 2 };
+bool known_layout(int64_t layout) { return layout >= kDirectLayout && layout <= kDepthwiseLayout; }
 int64_t packed_weights_size(int64_t O, int64_t groups, int64_t K, int64_t layout) {
+  if (layout == kDepthwiseLayout) return conv2d_depthwise_packed_size(O, K);
   return layout == kDirectLayout ? conv2d_packed_size(O, groups, K) : groups * gemm_packed_a_size(O / groups, K);
 }
 
 // gemm.conv2d_pack(w, shape(groups, layout), out): a convolution's weights
 // packed once for gemm.conv2d_packed; w (O, C / groups, KH, KW) or (O, C /
 // groups, KW); layout 0: the direct kernel's (runtime/conv_direct.h), 1:
-// per group the GEMM's A (runtime/gemm.h); out f32 of the layout's size.
+// per group the GEMM's A (runtime/gemm.h), 2: a depthwise convolution's
+// channel blocks (one input channel and one output per group); out f32 of
+// the layout's size.
 // A build runs it once, folding the result into the package.
 void conv2d_pack(BuiltinCall& c) {
   const char* what = "gemm.conv2d_pack";
@@ -358,8 +376,11 @@ void conv2d_pack(BuiltinCall& c) {
   const std::vector<int64_t>& ws = w.shape();
   if (!(w.dtype() == DType::f32()) || (ws.size() != 4 && ws.size() != 3))
     rt_fail(what, ": needs f32 weights of rank 4 (or 3), got ", w.type_str());
-  if (p.size() != 2 || p[0] < 1 || ws[0] % p[0] != 0 || (p[1] != kDirectLayout && p[1] != kGemmLayout))
-    rt_fail(what, ": needs a number of groups dividing ", ws[0], " and a layout (0 or 1), got ", shape_str(p));
+  if (p.size() != 2 || p[0] < 1 || ws[0] % p[0] != 0 || !known_layout(p[1]))
+    rt_fail(what, ": needs a number of groups dividing ", ws[0], " and a layout (0, 1 or 2), got ", shape_str(p));
+  if (p[1] == kDepthwiseLayout && (p[0] != ws[0] || ws[1] != 1))
+    rt_fail(what, ": layout 2 needs one input channel and one output per group, got ", w.type_str(), " in ", p[0],
+            " groups");
   int64_t O = ws[0], groups = p[0], K = 1;
   for (size_t k = 1; k < ws.size(); ++k) K *= ws[k];
   int64_t size = packed_weights_size(O, groups, K, p[1]);
@@ -368,6 +389,7 @@ void conv2d_pack(BuiltinCall& c) {
   const float* wd = static_cast<const float*>(w.data());
   float* od = static_cast<float*>(out.data());
   if (p[1] == kDirectLayout) return conv2d_pack_weights_f32(wd, O, groups, K, od, ThreadPool::global().get());
+  if (p[1] == kDepthwiseLayout) return conv2d_depthwise_pack_f32(wd, O, K, od);
   const int64_t Og = O / groups;
   for (int64_t g = 0; g < groups; ++g) gemm_pack_a(Og, K, wd + g * Og * K, K, od + g * gemm_packed_a_size(Og, K));
 }
@@ -376,7 +398,8 @@ void conv2d_pack(BuiltinCall& c) {
 // layout), y[, ws]): y = conv(x, w) for x (N, C, H, W) and y (N, O, OH, OW)
 // (or both of rank 3: a 1-D convolution, KH 1), from w packed by
 // gemm.conv2d_pack: layout 0 by the direct kernel; 1 as im2col into ws
-// (absent for a plain product) and the runtime's GEMM per image and group.
+// (absent for a plain product) and the runtime's GEMM per image and group;
+// 2 by the channels-in-lanes depthwise kernel.
 void conv2d_packed(BuiltinCall& c) {
   const char* what = "gemm.conv2d_packed";
   if (c.num_args != 4 && c.num_args != 5) rt_fail(what, ": takes 4 or 5 arguments, got ", c.num_args);
@@ -390,14 +413,14 @@ void conv2d_packed(BuiltinCall& c) {
     if (!(t->dtype() == DType::f32())) rt_fail(what, ": needs f32 tensors, got ", t->type_str());
   if ((rank != 4 && rank != 3) || y.shape().size() != rank)
     rt_fail(what, ": needs x and y of rank 4 (or 3), got ", x.type_str(), " and ", y.type_str());
-  if (p.size() != 10 || (p[9] != kDirectLayout && p[9] != kGemmLayout))
-    rt_fail(what, ": needs 10 parameters, the last a layout (0 or 1), got ", shape_str(p));
+  if (p.size() != 10 || !known_layout(p[9]))
+    rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), got ", shape_str(p));
   auto as4 = [rank](const std::vector<int64_t>& s) {
     return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
   };
   std::vector<int64_t> xs = as4(x.shape()), ys = as4(y.shape());
-  const Conv2dGeometry g{xs[0], xs[1], xs[2], xs[3], ys[1], p[7], p[8], ys[2], ys[3],
-                         p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
+  const Conv2dGeometry g{xs[0], xs[1], xs[2], xs[3], ys[1], p[7], p[8], ys[2],
+                         ys[3], p[0],  p[1],  p[2],  p[3],  p[4], p[5], p[6]};
   if (g.groups < 1 || g.C % g.groups != 0 || g.O % g.groups != 0 || xs[0] != ys[0] || g.KH < 1 || g.KW < 1)
     rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
   const int64_t K = g.C / g.groups * g.KH * g.KW, P = g.OH * g.OW;
@@ -415,6 +438,13 @@ void conv2d_packed(BuiltinCall& c) {
   if (p[9] == kDirectLayout) {
     thread_local std::vector<float> scratch;
     return conv2d_direct_packed_f32(g, xd, wd, yd, scratch, pool);
+  }
+  if (p[9] == kDepthwiseLayout) {
+    if (g.groups != g.C || g.O != g.C)
+      rt_fail(what, ": layout 2 needs one input channel and one output per group, got x ", x.type_str(), " and y ",
+              y.type_str(), " in ", g.groups, " groups");
+    thread_local std::vector<float> scratch;
+    return conv2d_depthwise_packed_f32(g, xd, wd, yd, scratch, pool);
   }
   im2col_gemm(g, xd, nullptr, wd, yd, ws ? static_cast<float*>(ws->data()) : nullptr, pool);
 }

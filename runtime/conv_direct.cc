@@ -17,7 +17,6 @@
 namespace relax::rt {
 namespace {
 
-
 #ifdef RELAX_CONV_X86
 #define RELAX_AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
 // The vector operations of one element type: 8 lanes of f32 (a fused
@@ -82,7 +81,8 @@ __attribute__((target("avx2,fma"))) void tile(const typename Op::T* const* px, i
 #define RELAX_STEP(j)            \
   x = Op::broadcast(p##j + off); \
   a##j = Op::madd(w0, x, a##j);
-          RELAX_STEP(0) RELAX_STEP(1) RELAX_STEP(2) RELAX_STEP(3) RELAX_STEP(4) RELAX_STEP(5) RELAX_STEP(6) RELAX_STEP(7)
+          RELAX_STEP(0)
+          RELAX_STEP(1) RELAX_STEP(2) RELAX_STEP(3) RELAX_STEP(4) RELAX_STEP(5) RELAX_STEP(6) RELAX_STEP(7)
 #undef RELAX_STEP
         }
       }
@@ -153,9 +153,9 @@ __attribute__((target("avx512f"))) void row_tile(const float* x0, int64_t xrow, 
 // (NCHW), not scattered. `count`: the tile's positions (the last vector
 // masked). x0: the row's first input for channel 0, tap (0, 0).
 template <int V>
-__attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, int64_t KH, int64_t KW,
-                                                  int64_t cstride, int64_t rstride, int64_t dw, const float* wt,
-                                                  float* yb, int64_t plane, int64_t oc, int64_t count) {
+__attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, int64_t KH, int64_t KW, int64_t cstride,
+                                                  int64_t rstride, int64_t dw, const float* wt, float* yb,
+                                                  int64_t plane, int64_t oc, int64_t count) {
   __m512 acc[8][V];
 #pragma GCC unroll 8
   for (int l = 0; l < 8; ++l)
@@ -192,6 +192,144 @@ __attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, i
         _mm512_mask_storeu_ps(yb + l * plane + 16 * v, last, acc[l][v]);
     }
   }
+}
+
+// Small output planes (fewer than 8 positions per image: the last stages
+// of a CNN on small inputs, squeeze-and-excitation 1x1 convolutions over
+// 1x1 planes): there the row tiles hold two blocks by the plane's few
+// positions, 2 to 8 chains of fused multiply-adds, and wait on each
+// one's latency. A block tile takes OB 16-channel blocks (the second
+// wblock floats after the first in the packed weights) by NP positions,
+// each from its own pointer px[j] (positions of several images may share
+// a tile), so that 8 to 24 sums are in flight: per tap, OB weight loads
+// and NP broadcasts feed OB * NP fused multiply-adds. Position j's sums
+// go to yb + yoff[j] + channel * plane.
+// One tap of a block tile: its inputs at `off` from each position's
+// pointer, times the OB blocks' weights at wt.
+template <int OB, int NP>
+__attribute__((target("avx512f"), always_inline)) inline void block_tap_avx512(__m512 (&acc)[OB][NP],
+                                                                               const float* const* p, int64_t off,
+                                                                               const float* wt, int64_t wblock) {
+  __m512 x[NP];
+#pragma GCC unroll 4
+  for (int j = 0; j < NP; ++j) x[j] = _mm512_set1_ps(p[j][off]);
+#pragma GCC unroll 8
+  for (int b = 0; b < OB; ++b) {
+    const __m512 w = _mm512_loadu_ps(wt + b * wblock);
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) acc[b][j] = _mm512_fmadd_ps(w, x[j], acc[b][j]);
+  }
+}
+template <int OB, int NP>
+__attribute__((target("avx2,fma"), always_inline)) inline void block_tap_avx2(__m256 (&acc)[OB][NP][2],
+                                                                              const float* const* p, int64_t off,
+                                                                              const float* wt, int64_t wblock) {
+  __m256 x[NP];
+#pragma GCC unroll 4
+  for (int j = 0; j < NP; ++j) x[j] = _mm256_broadcast_ss(p[j] + off);
+#pragma GCC unroll 8
+  for (int b = 0; b < OB; ++b) {
+    const __m256 w0 = _mm256_loadu_ps(wt + b * wblock), w1 = _mm256_loadu_ps(wt + b * wblock + 8);
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) {
+      acc[b][j][0] = _mm256_fmadd_ps(w0, x[j], acc[b][j][0]);
+      acc[b][j][1] = _mm256_fmadd_ps(w1, x[j], acc[b][j][1]);
+    }
+  }
+}
+
+template <int OB, int NP>
+__attribute__((target("avx512f"))) void block_tile_avx512(const float* const* px, const int64_t* yoff, int64_t Cg,
+                                                          int64_t KH, int64_t KW, int64_t cstride, int64_t rstride,
+                                                          int64_t dw, const float* wt, int64_t wblock, float* yb,
+                                                          int64_t plane, int64_t oc) {
+  __m512 acc[OB][NP];
+#pragma GCC unroll 8
+  for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) acc[b][j] = _mm512_setzero_ps();
+  const float* p[NP];
+#pragma GCC unroll 4
+  for (int j = 0; j < NP; ++j) p[j] = px[j];
+  if (KH == 1 && KW == 1) {  // one loop over the channels: most of these layers are 1x1
+    for (int64_t ci = 0, off = 0; ci < Cg; ++ci, off += cstride, wt += 16)
+      block_tap_avx512<OB, NP>(acc, p, off, wt, wblock);
+  } else {
+    for (int64_t ci = 0; ci < Cg; ++ci)
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0, off = ci * cstride + kh * rstride; kw < KW; ++kw, off += dw, wt += 16)
+          block_tap_avx512<OB, NP>(acc, p, off, wt, wblock);
+  }
+  alignas(64) float t[NP][16];
+  for (int b = 0; b < OB; ++b) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) _mm512_store_ps(t[j], acc[b][j]);
+    for (int64_t l = 0; l < std::min<int64_t>(16, oc - 16 * b); ++l)
+      for (int j = 0; j < NP; ++j) yb[(16 * b + l) * plane + yoff[j]] = t[j][l];
+  }
+}
+
+// The same with AVX2: each 16-channel block as two vectors of 8.
+template <int OB, int NP>
+__attribute__((target("avx2,fma"))) void block_tile_avx2(const float* const* px, const int64_t* yoff, int64_t Cg,
+                                                         int64_t KH, int64_t KW, int64_t cstride, int64_t rstride,
+                                                         int64_t dw, const float* wt, int64_t wblock, float* yb,
+                                                         int64_t plane, int64_t oc) {
+  __m256 acc[OB][NP][2];
+#pragma GCC unroll 8
+  for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) acc[b][j][0] = acc[b][j][1] = _mm256_setzero_ps();
+  const float* p[NP];
+#pragma GCC unroll 4
+  for (int j = 0; j < NP; ++j) p[j] = px[j];
+  if (KH == 1 && KW == 1) {
+    for (int64_t ci = 0, off = 0; ci < Cg; ++ci, off += cstride, wt += 16)
+      block_tap_avx2<OB, NP>(acc, p, off, wt, wblock);
+  } else {
+    for (int64_t ci = 0; ci < Cg; ++ci)
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0, off = ci * cstride + kh * rstride; kw < KW; ++kw, off += dw, wt += 16)
+          block_tap_avx2<OB, NP>(acc, p, off, wt, wblock);
+  }
+  alignas(32) float t[NP][16];
+  for (int b = 0; b < OB; ++b) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) _mm256_store_ps(t[j], acc[b][j][0]), _mm256_store_ps(t[j] + 8, acc[b][j][1]);
+    for (int64_t l = 0; l < std::min<int64_t>(16, oc - 16 * b); ++l)
+      for (int j = 0; j < NP; ++j) yb[(16 * b + l) * plane + yoff[j]] = t[j][l];
+  }
+}
+
+using BlockTile = void (*)(const float* const*, const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           const float*, int64_t, float*, int64_t, int64_t);
+constexpr int kBlockMax = 8, kPosMax = 4;
+// The most blocks a tile of NP positions takes: its sums, weights and
+// broadcasts fit the 32 (AVX-512) or 16 (AVX2) vector registers.
+constexpr int block_max(bool avx512, int NP) {
+  return avx512 ? (NP <= 2 ? 8 : NP == 3 ? 6 : 5) : (NP == 1 ? 6 : NP == 2 ? 3 : NP == 3 ? 2 : 1);
+}
+// block_tiles().f[avx512][OB - 1][NP - 1]; null past block_max.
+struct BlockTiles {
+  BlockTile f[2][kBlockMax][kPosMax] = {};
+  template <int OB, int NP>
+  void add() {
+    if constexpr (OB <= block_max(true, NP)) f[1][OB - 1][NP - 1] = block_tile_avx512<OB, NP>;
+    if constexpr (OB <= block_max(false, NP)) f[0][OB - 1][NP - 1] = block_tile_avx2<OB, NP>;
+  }
+  template <int OB>
+  void add_blocks() {
+    add<OB, 1>(), add<OB, 2>(), add<OB, 3>(), add<OB, 4>();
+  }
+  template <int... OB>
+  void add_all(std::integer_sequence<int, OB...>) {
+    (add_blocks<OB + 1>(), ...);
+  }
+  BlockTiles() { add_all(std::make_integer_sequence<int, kBlockMax>{}); }
+};
+const BlockTiles& block_tiles() {
+  static const BlockTiles t;
+  return t;
 }
 
 using RowTile = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
@@ -306,6 +444,32 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   const T* wt = packed ? packed : scratch.data();
   const T* image = copy ? xp : x;
   if constexpr (std::is_same_v<Op, F32x8> && kLanes == 16) {
+    if (P < 8 && kernel_isa() != KernelIsa::portable) {
+      // Block tiles over the positions of all images (near-equal parts of
+      // at most kPosMax) by near-equal runs of the blocks.
+      const bool wide = kernel_isa() == KernelIsa::avx512;
+      const int64_t T = g.N * P, ptiles = (T + kPosMax - 1) / kPosMax, np = (T + ptiles - 1) / ptiles;
+      const int64_t bmax = block_max(wide, int(np)), bgroups = (blocks + bmax - 1) / bmax;
+      const int64_t ob = (blocks + bgroups - 1) / bgroups;
+      const BlockTiles& table = block_tiles();
+      run(g.groups * ptiles * bgroups, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          int64_t bg = r % bgroups, t = r / bgroups % ptiles, gi = r / (bgroups * ptiles);
+          int64_t b0 = bg * ob, nb = std::min(ob, blocks - b0), q0 = t * np, cnt = std::min(np, T - q0);
+          const float* px[kPosMax];
+          int64_t yoff[kPosMax];
+          for (int64_t j = 0; j < cnt; ++j) {
+            int64_t n = (q0 + j) / P, p = (q0 + j) % P, oh = p / g.OW, ow = p % g.OW;
+            px[j] = image + (n * g.C + gi * Cg) * Hp * Wp + oh * g.sh * Wp + ow * g.sw;
+            yoff[j] = n * g.O * P + p;
+          }
+          int64_t o0 = gi * Og + b0 * kLanes, oc = std::min<int64_t>(nb * kLanes, Og - b0 * kLanes);
+          table.f[wide][nb - 1][cnt - 1](px, yoff, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw,
+                                         wt + (gi * blocks + b0) * K * kLanes, K * kLanes, y + o0 * P, P, oc);
+        }
+      });
+      return;
+    }
     if (kernel_isa() == KernelIsa::avx512 && (g.sw == 1 || g.sw == 2)) {
       // Tiles of whole output rows (two at a time when a row has at most
       // 7 positions), or of a row's columns in near-equal parts of at
@@ -324,8 +488,8 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
           int64_t o0 = gi * Og + 2 * bp * kLanes, oc = std::min<int64_t>(2 * kLanes, Og - 2 * bp * kLanes);
           const T* x0 = image + (n * g.C + gi * Cg) * Hp * Wp + oh0 * g.sh * Wp + ow0 * g.sw;
           table.f[ob - 1][rows - 1][w - 1][g.sw - 1](x0, g.sh * Wp, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw,
-                                                    wt + (gi * blocks + 2 * bp) * K * kLanes, K * kLanes,
-                                                    y + (n * g.O + o0) * P + oh0 * g.OW + ow0, P, g.OW, oc);
+                                                     wt + (gi * blocks + 2 * bp) * K * kLanes, K * kLanes,
+                                                     y + (n * g.O + o0) * P + oh0 * g.OW + ow0, P, g.OW, oc);
         }
       });
       return;
@@ -372,7 +536,7 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
       }
       int64_t o0 = gi * Og + b * kLanes, oc = std::min<int64_t>(kLanes, Og - b * kLanes);
       tile<Op, NV, NP>(px, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw, wt + (gi * blocks + b) * K * kLanes,
-               y + (n * g.O + o0) * P + p0, P, oc, nw);
+                       y + (n * g.O + o0) * P + p0, P, oc, nw);
     }
   };
   run(items, body);
@@ -559,8 +723,7 @@ struct PhasedRows {
       (void)avx2;
       for (int64_t q = 0; q < g.sw; ++q) {  // phase q: padded columns j = i * sw + q in [jlo, jhi)
         float* dst = out + q * pitch;
-        for (int64_t i = (jlo - q + g.sw - 1) / g.sw, j = i * g.sw + q; j < jhi; ++i, j += g.sw)
-          dst[i] = in[j - g.pw];
+        for (int64_t i = (jlo - q + g.sw - 1) / g.sw, j = i * g.sw + q; j < jhi; ++i, j += g.sw) dst[i] = in[j - g.pw];
       }
     }
   }
@@ -631,19 +794,25 @@ __attribute__((target("avx2,fma"), always_inline)) inline void depthwise_tail(co
                                                                               int64_t ystride, int64_t left) {
   int tail = int((left - 1) % 8 + 1);
   switch ((left + 7) / 8) {
-    case 1: return depthwise_block<R, 1>(row, rstride, toff, taps, wk, yr, ystride, tail);
-    case 2: return depthwise_block<R, 2>(row, rstride, toff, taps, wk, yr, ystride, tail);
-    case 3: return depthwise_block<R, 3>(row, rstride, toff, taps, wk, yr, ystride, tail);
-    default: return depthwise_block<R, 4>(row, rstride, toff, taps, wk, yr, ystride, tail);
+    case 1:
+      return depthwise_block<R, 1>(row, rstride, toff, taps, wk, yr, ystride, tail);
+    case 2:
+      return depthwise_block<R, 2>(row, rstride, toff, taps, wk, yr, ystride, tail);
+    case 3:
+      return depthwise_block<R, 3>(row, rstride, toff, taps, wk, yr, ystride, tail);
+    default:
+      return depthwise_block<R, 4>(row, rstride, toff, taps, wk, yr, ystride, tail);
   }
 }
 
 // R rows from output row oh: their full blocks of 32 columns one row at a
 // time, then the columns past them for the R rows at once.
 template <int R>
-__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_row_group(
-    const Conv2dGeometry& g, const float* row, int64_t rstride, const int64_t* toff, int64_t taps, const float* wk,
-    float* yr, int64_t full, int64_t left) {
+__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_row_group(const Conv2dGeometry& g,
+                                                                                   const float* row, int64_t rstride,
+                                                                                   const int64_t* toff, int64_t taps,
+                                                                                   const float* wk, float* yr,
+                                                                                   int64_t full, int64_t left) {
   for (int64_t r = 0; r < R; ++r)
     for (int64_t ow0 = 0; ow0 < full; ow0 += 32)
       depthwise_block<1, 4>(row + r * rstride + ow0, rstride, toff, taps, wk, yr + r * g.OW + ow0, g.OW, 8);
@@ -672,6 +841,94 @@ __attribute__((target("avx2,fma"))) void depthwise_rows_avx2(const Conv2dGeometr
     }
   }
 }
+
+// Small output planes (at most kSmallPlane positions: the last stages of
+// a CNN on small inputs): no padded copy per channel, whose zeroing and
+// splitting cost far more than the plane's few sums. Every tap's input
+// offsets for the whole plane are computed once per call (the same for
+// every channel), -1 where the tap reads padding; each channel is then a
+// masked gather (zeros in the padding) and a fused multiply-add per tap
+// and vector of positions: the same chains as the padded buffer's.
+constexpr int64_t kSmallPlane = 64;
+
+// off[t * stride + p]: tap t's input offset for output position p, or -1
+// (padding, or a lane past the plane's P positions).
+std::vector<int32_t> small_plane_offsets(const Conv2dGeometry& g, int64_t stride) {
+  const int64_t taps = g.KH * g.KW;
+  std::vector<int32_t> off(size_t(taps * stride), -1);
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw)
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
+          if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+            off[size_t((kh * g.KW + kw) * stride + oh * g.OW + ow)] = int32_t(ih * g.W + iw);
+        }
+  return off;
+}
+
+template <int V>
+__attribute__((target("avx512f"))) void depthwise_plane_avx512(const float* plane, const float* wk, const int32_t* off,
+                                                               int64_t taps, float* yp, int64_t P) {
+  __m512 acc[V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t, off += 16 * V) {
+    const __m512 w = _mm512_set1_ps(wk[t]);
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      const __m512i idx = _mm512_loadu_si512(off + 16 * v);
+      const __mmask16 in = _mm512_cmpge_epi32_mask(idx, _mm512_setzero_si512());
+      // A tap wholly in the padding adds w * 0 without gathering (small planes under wide taps have many).
+      const __m512 xv = in ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), in, idx, plane, 4) : _mm512_setzero_ps();
+      acc[v] = _mm512_fmadd_ps(w, xv, acc[v]);
+    }
+  }
+  const int64_t rest = P - 16 * (V - 1);
+  const __mmask16 last = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(yp + 16 * v, v + 1 < V ? __mmask16(0xffff) : last, acc[v]);
+}
+
+template <int V>
+__attribute__((target("avx2,fma"))) void depthwise_plane_avx2(const float* plane, const float* wk, const int32_t* off,
+                                                              int64_t taps, float* yp, int64_t P) {
+  __m256 acc[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t, off += 8 * V) {
+    const __m256 w = _mm256_broadcast_ss(wk + t);
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8 * v));
+      const __m256 in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)));
+      const __m256 xv = _mm256_movemask_ps(in) ? _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, idx, in, 4)
+                                               : _mm256_setzero_ps();
+      acc[v] = _mm256_fmadd_ps(w, xv, acc[v]);
+    }
+  }
+  alignas(32) float t[8 * V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) _mm256_store_ps(t + 8 * v, acc[v]);
+  std::copy(t, t + P, yp);
+}
+
+using DepthwisePlane = void (*)(const float*, const float*, const int32_t*, int64_t, float*, int64_t);
+
+// The plane kernel for P positions and the lanes its offsets are padded to.
+std::pair<DepthwisePlane, int64_t> depthwise_plane_kernel(bool avx512, int64_t P) {
+  if (avx512) {
+    static constexpr DepthwisePlane f[] = {depthwise_plane_avx512<1>, depthwise_plane_avx512<2>,
+                                           depthwise_plane_avx512<3>, depthwise_plane_avx512<4>};
+    int64_t v = (P + 15) / 16;
+    return {f[v - 1], 16 * v};
+  }
+  static constexpr DepthwisePlane f[] = {depthwise_plane_avx2<1>, depthwise_plane_avx2<2>, depthwise_plane_avx2<3>,
+                                         depthwise_plane_avx2<4>, depthwise_plane_avx2<5>, depthwise_plane_avx2<6>,
+                                         depthwise_plane_avx2<7>, depthwise_plane_avx2<8>};
+  int64_t v = (P + 7) / 8;
+  return {f[v - 1], 8 * v};
+}
 #endif
 
 }  // namespace
@@ -679,8 +936,7 @@ __attribute__((target("avx2,fma"))) void depthwise_rows_avx2(const Conv2dGeometr
 void conv2d_depthwise_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, ThreadPool* pool,
                           bool vector) {
   if (g.C != g.groups || g.O % g.groups != 0)
-    rt_fail("conv2d_depthwise_f32: needs one input channel per group, got ", g.C, " channels in ", g.groups,
-            " groups");
+    rt_fail("conv2d_depthwise_f32: needs one input channel per group, got ", g.C, " channels in ", g.groups, " groups");
   const int64_t Og = g.O / g.groups, planes = g.N * g.O;
   if (planes == 0 || g.OH == 0 || g.OW == 0) return;
   bool avx2 = false;
@@ -692,6 +948,27 @@ void conv2d_depthwise_f32(const Conv2dGeometry& g, const float* x, const float* 
   const int threads = pool ? pool->num_threads() : 1;
   const int64_t chunks = planes >= 4 * threads ? 1 : std::min<int64_t>(g.OH, (4 * threads + planes - 1) / planes);
   const int64_t rows_per = (g.OH + chunks - 1) / chunks;
+  const int64_t P = g.OH * g.OW;
+  const double work = double(planes) * double(P) * double(g.KH * g.KW);
+  const bool split = pool && threads > 1 && planes > 1 && work >= double(1 << 15);
+#ifdef RELAX_CONV_X86
+  if (avx2 && P <= kSmallPlane && g.H * g.W < (int64_t(1) << 31)) {
+    auto [kernel, lanes] = depthwise_plane_kernel(kernel_isa() == KernelIsa::avx512, P);
+    const std::vector<int32_t> off = small_plane_offsets(g, lanes);
+    const int64_t taps = g.KH * g.KW;
+    auto planes_body = [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        int64_t n = plane / g.O, o = plane - n * g.O, c = Og == 1 ? o : o / Og;
+        kernel(x + (n * g.C + c) * g.H * g.W, w + o * taps, off.data(), taps, y + plane * P, P);
+      }
+    };
+    if (split)
+      pool->parallel_for(planes, planes_body);
+    else
+      planes_body(0, planes);
+    return;
+  }
+#endif
   std::vector<int64_t> toff;
   PhasedRows(g).tap_offsets(g, toff);
   auto body = [&](int64_t begin, int64_t end) {
@@ -714,11 +991,145 @@ void conv2d_depthwise_f32(const Conv2dGeometry& g, const float* x, const float* 
     }
   };
   const int64_t items = planes * chunks;
-  double work = double(planes) * double(g.OH * g.OW) * double(g.KH * g.KW);
   if (pool && threads > 1 && items > 1 && work >= double(1 << 15))
     pool->parallel_for(items, body);
   else
     body(0, items);
+}
+
+namespace {
+
+// G blocks of 16 channels from channel c0 at one output position, every
+// tap in order: acc = fma(w, x or 0, acc). xs[t]: the tap's input
+// (channels last; null in the padding); wt: the first block's weights.
+#ifdef RELAX_CONV_X86
+template <int G>
+__attribute__((target("avx512f"))) void depthwise_channels_avx512(const float* const* xs, int64_t c0, int64_t taps,
+                                                                  const float* wt, float* out) {
+  __m512 acc[G];
+#pragma GCC unroll 8
+  for (int j = 0; j < G; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t) {
+    const float* x = xs[t];
+#pragma GCC unroll 8
+    for (int j = 0; j < G; ++j)
+      acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(wt + (j * taps + t) * 16),
+                               x ? _mm512_loadu_ps(x + c0 + 16 * j) : _mm512_setzero_ps(), acc[j]);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < G; ++j) _mm512_storeu_ps(out + 16 * j, acc[j]);
+}
+template <int G>
+__attribute__((target("avx2,fma"))) void depthwise_channels_avx2(const float* const* xs, int64_t c0, int64_t taps,
+                                                                 const float* wt, float* out) {
+  __m256 acc[G][2];
+#pragma GCC unroll 8
+  for (int j = 0; j < G; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t) {
+    const float* x = xs[t];
+#pragma GCC unroll 8
+    for (int j = 0; j < G; ++j)
+      for (int h = 0; h < 2; ++h)
+        acc[j][h] = _mm256_fmadd_ps(_mm256_loadu_ps(wt + (j * taps + t) * 16 + 8 * h),
+                                    x ? _mm256_loadu_ps(x + c0 + 16 * j + 8 * h) : _mm256_setzero_ps(), acc[j][h]);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < G; ++j) _mm256_storeu_ps(out + 16 * j, acc[j][0]), _mm256_storeu_ps(out + 16 * j + 8, acc[j][1]);
+}
+#endif
+
+// The portable form: the same chains with std::fma.
+void depthwise_channels_plain(const float* const* xs, int64_t taps, const float* wt, int64_t blocks, float* out) {
+  for (int64_t j = 0; j < blocks; ++j)
+    for (int l = 0; l < 16; ++l) {
+      float acc = 0.0f;
+      for (int64_t t = 0; t < taps; ++t)
+        acc = std::fma(wt[(j * taps + t) * 16 + l], xs[t] ? xs[t][16 * j + l] : 0.0f, acc);
+      out[16 * j + l] = acc;
+    }
+}
+
+}  // namespace
+
+int64_t conv2d_depthwise_packed_size(int64_t O, int64_t taps) { return (O + 15) / 16 * taps * 16; }
+
+void conv2d_depthwise_pack_f32(const float* w, int64_t O, int64_t taps, float* out) {
+  for (int64_t b = 0; b < (O + 15) / 16; ++b)
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t l = 0; l < 16; ++l) {
+        int64_t o = b * 16 + l;
+        out[(b * taps + t) * 16 + l] = o < O ? w[o * taps + t] : 0.0f;
+      }
+}
+
+void conv2d_depthwise_packed_f32(const Conv2dGeometry& g, const float* x, const float* packed, float* y,
+                                 std::vector<float>& scratch, ThreadPool* pool, bool vector) {
+  if (g.C != g.groups || g.O != g.C)
+    rt_fail("conv2d_depthwise_packed_f32: needs one input channel and one output per group, got ", g.C, " channels, ",
+            g.O, " outputs in ", g.groups, " groups");
+  const int64_t C = g.C, HW = g.H * g.W, P = g.OH * g.OW, taps = g.KH * g.KW, blocks = (C + 15) / 16, Cp = 16 * blocks;
+  if (g.N == 0 || C == 0 || P == 0) return;
+  // Channels last: xt (N, H * W, Cp), yt (N, P, Cp); the lanes past C hold zeros in xt.
+  scratch.resize(size_t(g.N * (HW + P) * Cp));
+  float *xt = scratch.data(), *yt = xt + g.N * HW * Cp;
+  for (int64_t n = 0; n < g.N; ++n) {
+    float* xn = xt + n * HW * Cp;
+    for (int64_t s = 0; s < HW; ++s) std::fill(xn + s * Cp + C, xn + (s + 1) * Cp, 0.0f);
+    for (int64_t c = 0; c < C; ++c) {
+      const float* src = x + (n * C + c) * HW;
+      for (int64_t s = 0; s < HW; ++s) xn[s * Cp + c] = src[s];
+    }
+  }
+  enum { kPlain, kAvx2, kAvx512 } isa = kPlain;
+#ifdef RELAX_CONV_X86
+  if (vector && conv2d_direct_available()) isa = kernel_isa() == KernelIsa::avx512 ? kAvx512 : kAvx2;
+#endif
+  (void)vector;
+  auto body = [&](int64_t begin, int64_t end) {
+    std::vector<const float*> xs(static_cast<size_t>(taps));
+    for (int64_t r = begin; r < end; ++r) {  // r: (image, output position)
+      int64_t n = r / P, p = r % P, oh = p / g.OW, ow = p % g.OW;
+      for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+          int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
+          xs[size_t(kh * g.KW + kw)] =
+              ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? xt + (n * HW + ih * g.W + iw) * Cp : nullptr;
+        }
+      float* out = yt + r * Cp;
+      int64_t j = 0;
+#ifdef RELAX_CONV_X86
+      // Four blocks at once: four chains in flight.
+      if (isa == kAvx512) {
+        for (; j + 4 <= blocks; j += 4)
+          depthwise_channels_avx512<4>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
+        for (; j < blocks; ++j)
+          depthwise_channels_avx512<1>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
+      } else if (isa == kAvx2) {
+        for (; j + 2 <= blocks; j += 2)
+          depthwise_channels_avx2<2>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
+        for (; j < blocks; ++j)
+          depthwise_channels_avx2<1>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
+      }
+#endif
+      if (j < blocks) {
+        std::vector<const float*> shifted(xs);
+        for (const float*& q : shifted)
+          if (q) q += 16 * j;
+        depthwise_channels_plain(shifted.data(), taps, packed + j * taps * 16, blocks - j, out + 16 * j);
+      }
+    }
+  };
+  const int64_t items = g.N * P;
+  if (pool && pool->num_threads() > 1 && items > 1 && double(items) * double(Cp * taps) >= double(1 << 16))
+    pool->parallel_for(items, body);
+  else
+    body(0, items);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      float* dst = y + (n * C + c) * P;
+      const float* src = yt + n * P * Cp + c;
+      for (int64_t p = 0; p < P; ++p) dst[p] = src[p * Cp];
+    }
 }
 
 }  // namespace relax::rt

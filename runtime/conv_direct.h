@@ -16,7 +16,11 @@
 // multiply-adds; layers of at most 8 channels per group at column stride 1
 // put output positions in the lanes instead (up to 48 of one row by the 8
 // channels: 24 sums, the inputs loaded as vectors, the sums stored as
-// rows); the same packed weights. The weights are first transposed to
+// rows); the same packed weights. Output planes of fewer than 8
+// positions (AVX2 or AVX-512) take block tiles instead: up to 8 blocks of
+// 16 channels by up to 4 positions, which may come from several images,
+// so that a 1x1 layer over a 1x1 plane keeps 8 to 24 sums in flight where
+// the other tiles held 2. The weights are first transposed to
 // [group][c][kh][kw][o] with o padded to the tile's channels. Every output
 // element is one chain of fused multiply-adds over (c, kh, kw) in order,
 // padding read as zeros (as im2col's would be), whatever its position.
@@ -52,6 +56,10 @@ enum class ConvMethod { automatic, direct, im2col };
 // * KH * KW) x (OH * OW); a plain product needs none.
 void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, float* col, ThreadPool* pool,
                 ConvMethod method = ConvMethod::automatic);
+
+// Whether conv2d_f32 convolves g directly (the rest as im2col + product):
+// what a build's packed weights follow too (passes/legalize/nn.cc).
+bool conv2d_prefers_direct(const Conv2dGeometry& g);
 
 // Whether this CPU has the kernel (AVX2 and FMA).
 bool conv2d_direct_available();
@@ -91,5 +99,20 @@ void conv2d_loops_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* 
 // buffer (`vector` false forces those, for tests).
 void conv2d_depthwise_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, ThreadPool* pool,
                           bool vector = true);
+
+// Depthwise convolutions with one output per channel (C == O == groups)
+// over small planes, from weights packed once as [O / 16 blocks][KH *
+// KW][16] (zeros past O; conv2d_depthwise_packed_size floats): channels
+// go in the vector lanes. x is copied channels-last per call and y back,
+// a pass over each; every tap is then one contiguous load per 16 channels
+// (zeros where it reads padding), where the plane-wise kernel pads and
+// splits a copy of each channel (or gathers) for a few outputs. Every
+// output is the same chain of fused multiply-adds over (kh, kw) in order
+// as conv2d_depthwise_f32's, so the two agree bitwise. `scratch` holds
+// the copies. Any CPU: plain loops without AVX2 (or `vector` false).
+int64_t conv2d_depthwise_packed_size(int64_t O, int64_t taps);
+void conv2d_depthwise_pack_f32(const float* w, int64_t O, int64_t taps, float* out);
+void conv2d_depthwise_packed_f32(const Conv2dGeometry& g, const float* x, const float* packed, float* y,
+                                 std::vector<float>& scratch, ThreadPool* pool, bool vector = true);
 
 }  // namespace relax::rt

@@ -135,8 +135,10 @@ constexpr const char* kConv2dPacked = "gemm.conv2d_packed";
 // (runtime/builtins_blas.cc gemm.conv2d_pack, which checks it): 0, the
 // direct kernel's blocks of 8 or 16 channels (runtime/conv_direct.h
 // conv2d_direct_lanes); 1, per group the GEMM's A in panels of 6 rows
-// (runtime/gemm.h gemm_packed_a_size).
+// (runtime/gemm.h gemm_packed_a_size); 2, a depthwise convolution's
+// blocks of 16 channels (conv2d_depthwise_packed_size).
 int64_t packed_size(int64_t layout, int64_t groups, int64_t Og, int64_t K) {
+  if (layout == 2) return (groups * Og + 15) / 16 * K * 16;
   if (layout == 0) {
     int64_t L = Og <= 8 ? 8 : 16;
     return groups * ((Og + L - 1) / L) * K * L;
@@ -186,20 +188,30 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   // (gemm.conv2d_pack): at O2 the packing moves to @transform_params and a
   // build folds it into the package, so no run transposes or repacks it.
   // Layout 0 (the direct kernel, no workspace) where the runtime convolves
-  // directly (builtins_blas.cc use_direct: wider than 1x1, at least 8
-  // outputs per group, a reduction under 4096), else 1 (im2col + GEMM).
-  if (!i32 && !depthwise && weights->kind == ExprKind::Constant && ws[1].is_const() && kh.is_const() &&
-      kw.is_const()) {
+  // directly (runtime/conv_direct.h conv2d_prefers_direct: at least 8 outputs per group,
+  // and an output plane known to hold fewer than 8 positions, or a kernel
+  // wider than 1x1 with a reduction under 4096), else 1 (im2col + GEMM).
+  // Depthwise ones with one output per channel over planes known to be
+  // small (at most 64 outputs): layout 2, channels in the vector lanes
+  // (conv2d_depthwise_packed_f32); the plane-wise kernel zero-fills and
+  // splits a padded copy of each channel for a few outputs there.
+  const int64_t plane = oh.is_const() && ow.is_const() ? oh.const_value() * ow.const_value() : -1;
+  const bool channel_blocks = depthwise && ws[0].const_value() == groups && plane >= 0 && plane <= 64;
+  if (!i32 && (!depthwise || channel_blocks) && weights->kind == ExprKind::Constant && ws[1].is_const() &&
+      kh.is_const() && kw.is_const()) {
     int64_t Og = ws[0].const_value() / groups, K = ws[1].const_value() * kh.const_value() * kw.const_value();
-    int64_t layout = (!kh.is_const(1) || !kw.is_const(1)) && Og >= 8 && K < 4096 ? 0 : 1;
+    const bool small_plane = plane >= 0 && plane < 8;
+    int64_t layout = channel_blocks                                                                   ? 2
+                     : Og >= 8 && (small_plane || ((!kh.is_const(1) || !kw.is_const(1)) && K < 4096)) ? 0
+                                                                                                      : 1;
     if (layout == 0) no_workspace = true;
     for (const char* name : {kConv2dPack, kConv2dPacked})
       if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
     StructInfo packed_si = tensor_si(DataType::f32(), {SymExpr(packed_size(layout, groups, Og, K))});
-    Expr pack = make_op_call(
-        "call_library",
-        {make_string(kConv2dPack), make_tuple({weights, make_shape({SymExpr(groups), SymExpr(layout)})})}, {},
-        {packed_si});
+    Expr pack =
+        make_op_call("call_library",
+                     {make_string(kConv2dPack), make_tuple({weights, make_shape({SymExpr(groups), SymExpr(layout)})})},
+                     {}, {packed_si});
     pack->sinfo = packed_si;
     weights = ctx.emit(pack, "conv_weights");
     std::vector<SymExpr> p = as<ShapeExprNode>(params)->values;
@@ -212,8 +224,7 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   StructInfo out = call.sinfo;
   if (!no_workspace)
     out = tuple_si({call.sinfo, tensor_si(DataType::f32(), {ana.simplify(ws[1] * kh * kw), ana.simplify(oh * ow)})});
-  Expr r = make_op_call("call_library", {make_string(library), make_tuple({call.args[0], weights, params})}, {},
-                        {out});
+  Expr r = make_op_call("call_library", {make_string(library), make_tuple({call.args[0], weights, params})}, {}, {out});
   r->sinfo = out;
   if (no_workspace) return r;
   Expr item = make_tuple_get_item(ctx.emit(r, "conv_all"), 0);

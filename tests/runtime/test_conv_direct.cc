@@ -8,7 +8,8 @@
 // exactly, overflowing sums wrapping. From weights packed once (what a
 // build folds), vector and plain forms, bitwise equal to the above. The
 // depthwise kernel against the
-// same loop nest, its vector and plain forms bitwise equal.
+// same loop nest, its vector and plain forms bitwise equal, and so the
+// channels-in-lanes depthwise kernel from packed weights.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -67,22 +68,37 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
   ThreadPool pool(2);
   //                    N  C   H   W   O  KH KW  sh sw ph pw dh dw groups (OH, OW from pad_end = 0 or ph)
   std::vector<Conv2dGeometry> cases = {
-      {1, 3, 7, 9, 16, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},    {2, 5, 12, 10, 20, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
-      {1, 4, 9, 11, 8, 5, 3, 0, 0, 1, 2, 2, 1, 2, 1, 1},    {3, 8, 6, 6, 24, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 2},
-      {1, 2, 2, 2, 16, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},    {1, 6, 15, 4, 33, 7, 1, 0, 0, 3, 1, 3, 0, 1, 1, 3},
-      {2, 16, 13, 13, 40, 3, 3, 0, 0, 2, 2, 0, 0, 1, 1, 1}, {1, 3, 20, 17, 9, 4, 4, 0, 0, 2, 3, 1, 2, 1, 1, 1},
+      {1, 3, 7, 9, 16, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {2, 5, 12, 10, 20, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
+      {1, 4, 9, 11, 8, 5, 3, 0, 0, 1, 2, 2, 1, 2, 1, 1},
+      {3, 8, 6, 6, 24, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 2},
+      {1, 2, 2, 2, 16, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {1, 6, 15, 4, 33, 7, 1, 0, 0, 3, 1, 3, 0, 1, 1, 3},
+      {2, 16, 13, 13, 40, 3, 3, 0, 0, 2, 2, 0, 0, 1, 1, 1},
+      {1, 3, 20, 17, 9, 4, 4, 0, 0, 2, 3, 1, 2, 1, 1, 1},
       // At most 8 outputs per group: the 8-channel tile (6 of its 8 lanes here; 8 positions a tile).
       {2, 6, 10, 13, 12, 3, 3, 0, 0, 1, 2, 1, 1, 2, 1, 2},
       // AVX-512's row tiles: rows of 30 in three parts of 10, three blocks (a pair and one), stride 2
       // rows of 15 (8 + 7), two rows of 7 per tile and an odd last row, dilation 2, stride 3 (the
       // 6-position tile).
-      {1, 5, 32, 32, 40, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},  {1, 7, 30, 30, 48, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
-      {2, 9, 7, 7, 32, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},    {1, 4, 19, 24, 17, 3, 3, 0, 0, 1, 1, 2, 2, 2, 2, 1},
+      {1, 5, 32, 32, 40, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {1, 7, 30, 30, 48, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
+      {2, 9, 7, 7, 32, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {1, 4, 19, 24, 17, 3, 3, 0, 0, 1, 1, 2, 2, 2, 2, 1},
       {1, 3, 23, 23, 16, 5, 5, 0, 0, 3, 3, 2, 2, 1, 1, 1},
       // AVX-512's lane tiles (at most 8 channels per group, column stride 1): a row of 40 (three vectors,
       // the last masked), rows of 66 in two parts with row stride 2 and dilation 2, rows of 5.
-      {1, 5, 9, 40, 8, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},    {2, 6, 9, 70, 12, 3, 3, 0, 0, 2, 1, 1, 0, 1, 2, 2},
+      {1, 5, 9, 40, 8, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {2, 6, 9, 70, 12, 3, 3, 0, 0, 2, 1, 1, 0, 1, 2, 2},
       {1, 3, 5, 5, 4, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      // Block tiles (fewer than 8 positions per image): a 1x1 plane by 3 blocks; 3 images of 2x2 (12
+      // positions in 3 tiles) by 9 blocks; 5 images of 1x1 (tiles of 3 and 2) by 19 blocks, the last
+      // partial; a strided 3x3 with padding onto 2x2 by 9 blocks; 2x3 planes in 2 groups of 20.
+      {1, 288, 1, 1, 48, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 1},
+      {3, 24, 2, 2, 144, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 1},
+      {5, 17, 1, 1, 300, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 1},
+      {1, 64, 3, 3, 130, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
+      {2, 20, 2, 3, 40, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 2},
   };
   for (Conv2dGeometry g : cases) {
     g = with_outputs(g);
@@ -139,7 +155,8 @@ TEST_CASE("conv2d_direct_f32: equal windows give bitwise equal results") {
   conv2d_direct_f32(g, x.data(), w.data(), y.data(), scratch, nullptr);
   for (int64_t o = 0; o < g.O; ++o)
     for (int64_t h = 1; h + 1 < g.H; ++h)
-      for (int64_t c = 1; c + 1 < g.W; ++c) CHECK(y[size_t((o * g.H + h) * g.W + c)] == y[size_t((o * g.H + 1) * g.W + 1)]);
+      for (int64_t c = 1; c + 1 < g.W; ++c)
+        CHECK(y[size_t((o * g.H + h) * g.W + c)] == y[size_t((o * g.H + 1) * g.W + 1)]);
 }
 
 TEST_CASE("conv2d_direct_i32 and its plain loops: exact, wrapping as i32 arithmetic does") {
@@ -193,15 +210,33 @@ TEST_CASE("conv2d_depthwise_f32 matches a double-precision loop nest; vector and
   ThreadPool pool(2);
   //   N  C   H   W   O  KH KW  sh sw ph pw dh dw groups (OH, OW below); widths around 8 and 32 lanes
   std::vector<Conv2dGeometry> cases = {
-      {1, 3, 7, 9, 3, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 3},       {2, 4, 12, 33, 4, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 4},
-      {1, 2, 9, 40, 4, 5, 5, 0, 0, 1, 1, 2, 2, 1, 1, 2},      {1, 5, 6, 17, 5, 3, 3, 0, 0, 3, 3, 1, 1, 2, 2, 5},
-      {1, 1, 30, 64, 1, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},     {3, 2, 5, 8, 6, 1, 7, 0, 0, 1, 2, 0, 3, 1, 1, 2},
-      {1, 6, 1, 50, 6, 1, 5, 0, 0, 1, 1, 0, 2, 1, 2, 6},      {1, 1, 1, 1, 1, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {1, 3, 7, 9, 3, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 3},
+      {2, 4, 12, 33, 4, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 4},
+      {1, 2, 9, 40, 4, 5, 5, 0, 0, 1, 1, 2, 2, 1, 1, 2},
+      {1, 5, 6, 17, 5, 3, 3, 0, 0, 3, 3, 1, 1, 2, 2, 5},
+      {1, 1, 30, 64, 1, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {3, 2, 5, 8, 6, 1, 7, 0, 0, 1, 2, 0, 3, 1, 1, 2},
+      {1, 6, 1, 50, 6, 1, 5, 0, 0, 1, 1, 0, 2, 1, 2, 6},
+      {1, 1, 1, 1, 1, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
       {1, 4, 16, 16, 12, 3, 3, 0, 0, 2, 2, 0, 0, 1, 1, 4},
+      // Small planes (at most 64 outputs: gathers, no padded copy): 8x8 = 64 at stride 2, 5x5 taps
+      // onto 4x4 with two outputs per channel, a 2x2 plane under 5x5 taps mostly in the padding, a 1x1
+      // output, 7x9 = 63 with dilation 2, three images.
+      {1, 3, 16, 16, 3, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 3},
+      {2, 6, 8, 8, 12, 5, 5, 0, 0, 2, 2, 2, 2, 1, 1, 6},
+      {1, 5, 2, 2, 5, 5, 5, 0, 0, 1, 1, 2, 2, 1, 1, 5},
+      {1, 7, 2, 2, 7, 5, 5, 0, 0, 2, 2, 2, 2, 1, 1, 7},
+      {3, 2, 9, 11, 2, 3, 3, 0, 0, 1, 1, 2, 2, 2, 2, 2},
+      // Many channels (blocks of 16 at once, then one at a time, the last partial): 40 and 83.
+      {2, 40, 8, 8, 40, 5, 5, 0, 0, 2, 2, 2, 2, 1, 1, 40},
+      {1, 83, 3, 3, 83, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 83},
   };
   for (Conv2dGeometry g : cases) {
     g = with_outputs(g);
     std::vector<float> x = random_floats(rng, g.N * g.C * g.H * g.W), w = random_floats(rng, g.O * g.KH * g.KW);
+    // Some zeros, negative and positive, times weights of both signs: a padded tap adds w * 0, whose
+    // sign every form must get the same.
+    for (size_t i = 0; i < x.size(); i += 5) x[i] = i % 2 ? -0.0f : 0.0f;
     std::vector<float> want = reference(g, x, w);
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
       std::vector<float> y(want.size() + 8, 7.0f), plain(want.size() + 8, 7.0f);
@@ -215,7 +250,33 @@ TEST_CASE("conv2d_depthwise_f32 matches a double-precision loop nest; vector and
       CAPTURE(g.OW);
       CHECK(worst < 1e-5);
       for (size_t i = want.size(); i < y.size(); ++i) CHECK(y[i] == 7.0f);  // nothing written past the end
-      CHECK(y == plain);
+      CHECK(std::memcmp(y.data(), plain.data(), y.size() * sizeof(float)) == 0);
+      // Each vector ISA this CPU runs: bitwise the plain loops' sums.
+      for (KernelIsa isa : {KernelIsa::avx512, KernelIsa::avx2}) {
+        if (!cpu_runs(isa)) continue;
+        CAPTURE(kernel_isa_name(isa));
+        REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
+        std::vector<float> yi(want.size() + 8, 7.0f);
+        conv2d_depthwise_f32(g, x.data(), w.data(), yi.data(), p);
+        CHECK(std::memcmp(yi.data(), plain.data(), yi.size() * sizeof(float)) == 0);
+      }
+      REQUIRE(set_kernel_isa(""));
+      // One output per channel: the channels-in-lanes kernel from packed weights, every ISA and the
+      // plain loops, bitwise the same again.
+      if (g.O == g.C) {
+        const int64_t taps = g.KH * g.KW;
+        std::vector<float> packed(size_t(conv2d_depthwise_packed_size(g.O, taps)), 5.0f), scratch;
+        conv2d_depthwise_pack_f32(w.data(), g.O, taps, packed.data());
+        for (const char* isa : {"avx512", "avx2", "plain"}) {
+          bool vector = std::strcmp(isa, "plain") != 0;
+          if (vector && !set_kernel_isa(isa)) continue;
+          CAPTURE(isa);
+          std::vector<float> yc(want.size() + 8, 7.0f);
+          conv2d_depthwise_packed_f32(g, x.data(), packed.data(), yc.data(), scratch, p, vector);
+          CHECK(std::memcmp(yc.data(), plain.data(), yc.size() * sizeof(float)) == 0);
+        }
+        REQUIRE(set_kernel_isa(""));
+      }
     }
   }
 }
