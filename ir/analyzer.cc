@@ -345,15 +345,18 @@ class Simplifier {
   // x == y*quot + rem where quot collects the terms of x that have y as a
   // factor (rem: any expression); for y != 0, floordiv(x, y) == quot +
   // floordiv(rem, y) and floormod(x, y) == floormod(rem, y) for every
-  // value. Null when no term has the factor.
+  // value. Null when no term has the factor. y may have a constant part,
+  // y == cy*Y + c0: then the terms with Y as a factor, cy*Y*quot, are
+  // y*quot - c0*quot, and rem takes the -c0*quot (a reshape's index
+  // n*S + i - n over a dim of S - 1 divides into n and i).
   std::optional<Split> split_multiples(const SymExpr& x, const SymExpr& y) const {
     if (x.is_const()) return std::nullopt;
-    // y == cy * Y for a constant cy >= 1 and Y a variable or a product.
-    int64_t cy = 1;
+    // y == cy * Y + c0 for constants cy >= 1, c0 and Y a variable or a product.
+    int64_t cy = 1, c0 = 0;
     SymExpr Y = y;
     if (y.kind() == SymKind::Sum) {
-      if (y->constant != 0 || y->terms.size() != 1 || y->terms[0].coeff < 1) return std::nullopt;
-      cy = y->terms[0].coeff, Y = y->terms[0].term;
+      if (y->terms.size() != 1 || y->terms[0].coeff < 1) return std::nullopt;
+      cy = y->terms[0].coeff, Y = y->terms[0].term, c0 = y->constant;
     }
     std::vector<SymTerm> terms{{1, x}};
     int64_t k0 = 0;
@@ -390,6 +393,7 @@ class Simplifier {
       }
     }
     if (!any) return std::nullopt;
+    if (c0 != 0) quot = recombine(quot), rem = recombine(rem - SymExpr(c0) * quot);
     return Split{quot, rem};
   }
 

@@ -300,6 +300,26 @@ TEST_CASE("analyzer: symbolic loop bounds") {
   CHECK(an.simplify(floormod(b * s + j, s)) == floormod(j, s));
 }
 
+TEST_CASE("analyzer: divisors with a constant part") {
+  // A flattened index over a dim of s - 1, written by the polynomial
+  // product as n*s + i - n (a reshape of a conv's output over samples // 5
+  // - 1 positions), with n a fused (batch, channel) index: it divides back
+  // into n and i.
+  SymExpr s = SymExpr::var("s"), i = SymExpr::var("i"), k = SymExpr::var("k"), j = SymExpr::var("j");
+  Analyzer an;
+  an.bind(s, 2, 1 << 20);
+  an.bind_below(i, s - SymExpr(1));
+  an.bind(k, 0, 1000);
+  SymExpr n = floordiv(k, SymExpr(32)) * SymExpr(32) + floormod(k, SymExpr(32));  // k, as the fused loop writes it
+  SymExpr flat = n * s + i - n;
+  CHECK(an.simplify(floordiv(flat, s - SymExpr(1))) == k);
+  CHECK(an.simplify(floormod(flat, s - SymExpr(1))) == i);
+  // Over a dim of 2*s + 3: x = q*(2s + 3) + r for the terms of 2s.
+  CHECK(an.simplify(floordiv(k * s * SymExpr(2) + k * SymExpr(3) + i, s * SymExpr(2) + SymExpr(3))) == k);
+  // Not below: j has no bound, so its part stays divided.
+  CHECK(an.simplify(floordiv(k * s - k + j, s - SymExpr(1))) == k + floordiv(j, s - SymExpr(1)));
+}
+
 TEST_CASE("analyzer: divisions by symbolic dims from symbolic bounds") {
   // A flattened (h, w) position t over a loop of 2*h*w*10 elements read as
   // (t // w) // h, (t // w) % h and t % w: what a reshape of a transpose
