@@ -45,6 +45,37 @@ std::vector<SymExpr> reduced_extents(const Buffer& x, const std::vector<bool>& r
   return ext;
 }
 
+// Lane-wise max and min on the cpu: kLanes running results in a local
+// buffer `part`, one per lane of a vector loop (each an elementwise max
+// or min, so nothing is reordered), folded in lane order at the end; a
+// single running result was a serial chain of compares.
+constexpr int64_t kLanes = 16;
+Buffer lane_buffer(DataType t) { return tir::make_buffer("part", t, {SymExpr(kLanes)}, tir::Scope::Local); }
+Stmt lane_init(const Buffer& part, const Reducer& r) {
+  SymExpr l0 = SymExpr::var("l0");
+  return tir::make_for(l0, kLanes, LoopKind::Vectorized, tir::make_store(part, {idx(l0)}, r.init));
+}
+// One scan of at(j) for j < len: whole blocks of kLanes in a vector loop,
+// the rest into the first lanes.
+Stmt lane_scan(const Buffer& part, const SymExpr& len, const Reducer& r, const std::function<TExpr(const TExpr&)>& at) {
+  SymExpr l1 = SymExpr::var("l1"), kb = SymExpr::var("kb"), kr = SymExpr::var("kr");
+  TExpr whole = idx(floordiv(len, SymExpr(kLanes)) * SymExpr(kLanes));
+  Stmt body = tir::make_for(
+      kb, floordiv(len, SymExpr(kLanes)), LoopKind::Serial,
+      tir::make_for(
+          l1, kLanes, LoopKind::Vectorized,
+          tir::make_store(part, {idx(l1)}, r.combine(load(part, {idx(l1)}), at(idx(kb) * idx(kLanes) + idx(l1))))));
+  Stmt tail = tir::make_for(kr, floormod(len, SymExpr(kLanes)), LoopKind::Serial,
+                            tir::make_store(part, {idx(kr)}, r.combine(load(part, {idx(kr)}), at(whole + idx(kr)))));
+  return tir::make_seq({body, tail});
+}
+// a = the lanes folded in order, from r.init.
+Stmt lane_fold(const Buffer& part, const Local& a, const Reducer& r) {
+  SymExpr l2 = SymExpr::var("l2");
+  return tir::make_seq(
+      {a.set(r.init), tir::make_for(l2, kLanes, LoopKind::Serial, a.set(r.combine(a.get(), load(part, {idx(l2)}))))});
+}
+
 std::optional<Expr> legalize_reduce(LegalizeContext& ctx, const CallNode& call) {
   const std::string& op = ops::op_name(call);
   Attrs attrs = ops::attrs_of(call);
@@ -70,35 +101,25 @@ std::optional<Expr> legalize_reduce(LegalizeContext& ctx, const CallNode& call) 
   const SymExpr last = x->shape.empty() ? SymExpr(1) : x->shape.back();  // a scalar: one running result
   if (ctx.libraries() && (op == "max" || op == "min") && !red.empty() && red.back() && acc == t && !t.is_bool() &&
       (!last.is_const() || last.const_value() >= 32)) {
-    constexpr int64_t kLanes = 16;
     std::vector<SymExpr> outer_ext(ext.begin(), ext.end() - 1);
     LoopHints hints{true, false, count};
     return pb.finish(loop_nest(
         y->shape,
         [&](const Index& i) {
-          Buffer part = tir::make_buffer("part", acc, {SymExpr(kLanes)}, tir::Scope::Local);
+          Buffer part = lane_buffer(acc);
           Local a = local("acc", acc);
-          SymExpr l0 = SymExpr::var("l0"), l1 = SymExpr::var("l1"), l2 = SymExpr::var("l2");
-          SymExpr kb = SymExpr::var("kb"), kr = SymExpr::var("kr");
-          Stmt init = tir::make_for(l0, kLanes, LoopKind::Vectorized, tir::make_store(part, {idx(l0)}, r.init));
-          Stmt scan = loop_nest(outer_ext, [&](const Index& ko) {
-            auto at = [&](const TExpr& j) {
-              Index k = ko;
-              k.push_back(j);
-              return cast(acc, load(x, input_index(red, keepdims, i, k)));
-            };
-            TExpr whole = idx(floordiv(last, SymExpr(kLanes)) * SymExpr(kLanes));
-            Stmt body = tir::make_for(
-                kb, floordiv(last, SymExpr(kLanes)), LoopKind::Serial,
-                tir::make_for(l1, kLanes, LoopKind::Vectorized,
-                              tir::make_store(part, {idx(l1)},
-                                              r.combine(load(part, {idx(l1)}), at(idx(kb) * idx(kLanes) + idx(l1))))));
-            Stmt tail = tir::make_for(kr, floormod(last, SymExpr(kLanes)), LoopKind::Serial,
-                                      tir::make_store(part, {idx(kr)}, r.combine(load(part, {idx(kr)}), at(whole + idx(kr)))));
-            return tir::make_seq({body, tail});
-          }, LoopHints{false, false, 1}, "k");
-          Stmt fold = tir::make_for(l2, kLanes, LoopKind::Serial, a.set(r.combine(a.get(), load(part, {idx(l2)}))));
-          Stmt all = tir::make_seq({init, scan, a.set(r.init), fold, tir::make_store(y, i, cast(t, a.get()))});
+          Stmt scan = loop_nest(
+              outer_ext,
+              [&](const Index& ko) {
+                return lane_scan(part, last, r, [&](const TExpr& j) {
+                  Index k = ko;
+                  k.push_back(j);
+                  return cast(acc, load(x, input_index(red, keepdims, i, k)));
+                });
+              },
+              LoopHints{false, false, 1}, "k");
+          Stmt all =
+              tir::make_seq({lane_init(part, r), scan, lane_fold(part, a, r), tir::make_store(y, i, cast(t, a.get()))});
           return tir::make_allocate(part, with_locals({a}, all));
         },
         hints));
@@ -185,16 +206,27 @@ std::optional<Expr> legalize_softmax(LegalizeContext& ctx, const CallNode& call)
         // serial sum kept the loop scalar.
         if (ctx.libraries() && !log_form && acc == t) {
           bool vector = !len.is_const() || len.const_value() % 8 == 0 || len.const_value() >= 16;
+          // The max lane-wise too, over the last axis when it is long or symbolic (as the reductions').
+          Buffer part;
+          if (axis + 1 == x->shape.size() && (!len.is_const() || len.const_value() >= 32)) {
+            Reducer r = max_reducer(acc);
+            part = lane_buffer(acc);
+            max_loop =
+                tir::make_seq({lane_init(part, r), lane_scan(part, len, r, [&](const TExpr& j) { return xv(j); }),
+                               lane_fold(part, m, r)});
+          } else {
+            max_loop = tir::make_seq({m.set(min_value(acc)), max_loop});
+          }
           tir::LoopKind kind = vector ? tir::LoopKind::Vectorized : tir::LoopKind::Serial;
           SymExpr k1 = SymExpr::var("k1"), k2 = SymExpr::var("k2");
           Stmt sum_store = tir::make_for(
               k1, len, kind,
               tir::make_seq({tir::make_store(y, at(o, idx(k1)), intrin(Intrinsic::exp, xv(idx(k1)) - m.get())),
                              s.set(s.get() + load(y, at(o, idx(k1))))}));
-          Stmt divide = tir::make_for(k2, len, kind,
-                                      tir::make_store(y, at(o, idx(k2)), load(y, at(o, idx(k2))) / s.get()));
-          return with_locals({m, s},
-                             tir::make_seq({m.set(min_value(acc)), max_loop, s.set(zero(acc)), sum_store, divide}));
+          Stmt divide =
+              tir::make_for(k2, len, kind, tir::make_store(y, at(o, idx(k2)), load(y, at(o, idx(k2))) / s.get()));
+          Stmt all = with_locals({m, s}, tir::make_seq({max_loop, s.set(zero(acc)), sum_store, divide}));
+          return part ? tir::make_allocate(part, all) : all;
         }
         Stmt sum_loop = accumulate(
             s, {len}, [&](const Index& k) { return intrin(Intrinsic::exp, xv(k[0]) - m.get()); },
