@@ -23,7 +23,8 @@ workspace is planned, and the values match a numpy convolution. Their
 weights are constants, so they go to gemm.conv2d_packed over weights
 packed once (gemm.conv2d_pack, folded at build time): layout 1 (the
 GEMM's) keeps the im2col workspace; layout 0, for those the direct kernel
-takes (wider than 1x1, at least 8 outputs per group), needs none.
+takes (wider than 1x1, at least 4 outputs per group, a reduction under
+4096), needs none.
 
     tests/tools/test_workspaces.py --bin build/bin
 """
@@ -107,6 +108,8 @@ def check_conv_library(tmp, build, rrun):
         (8, 8, 3, [1, 2], [1, 1, 1, 1], [1, 1], 2, ["h", "w"], [(1, 7, 7), (2, 6, 9)]),
         (6, 6, 3, [2, 1], [0, 1, 2, 0], [2, 1], 1, [11, 10], [(1, 11, 10), (3, 11, 10)]),
         (4, 12, 1, [1, 1], [0, 0, 0, 0], [1, 1], 1, ["h", "w"], [(2, 5, 6)]),
+        # A reduction of 512 * 9 = 4608: im2col + GEMM, with its workspace.
+        (512, 8, 3, [1, 1], [1, 1, 1, 1], [1, 1], 1, ["h", "w"], [(1, 5, 6)]),
     ]
     for c, o, k, strides, pads, dil, groups, hw, runs in cases:
         what = f"conv c{c} o{o} k{k} s{strides} p{pads} d{dil} g{groups}"
@@ -114,7 +117,8 @@ def check_conv_library(tmp, build, rrun):
         path = os.path.join(tmp, "conv.onnx")
         save(model, path)
         r = run(build, path, "--emit", "relax", "-o", "-")
-        direct = k > 1 and o // groups >= 8  # the direct kernel's packed layout: no workspace
+        # the direct kernel's packed layout: no workspace
+        direct = k > 1 and o // groups >= 4 and c // groups * k * k < 4096
         no_workspace = k == 1 or direct
         layout = "0)" if direct else "1)"
         check(r.returncode == 0 and '"gemm.conv2d_packed"' in r.stdout and f'"gemm.conv2d_pack", (const("w"' in r.stdout,
