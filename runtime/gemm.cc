@@ -25,18 +25,20 @@ constexpr int64_t kNc = 512;  // columns of B per packed block (L2)
 // c (mr x nr of a 6 x 16 tile) = or += the tile's product. Both kernels
 // compute each element as fma chains over k in order, so they agree
 // bitwise with each other and across tiles.
-using Kernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int mr,
-                        int nr);
+// b: rows of the tile's columns, ldb floats apart (the packed panel's
+// width, or B's own leading dimension when B is read in place).
+using Kernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                        bool accumulate, int mr, int nr);
 
 void store_tile(const float* t, float* c, int64_t ldc, bool accumulate, int mr, int nr) {
   for (int i = 0; i < mr; ++i)
     for (int j = 0; j < nr; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * NR + j] : t[i * NR + j];
 }
 
-void kernel_portable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int mr,
-                     int nr) {
+void kernel_portable(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
+                     int mr, int nr) {
   float t[MR * NR] = {};
-  for (int64_t k = 0; k < kc; ++k, a += MR, b += NR)
+  for (int64_t k = 0; k < kc; ++k, a += MR, b += ldb)
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NR; ++j) t[i * NR + j] = std::fma(a[i], b[j], t[i * NR + j]);
   store_tile(t, c, ldc, accumulate, mr, nr);
@@ -44,13 +46,13 @@ void kernel_portable(int64_t kc, const float* a, const float* b, float* c, int64
 
 #ifdef RELAX_GEMM_X86
 // Twelve named accumulators: an array of them is kept in memory by GCC.
-__attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* a, const float* b, float* c,
-                                                     int64_t ldc, bool accumulate, int mr, int nr) {
+__attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb,
+                                                     float* c, int64_t ldc, bool accumulate, int mr, int nr) {
   __m256 t00 = _mm256_setzero_ps(), t01 = t00, t10 = t00, t11 = t00, t20 = t00, t21 = t00, t30 = t00, t31 = t00,
          t40 = t00, t41 = t00, t50 = t00, t51 = t00;
   for (int i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-  for (int64_t k = 0; k < kc; ++k, a += MR, b += NR) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + NR * 8), _MM_HINT_T0);
+  for (int64_t k = 0; k < kc; ++k, a += MR, b += ldb) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + ldb * 8), _MM_HINT_T0);
     __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), ai;
 #define RELAX_ROW(i)                       \
   ai = _mm256_broadcast_ss(a + i);         \
@@ -88,8 +90,8 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* a,
 // packed A stays the layout every kernel reads. The 24 sums of R = 12 and
 // the two rows of B fit the 32 vector registers. Edges are masked.
 template <int R>
-__attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* a, const float* b, float* c,
-                                                      int64_t ldc, bool accumulate, int mr, int nr) {
+__attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb,
+                                                      float* c, int64_t ldc, bool accumulate, int mr, int nr) {
   static_assert(R == 6 || R == 12, "one or two panels of A");
   const float* a2 = a + MR * kc;
   __m512 s00 = _mm512_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00,
@@ -99,9 +101,9 @@ __attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* a
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
   }
-  for (int64_t k = 0; k < kc; ++k, a += MR, a2 += MR, b += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + 32 * 8), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(b + 32 * 8 + 16), _MM_HINT_T0);
+  for (int64_t k = 0; k < kc; ++k, a += MR, a2 += MR, b += ldb) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + ldb * 8), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + ldb * 8 + 16), _MM_HINT_T0);
     __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), ai;
 #define RELAX_ROW(i, src, j)                   \
   ai = _mm512_set1_ps(src[j]);                 \
@@ -134,13 +136,14 @@ __attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* a
 // plane): R rows by one vector of 16, where the 32-column tile would leave
 // half its lanes empty.
 template <int R>
-__attribute__((target("avx512f"))) void kernel_avx512_narrow(int64_t kc, const float* a, const float* b, float* c,
-                                                             int64_t ldc, bool accumulate, int mr, int nr) {
+__attribute__((target("avx512f"))) void kernel_avx512_narrow(int64_t kc, const float* a, const float* b,
+                                                             int64_t ldb, float* c, int64_t ldc, bool accumulate,
+                                                             int mr, int nr) {
   static_assert(R == 6 || R == 12, "one or two panels of A");
   const float* a2 = a + MR * kc;
   __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0, s8 = s0, s9 = s0,
          sa = s0, sb = s0;
-  for (int64_t k = 0; k < kc; ++k, a += MR, a2 += MR, b += 16) {
+  for (int64_t k = 0; k < kc; ++k, a += MR, a2 += MR, b += ldb) {
     const __m512 b0 = _mm512_loadu_ps(b);
 #define RELAX_ROW(i, src, j) s##i = _mm512_fmadd_ps(_mm512_set1_ps(src[j]), b0, s##i);
     RELAX_ROW(0, a, 0) RELAX_ROW(1, a, 1) RELAX_ROW(2, a, 2) RELAX_ROW(3, a, 3) RELAX_ROW(4, a, 4) RELAX_ROW(5, a, 5)
@@ -219,11 +222,17 @@ void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, 
   if (!Ap) apack.resize(size_t((kMc + MR) * kKc));
   bpack.resize(size_t((kNc + kMaxCols) * kKc));
   const int64_t Mp = (M + MR - 1) / MR * MR;
+  // One call's rows hold all of A: each element of B is read once, so the
+  // whole tiles read B in place and only the last, partial one is packed
+  // (a 1x1 convolution with a few outputs spent most of its time packing
+  // all of B for a single pass).
+  const bool in_place = M <= u.rows;
   for (int64_t jc = n0; jc < n1; jc += kNc) {
     int64_t nc = std::min(kNc, n1 - jc);
+    const int64_t whole = in_place ? nc / u.cols * u.cols : 0;
     for (int64_t pc = 0; pc < K; pc += kKc) {
       int64_t kc = std::min(kKc, K - pc);
-      pack_b(B + pc * ldb + jc, ldb, kc, nc, u.cols, bpack.data());
+      if (whole < nc) pack_b(B + pc * ldb + jc + whole, ldb, kc, nc - whole, u.cols, bpack.data() + whole * kc);
       for (int64_t ic = 0; ic < M; ic += kMc) {
         int64_t mc = std::min(kMc, M - ic);
         const float* ablock = Ap ? Ap + pc * Mp + ic * kc : apack.data();
@@ -232,8 +241,11 @@ void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, 
           int mr = int(std::min<int64_t>(u.rows, mc - ir));
           for (int64_t jr = 0; jr < nc; jr += u.cols) {
             int nr = int(std::min<int64_t>(u.cols, nc - jr));
-            (mr > MR ? u.wide : u.narrow)(kc, ablock + ir * kc, bpack.data() + jr * kc, C + (ic + ir) * ldc + jc + jr,
-                                          ldc, pc > 0, mr, nr);
+            const bool direct = jr < whole;
+            (mr > MR ? u.wide : u.narrow)(kc, ablock + ir * kc,
+                                          direct ? B + pc * ldb + jc + jr : bpack.data() + jr * kc,
+                                          direct ? ldb : int64_t(u.cols), C + (ic + ir) * ldc + jc + jr, ldc, pc > 0,
+                                          mr, nr);
           }
         }
       }

@@ -93,9 +93,10 @@ TEST_CASE("gemm_f32: every micro-kernel this CPU runs gives the portable kernel'
     int64_t m, n, k;
   };
   // Edge tiles of every kernel (6 / 12 rows, 16 / 32 columns; AVX-512's narrow one for 16 columns or
-  // fewer), several k blocks.
+  // fewer), several k blocks; rows that fit one micro-kernel call, where B is read in place but for
+  // its last partial tile, over two column blocks.
   for (Size s : {Size{1, 1, 1}, Size{7, 33, 5}, Size{12, 32, 256}, Size{13, 47, 300}, Size{75, 531, 520},
-                 Size{25, 16, 270}, Size{12, 3, 9}}) {
+                 Size{25, 16, 270}, Size{12, 3, 9}, Size{4, 1000, 600}, Size{12, 70, 257}}) {
     int64_t lda = s.k + 1, ldb = s.n + 3, ldc = s.n + 2;
     std::vector<float> A = random_matrix(s.m * lda, rng), B = random_matrix(s.k * ldb, rng);
     std::vector<float> want(size_t(s.m * ldc), 3.0f), Ap(size_t(gemm_packed_a_size(s.m, s.k)));
