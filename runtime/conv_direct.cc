@@ -204,6 +204,28 @@ __attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, i
 // a tile), so that 8 to 24 sums are in flight: per tap, OB weight loads
 // and NP broadcasts feed OB * NP fused multiply-adds. Position j's sums
 // go to yb + yoff[j] + channel * plane.
+//
+// The taps of a block tile in (c, kh, kw) order: the statement given for
+// each, with `off` its inputs' offset from the positions' pointers and wt
+// (stepping 16 floats a tap) its weights; a 1x1 kernel as one loop over
+// the channels. A macro: the two ISAs' kernels share it, and a helper
+// function without their target attribute could not inline intrinsics.
+#define RELAX_BLOCK_TAPS(...)                                                                                    \
+  if (KH == 1 && KW == 1) {                                                                                      \
+    for (int64_t ci = 0, off = 0; ci < Cg; ++ci, off += cstride, wt += 16) __VA_ARGS__;                          \
+  } else {                                                                                                       \
+    for (int64_t ci = 0; ci < Cg; ++ci)                                                                          \
+      for (int64_t kh = 0; kh < KH; ++kh)                                                                        \
+        for (int64_t kw = 0, off = ci * cstride + kh * rstride; kw < KW; ++kw, off += dw, wt += 16) __VA_ARGS__; \
+  }
+
+// Block b's sums t[j][lane] (NP positions) to its channels, at most oc - 16 * b of them.
+inline void scatter_block(const float (*t)[16], int NP, int b, int64_t oc, const int64_t* yoff, float* yb,
+                          int64_t plane) {
+  for (int64_t l = 0; l < std::min<int64_t>(16, oc - 16 * b); ++l)
+    for (int j = 0; j < NP; ++j) yb[(16 * b + l) * plane + yoff[j]] = t[j][l];
+}
+
 // One tap of a block tile: its inputs at `off` from each position's
 // pointer, times the OB blocks' weights at wt.
 template <int OB, int NP>
@@ -251,21 +273,12 @@ __attribute__((target("avx512f"))) void block_tile_avx512(const float* const* px
   const float* p[NP];
 #pragma GCC unroll 4
   for (int j = 0; j < NP; ++j) p[j] = px[j];
-  if (KH == 1 && KW == 1) {  // one loop over the channels: most of these layers are 1x1
-    for (int64_t ci = 0, off = 0; ci < Cg; ++ci, off += cstride, wt += 16)
-      block_tap_avx512<OB, NP>(acc, p, off, wt, wblock);
-  } else {
-    for (int64_t ci = 0; ci < Cg; ++ci)
-      for (int64_t kh = 0; kh < KH; ++kh)
-        for (int64_t kw = 0, off = ci * cstride + kh * rstride; kw < KW; ++kw, off += dw, wt += 16)
-          block_tap_avx512<OB, NP>(acc, p, off, wt, wblock);
-  }
+  RELAX_BLOCK_TAPS(block_tap_avx512<OB, NP>(acc, p, off, wt, wblock));
   alignas(64) float t[NP][16];
   for (int b = 0; b < OB; ++b) {
 #pragma GCC unroll 4
     for (int j = 0; j < NP; ++j) _mm512_store_ps(t[j], acc[b][j]);
-    for (int64_t l = 0; l < std::min<int64_t>(16, oc - 16 * b); ++l)
-      for (int j = 0; j < NP; ++j) yb[(16 * b + l) * plane + yoff[j]] = t[j][l];
+    scatter_block(t, NP, b, oc, yoff, yb, plane);
   }
 }
 
@@ -283,23 +296,16 @@ __attribute__((target("avx2,fma"))) void block_tile_avx2(const float* const* px,
   const float* p[NP];
 #pragma GCC unroll 4
   for (int j = 0; j < NP; ++j) p[j] = px[j];
-  if (KH == 1 && KW == 1) {
-    for (int64_t ci = 0, off = 0; ci < Cg; ++ci, off += cstride, wt += 16)
-      block_tap_avx2<OB, NP>(acc, p, off, wt, wblock);
-  } else {
-    for (int64_t ci = 0; ci < Cg; ++ci)
-      for (int64_t kh = 0; kh < KH; ++kh)
-        for (int64_t kw = 0, off = ci * cstride + kh * rstride; kw < KW; ++kw, off += dw, wt += 16)
-          block_tap_avx2<OB, NP>(acc, p, off, wt, wblock);
-  }
+  RELAX_BLOCK_TAPS(block_tap_avx2<OB, NP>(acc, p, off, wt, wblock));
   alignas(32) float t[NP][16];
   for (int b = 0; b < OB; ++b) {
 #pragma GCC unroll 4
     for (int j = 0; j < NP; ++j) _mm256_store_ps(t[j], acc[b][j][0]), _mm256_store_ps(t[j] + 8, acc[b][j][1]);
-    for (int64_t l = 0; l < std::min<int64_t>(16, oc - 16 * b); ++l)
-      for (int j = 0; j < NP; ++j) yb[(16 * b + l) * plane + yoff[j]] = t[j][l];
+    scatter_block(t, NP, b, oc, yoff, yb, plane);
   }
 }
+
+#undef RELAX_BLOCK_TAPS
 
 using BlockTile = void (*)(const float* const*, const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                            const float*, int64_t, float*, int64_t, int64_t);
@@ -640,496 +646,6 @@ void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t*
 
 void conv2d_loops_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y, ThreadPool* pool) {
   direct_portable(g, x, w, y, pool);
-}
-
-namespace {
-
-// even[k] = in[2k], odd[k] = in[2k + 1] for the n elements of `in`.
-#ifdef RELAX_CONV_X86
-__attribute__((target("avx2,fma"))) void deinterleave2(const float* in, int64_t n, float* even, float* odd) {
-  int64_t k = 0;
-  for (; 2 * k + 16 <= n; k += 8) {
-    __m256 a = _mm256_loadu_ps(in + 2 * k), b = _mm256_loadu_ps(in + 2 * k + 8);
-    // Per 128-bit half: (a0 a2 b0 b2 | a4 a6 b4 b6), then the 64-bit pairs in order.
-    __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-    _mm256_storeu_ps(even + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
-    _mm256_storeu_ps(odd + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))));
-  }
-  if (2 * k + 8 <= n) {  // 4 pairs
-    __m256 a = _mm256_loadu_ps(in + 2 * k);
-    __m256 e = _mm256_permutevar8x32_ps(a, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-    _mm_storeu_ps(even + k, _mm256_castps256_ps128(e));
-    _mm_storeu_ps(odd + k, _mm256_extractf128_ps(e, 1));
-    k += 4;
-  }
-  for (; 2 * k < n; ++k) {
-    even[k] = in[2 * k];
-    if (2 * k + 1 < n) odd[k] = in[2 * k + 1];
-  }
-}
-#endif
-
-// The padded columns a depthwise conv's outputs read.
-int64_t padded_width(const Conv2dGeometry& g) { return (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1; }
-
-// The depthwise kernel's input buffer: rows [r0, r0 + rows) of the padded
-// image of one channel (padded row r is input row r - ph), each row split
-// into sw phases of `pitch` elements (phase q holds padded columns
-// j * sw + q), zeros where the padding is and past the row's end, so that
-// vector loads past the last output stay inside and read zeros.
-struct PhasedRows {
-  std::vector<float> buf;
-  int64_t pitch, row_len;  // row_len = sw * pitch
-
-  explicit PhasedRows(const Conv2dGeometry& g)
-      : pitch((padded_width(g) + g.sw - 1) / g.sw + 16), row_len(g.sw * pitch) {}
-
-  // avx2: the CPU has AVX2 (stride 2 splits its columns with shuffles).
-  void fill(const Conv2dGeometry& g, const float* plane, int64_t r0, int64_t rows, bool avx2) {
-    const int64_t Wp = padded_width(g);
-    // Padded column j reads input column j - pw; only those inside both.
-    const int64_t jlo = std::max<int64_t>(0, g.pw), jhi = std::max(jlo, std::min<int64_t>(Wp, g.W + g.pw));
-    if (buf.size() < size_t(rows * row_len)) buf.resize(size_t(rows * row_len));
-    // A small buffer is cleared at once; a large one only where no input goes.
-    const bool cleared = rows * row_len <= 4096;
-    if (cleared) std::fill(buf.data(), buf.data() + rows * row_len, 0.0f);
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t ih = r0 + r - g.ph;
-      float* out = buf.data() + r * row_len;
-      if (ih < 0 || ih >= g.H) {
-        if (!cleared) std::fill(out, out + row_len, 0.0f);
-        continue;
-      }
-      const float* in = plane + ih * g.W;
-      // Each phase: zeros, its columns in [jlo, jhi), zeros to its end.
-      for (int64_t q = 0; q < g.sw && !cleared; ++q) {
-        int64_t lo = (jlo - q + g.sw - 1) / g.sw, hi = std::max(lo, (jhi - q + g.sw - 1) / g.sw);
-        std::fill(out + q * pitch, out + q * pitch + lo, 0.0f);
-        std::fill(out + q * pitch + hi, out + (q + 1) * pitch, 0.0f);
-      }
-      if (g.sw == 1) {
-        std::copy(in + jlo - g.pw, in + jhi - g.pw, out + jlo);
-        continue;
-      }
-#ifdef RELAX_CONV_X86
-      if (g.sw == 2 && avx2) {
-        // Pairs of columns from an even padded column on: the even ones to phase 0, the odd to phase 1.
-        int64_t j = jlo;
-        if (j % 2 && j < jhi) out[pitch + j / 2] = in[j - g.pw], ++j;
-        deinterleave2(in + j - g.pw, jhi - j, out + j / 2, out + pitch + j / 2);
-        continue;
-      }
-#endif
-      (void)avx2;
-      for (int64_t q = 0; q < g.sw; ++q) {  // phase q: padded columns j = i * sw + q in [jlo, jhi)
-        float* dst = out + q * pitch;
-        for (int64_t i = (jlo - q + g.sw - 1) / g.sw, j = i * g.sw + q; j < jhi; ++i, j += g.sw) dst[i] = in[j - g.pw];
-      }
-    }
-  }
-  // Where each tap (kh, kw) reads for output (0, 0), from the buffer's start.
-  void tap_offsets(const Conv2dGeometry& g, std::vector<int64_t>& off) const {
-    off.resize(size_t(g.KH * g.KW));
-    for (int64_t kh = 0; kh < g.KH; ++kh)
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        int64_t c = kw * g.dw;
-        off[size_t(kh * g.KW + kw)] = kh * g.dh * row_len + (c % g.sw) * pitch + c / g.sw;
-      }
-  }
-};
-
-// Output rows [oh0, oh1) of one output plane from its input rows in `in`
-// (whose first row is padded row oh0 * sh); wk: the plane's KH * KW weights.
-// toff: the taps' offsets (PhasedRows::tap_offsets).
-void depthwise_rows_plain(const Conv2dGeometry& g, const PhasedRows& in, const int64_t* toff, const float* wk,
-                          float* yp, int64_t oh0, int64_t oh1) {
-  const int64_t taps = g.KH * g.KW;
-  for (int64_t oh = oh0; oh < oh1; ++oh) {
-    float* yr = yp + oh * g.OW;
-    const float* row = in.buf.data() + (oh - oh0) * g.sh * in.row_len;
-    for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] = 0.0f;
-    for (int64_t t = 0; t < taps; ++t) {
-      const float* src = row + toff[t];
-      for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] = std::fma(wk[t], src[ow], yr[ow]);
-    }
-  }
-}
-
-#ifdef RELAX_CONV_X86
-// R rows of up to B vectors of 8 outputs each, from src (the first row's
-// first tap input at the block's first column; the next row's is rstride
-// further): every tap, then the stores (each row's last vector masked to
-// `tail` lanes when tail < 8). Several rows at once keep narrow rows' sums
-// in independent registers.
-template <int R, int B>
-__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_block(const float* src, int64_t rstride,
-                                                                               const int64_t* toff, int64_t taps,
-                                                                               const float* wk, float* yb,
-                                                                               int64_t ystride, int tail) {
-  __m256 acc[R][B];
-  for (int r = 0; r < R; ++r)
-    for (int b = 0; b < B; ++b) acc[r][b] = _mm256_setzero_ps();
-  for (int64_t t = 0; t < taps; ++t) {
-    const float* p = src + toff[t];
-    const __m256 wv = _mm256_broadcast_ss(wk + t);
-    for (int r = 0; r < R; ++r)
-      for (int b = 0; b < B; ++b) acc[r][b] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(p + r * rstride + 8 * b), acc[r][b]);
-  }
-  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  for (int r = 0; r < R; ++r) {
-    float* yr = yb + r * ystride;
-    for (int b = 0; b + 1 < B; ++b) _mm256_storeu_ps(yr + 8 * b, acc[r][b]);
-    if (tail == 8)
-      _mm256_storeu_ps(yr + 8 * (B - 1), acc[r][B - 1]);
-    else
-      _mm256_maskstore_ps(yr + 8 * (B - 1), mask, acc[r][B - 1]);
-  }
-}
-
-// Columns [ow0, OW) (at most 32) of R rows from `row` (the first row's buffer row).
-template <int R>
-__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_tail(const float* row, int64_t rstride,
-                                                                              const int64_t* toff, int64_t taps,
-                                                                              const float* wk, float* yr,
-                                                                              int64_t ystride, int64_t left) {
-  int tail = int((left - 1) % 8 + 1);
-  switch ((left + 7) / 8) {
-    case 1:
-      return depthwise_block<R, 1>(row, rstride, toff, taps, wk, yr, ystride, tail);
-    case 2:
-      return depthwise_block<R, 2>(row, rstride, toff, taps, wk, yr, ystride, tail);
-    case 3:
-      return depthwise_block<R, 3>(row, rstride, toff, taps, wk, yr, ystride, tail);
-    default:
-      return depthwise_block<R, 4>(row, rstride, toff, taps, wk, yr, ystride, tail);
-  }
-}
-
-// R rows from output row oh: their full blocks of 32 columns one row at a
-// time, then the columns past them for the R rows at once.
-template <int R>
-__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_row_group(const Conv2dGeometry& g,
-                                                                                   const float* row, int64_t rstride,
-                                                                                   const int64_t* toff, int64_t taps,
-                                                                                   const float* wk, float* yr,
-                                                                                   int64_t full, int64_t left) {
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t ow0 = 0; ow0 < full; ow0 += 32)
-      depthwise_block<1, 4>(row + r * rstride + ow0, rstride, toff, taps, wk, yr + r * g.OW + ow0, g.OW, 8);
-  if (left) depthwise_tail<R>(row + full, rstride, toff, taps, wk, yr + full, g.OW, left);
-}
-
-__attribute__((target("avx2,fma"))) void depthwise_rows_avx2(const Conv2dGeometry& g, const PhasedRows& in,
-                                                             const int64_t* toff, const float* wk, float* yp,
-                                                             int64_t oh0, int64_t oh1) {
-  const int64_t taps = g.KH * g.KW, rstride = g.sh * in.row_len;
-  const int64_t full = g.OW / 32 * 32, left = g.OW - full;
-  // Rows at once for the columns past the full blocks of 32: 4 when they fit one vector, 2 when two.
-  const int64_t R = left == 0 ? 1 : left <= 8 ? 4 : left <= 16 ? 2 : 1;
-  for (int64_t oh = oh0; oh < oh1;) {
-    const float* row = in.buf.data() + (oh - oh0) * rstride;
-    float* yr = yp + oh * g.OW;
-    if (R == 4 && oh + 4 <= oh1) {
-      depthwise_row_group<4>(g, row, rstride, toff, taps, wk, yr, full, left);
-      oh += 4;
-    } else if (R >= 2 && oh + 2 <= oh1) {
-      depthwise_row_group<2>(g, row, rstride, toff, taps, wk, yr, full, left);
-      oh += 2;
-    } else {
-      depthwise_row_group<1>(g, row, rstride, toff, taps, wk, yr, full, left);
-      ++oh;
-    }
-  }
-}
-
-// Small output planes (at most kSmallPlane positions: the last stages of
-// a CNN on small inputs): no padded copy per channel, whose zeroing and
-// splitting cost far more than the plane's few sums. Every tap's input
-// offsets for the whole plane are computed once per call (the same for
-// every channel), -1 where the tap reads padding; each channel is then a
-// masked gather (zeros in the padding) and a fused multiply-add per tap
-// and vector of positions: the same chains as the padded buffer's.
-constexpr int64_t kSmallPlane = 64;
-
-// off[t * stride + p]: tap t's input offset for output position p, or -1
-// (padding, or a lane past the plane's P positions).
-std::vector<int32_t> small_plane_offsets(const Conv2dGeometry& g, int64_t stride) {
-  const int64_t taps = g.KH * g.KW;
-  std::vector<int32_t> off(size_t(taps * stride), -1);
-  for (int64_t kh = 0; kh < g.KH; ++kh)
-    for (int64_t kw = 0; kw < g.KW; ++kw)
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
-          if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
-            off[size_t((kh * g.KW + kw) * stride + oh * g.OW + ow)] = int32_t(ih * g.W + iw);
-        }
-  return off;
-}
-
-template <int V>
-__attribute__((target("avx512f"))) void depthwise_plane_avx512(const float* plane, const float* wk, const int32_t* off,
-                                                               int64_t taps, float* yp, int64_t P) {
-  __m512 acc[V];
-#pragma GCC unroll 4
-  for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
-  for (int64_t t = 0; t < taps; ++t, off += 16 * V) {
-    const __m512 w = _mm512_set1_ps(wk[t]);
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) {
-      const __m512i idx = _mm512_loadu_si512(off + 16 * v);
-      const __mmask16 in = _mm512_cmpge_epi32_mask(idx, _mm512_setzero_si512());
-      // A tap wholly in the padding adds w * 0 without gathering (small planes under wide taps have many).
-      const __m512 xv = in ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), in, idx, plane, 4) : _mm512_setzero_ps();
-      acc[v] = _mm512_fmadd_ps(w, xv, acc[v]);
-    }
-  }
-  const int64_t rest = P - 16 * (V - 1);
-  const __mmask16 last = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
-#pragma GCC unroll 4
-  for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(yp + 16 * v, v + 1 < V ? __mmask16(0xffff) : last, acc[v]);
-}
-
-template <int V>
-__attribute__((target("avx2,fma"))) void depthwise_plane_avx2(const float* plane, const float* wk, const int32_t* off,
-                                                              int64_t taps, float* yp, int64_t P) {
-  __m256 acc[V];
-#pragma GCC unroll 8
-  for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
-  for (int64_t t = 0; t < taps; ++t, off += 8 * V) {
-    const __m256 w = _mm256_broadcast_ss(wk + t);
-#pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) {
-      const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8 * v));
-      const __m256 in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)));
-      const __m256 xv = _mm256_movemask_ps(in) ? _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, idx, in, 4)
-                                               : _mm256_setzero_ps();
-      acc[v] = _mm256_fmadd_ps(w, xv, acc[v]);
-    }
-  }
-  alignas(32) float t[8 * V];
-#pragma GCC unroll 8
-  for (int v = 0; v < V; ++v) _mm256_store_ps(t + 8 * v, acc[v]);
-  std::copy(t, t + P, yp);
-}
-
-using DepthwisePlane = void (*)(const float*, const float*, const int32_t*, int64_t, float*, int64_t);
-
-// The plane kernel for P positions and the lanes its offsets are padded to.
-std::pair<DepthwisePlane, int64_t> depthwise_plane_kernel(bool avx512, int64_t P) {
-  if (avx512) {
-    static constexpr DepthwisePlane f[] = {depthwise_plane_avx512<1>, depthwise_plane_avx512<2>,
-                                           depthwise_plane_avx512<3>, depthwise_plane_avx512<4>};
-    int64_t v = (P + 15) / 16;
-    return {f[v - 1], 16 * v};
-  }
-  static constexpr DepthwisePlane f[] = {depthwise_plane_avx2<1>, depthwise_plane_avx2<2>, depthwise_plane_avx2<3>,
-                                         depthwise_plane_avx2<4>, depthwise_plane_avx2<5>, depthwise_plane_avx2<6>,
-                                         depthwise_plane_avx2<7>, depthwise_plane_avx2<8>};
-  int64_t v = (P + 7) / 8;
-  return {f[v - 1], 8 * v};
-}
-#endif
-
-}  // namespace
-
-void conv2d_depthwise_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, ThreadPool* pool,
-                          bool vector) {
-  if (g.C != g.groups || g.O % g.groups != 0)
-    rt_fail("conv2d_depthwise_f32: needs one input channel per group, got ", g.C, " channels in ", g.groups, " groups");
-  const int64_t Og = g.O / g.groups, planes = g.N * g.O;
-  if (planes == 0 || g.OH == 0 || g.OW == 0) return;
-  bool avx2 = false;
-#ifdef RELAX_CONV_X86
-  avx2 = vector && conv2d_direct_available();
-#endif
-  (void)vector;
-  // Items: (plane, a chunk of its rows); chunks only when there are too few planes to share.
-  const int threads = pool ? pool->num_threads() : 1;
-  const int64_t chunks = planes >= 4 * threads ? 1 : std::min<int64_t>(g.OH, (4 * threads + planes - 1) / planes);
-  const int64_t rows_per = (g.OH + chunks - 1) / chunks;
-  const int64_t P = g.OH * g.OW;
-  const double work = double(planes) * double(P) * double(g.KH * g.KW);
-  const bool split = pool && threads > 1 && planes > 1 && work >= double(1 << 15);
-#ifdef RELAX_CONV_X86
-  if (avx2 && P <= kSmallPlane && g.H * g.W < (int64_t(1) << 31)) {
-    auto [kernel, lanes] = depthwise_plane_kernel(kernel_isa() == KernelIsa::avx512, P);
-    const std::vector<int32_t> off = small_plane_offsets(g, lanes);
-    const int64_t taps = g.KH * g.KW;
-    auto planes_body = [&](int64_t begin, int64_t end) {
-      for (int64_t plane = begin; plane < end; ++plane) {
-        int64_t n = plane / g.O, o = plane - n * g.O, c = Og == 1 ? o : o / Og;
-        kernel(x + (n * g.C + c) * g.H * g.W, w + o * taps, off.data(), taps, y + plane * P, P);
-      }
-    };
-    if (split)
-      pool->parallel_for(planes, planes_body);
-    else
-      planes_body(0, planes);
-    return;
-  }
-#endif
-  std::vector<int64_t> toff;
-  PhasedRows(g).tap_offsets(g, toff);
-  auto body = [&](int64_t begin, int64_t end) {
-    PhasedRows in(g);
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t plane = chunks == 1 ? item : item / chunks, oh0 = chunks == 1 ? 0 : item % chunks * rows_per,
-              oh1 = std::min(g.OH, oh0 + rows_per);
-      if (oh0 >= oh1) continue;
-      int64_t n = plane / g.O, o = plane - n * g.O, c = Og == 1 ? o : o / Og;
-      in.fill(g, x + (n * g.C + c) * g.H * g.W, oh0 * g.sh, (oh1 - 1 - oh0) * g.sh + (g.KH - 1) * g.dh + 1, avx2);
-      const float* wk = w + o * g.KH * g.KW;
-      float* yp = y + plane * g.OH * g.OW;
-#ifdef RELAX_CONV_X86
-      if (avx2) {
-        depthwise_rows_avx2(g, in, toff.data(), wk, yp, oh0, oh1);
-        continue;
-      }
-#endif
-      depthwise_rows_plain(g, in, toff.data(), wk, yp, oh0, oh1);
-    }
-  };
-  const int64_t items = planes * chunks;
-  if (pool && threads > 1 && items > 1 && work >= double(1 << 15))
-    pool->parallel_for(items, body);
-  else
-    body(0, items);
-}
-
-namespace {
-
-// G blocks of 16 channels from channel c0 at one output position, every
-// tap in order: acc = fma(w, x or 0, acc). xs[t]: the tap's input
-// (channels last; null in the padding); wt: the first block's weights.
-#ifdef RELAX_CONV_X86
-template <int G>
-__attribute__((target("avx512f"))) void depthwise_channels_avx512(const float* const* xs, int64_t c0, int64_t taps,
-                                                                  const float* wt, float* out) {
-  __m512 acc[G];
-#pragma GCC unroll 8
-  for (int j = 0; j < G; ++j) acc[j] = _mm512_setzero_ps();
-  for (int64_t t = 0; t < taps; ++t) {
-    const float* x = xs[t];
-#pragma GCC unroll 8
-    for (int j = 0; j < G; ++j)
-      acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(wt + (j * taps + t) * 16),
-                               x ? _mm512_loadu_ps(x + c0 + 16 * j) : _mm512_setzero_ps(), acc[j]);
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < G; ++j) _mm512_storeu_ps(out + 16 * j, acc[j]);
-}
-template <int G>
-__attribute__((target("avx2,fma"))) void depthwise_channels_avx2(const float* const* xs, int64_t c0, int64_t taps,
-                                                                 const float* wt, float* out) {
-  __m256 acc[G][2];
-#pragma GCC unroll 8
-  for (int j = 0; j < G; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-  for (int64_t t = 0; t < taps; ++t) {
-    const float* x = xs[t];
-#pragma GCC unroll 8
-    for (int j = 0; j < G; ++j)
-      for (int h = 0; h < 2; ++h)
-        acc[j][h] = _mm256_fmadd_ps(_mm256_loadu_ps(wt + (j * taps + t) * 16 + 8 * h),
-                                    x ? _mm256_loadu_ps(x + c0 + 16 * j + 8 * h) : _mm256_setzero_ps(), acc[j][h]);
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < G; ++j) _mm256_storeu_ps(out + 16 * j, acc[j][0]), _mm256_storeu_ps(out + 16 * j + 8, acc[j][1]);
-}
-#endif
-
-// The portable form: the same chains with std::fma.
-void depthwise_channels_plain(const float* const* xs, int64_t taps, const float* wt, int64_t blocks, float* out) {
-  for (int64_t j = 0; j < blocks; ++j)
-    for (int l = 0; l < 16; ++l) {
-      float acc = 0.0f;
-      for (int64_t t = 0; t < taps; ++t)
-        acc = std::fma(wt[(j * taps + t) * 16 + l], xs[t] ? xs[t][16 * j + l] : 0.0f, acc);
-      out[16 * j + l] = acc;
-    }
-}
-
-}  // namespace
-
-int64_t conv2d_depthwise_packed_size(int64_t O, int64_t taps) { return (O + 15) / 16 * taps * 16; }
-
-void conv2d_depthwise_pack_f32(const float* w, int64_t O, int64_t taps, float* out) {
-  for (int64_t b = 0; b < (O + 15) / 16; ++b)
-    for (int64_t t = 0; t < taps; ++t)
-      for (int64_t l = 0; l < 16; ++l) {
-        int64_t o = b * 16 + l;
-        out[(b * taps + t) * 16 + l] = o < O ? w[o * taps + t] : 0.0f;
-      }
-}
-
-void conv2d_depthwise_packed_f32(const Conv2dGeometry& g, const float* x, const float* packed, float* y,
-                                 std::vector<float>& scratch, ThreadPool* pool, bool vector) {
-  if (g.C != g.groups || g.O != g.C)
-    rt_fail("conv2d_depthwise_packed_f32: needs one input channel and one output per group, got ", g.C, " channels, ",
-            g.O, " outputs in ", g.groups, " groups");
-  const int64_t C = g.C, HW = g.H * g.W, P = g.OH * g.OW, taps = g.KH * g.KW, blocks = (C + 15) / 16, Cp = 16 * blocks;
-  if (g.N == 0 || C == 0 || P == 0) return;
-  // Channels last: xt (N, H * W, Cp), yt (N, P, Cp); the lanes past C hold zeros in xt.
-  scratch.resize(size_t(g.N * (HW + P) * Cp));
-  float *xt = scratch.data(), *yt = xt + g.N * HW * Cp;
-  for (int64_t n = 0; n < g.N; ++n) {
-    float* xn = xt + n * HW * Cp;
-    for (int64_t s = 0; s < HW; ++s) std::fill(xn + s * Cp + C, xn + (s + 1) * Cp, 0.0f);
-    for (int64_t c = 0; c < C; ++c) {
-      const float* src = x + (n * C + c) * HW;
-      for (int64_t s = 0; s < HW; ++s) xn[s * Cp + c] = src[s];
-    }
-  }
-  enum { kPlain, kAvx2, kAvx512 } isa = kPlain;
-#ifdef RELAX_CONV_X86
-  if (vector && conv2d_direct_available()) isa = kernel_isa() == KernelIsa::avx512 ? kAvx512 : kAvx2;
-#endif
-  (void)vector;
-  auto body = [&](int64_t begin, int64_t end) {
-    std::vector<const float*> xs(static_cast<size_t>(taps));
-    for (int64_t r = begin; r < end; ++r) {  // r: (image, output position)
-      int64_t n = r / P, p = r % P, oh = p / g.OW, ow = p % g.OW;
-      for (int64_t kh = 0; kh < g.KH; ++kh)
-        for (int64_t kw = 0; kw < g.KW; ++kw) {
-          int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
-          xs[size_t(kh * g.KW + kw)] =
-              ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? xt + (n * HW + ih * g.W + iw) * Cp : nullptr;
-        }
-      float* out = yt + r * Cp;
-      int64_t j = 0;
-#ifdef RELAX_CONV_X86
-      // Four blocks at once: four chains in flight.
-      if (isa == kAvx512) {
-        for (; j + 4 <= blocks; j += 4)
-          depthwise_channels_avx512<4>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
-        for (; j < blocks; ++j)
-          depthwise_channels_avx512<1>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
-      } else if (isa == kAvx2) {
-        for (; j + 2 <= blocks; j += 2)
-          depthwise_channels_avx2<2>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
-        for (; j < blocks; ++j)
-          depthwise_channels_avx2<1>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
-      }
-#endif
-      if (j < blocks) {
-        std::vector<const float*> shifted(xs);
-        for (const float*& q : shifted)
-          if (q) q += 16 * j;
-        depthwise_channels_plain(shifted.data(), taps, packed + j * taps * 16, blocks - j, out + 16 * j);
-      }
-    }
-  };
-  const int64_t items = g.N * P;
-  if (pool && pool->num_threads() > 1 && items > 1 && double(items) * double(Cp * taps) >= double(1 << 16))
-    pool->parallel_for(items, body);
-  else
-    body(0, items);
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t c = 0; c < C; ++c) {
-      float* dst = y + (n * C + c) * P;
-      const float* src = yt + n * P * Cp + c;
-      for (int64_t p = 0; p < P; ++p) dst[p] = src[p * Cp];
-    }
 }
 
 }  // namespace relax::rt

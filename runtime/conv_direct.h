@@ -88,6 +88,8 @@ void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t*
 // Its plain-loop form (what a CPU without AVX2 runs).
 void conv2d_loops_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y, ThreadPool* pool);
 
+// Depthwise convolutions (runtime/conv_depthwise.cc).
+//
 // A depthwise convolution: one input channel per group (C == groups; O a
 // multiple of it). Output positions of a row go in the vector lanes: each
 // worker copies the input rows its output rows read into a zero-padded
@@ -106,7 +108,7 @@ void conv2d_depthwise_f32(const Conv2dGeometry& g, const float* x, const float* 
 // go in the vector lanes. x is copied channels-last per call and y back,
 // a pass over each; every tap is then one contiguous load per 16 channels
 // (zeros where it reads padding), where the plane-wise kernel pads and
-// splits a copy of each channel (or gathers) for a few outputs. Every
+// splits a copy of each channel for a few outputs. Every
 // output is the same chain of fused multiply-adds over (kh, kw) in order
 // as conv2d_depthwise_f32's, so the two agree bitwise. `scratch` holds
 // the copies. Any CPU: plain loops without AVX2 (or `vector` false).

@@ -219,7 +219,7 @@ TEST_CASE("conv2d_depthwise_f32 matches a double-precision loop nest; vector and
       {1, 6, 1, 50, 6, 1, 5, 0, 0, 1, 1, 0, 2, 1, 2, 6},
       {1, 1, 1, 1, 1, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
       {1, 4, 16, 16, 12, 3, 3, 0, 0, 2, 2, 0, 0, 1, 1, 4},
-      // Small planes (at most 64 outputs: gathers, no padded copy): 8x8 = 64 at stride 2, 5x5 taps
+      // Small planes (at most 64 outputs: the channels-in-lanes kernel below): 8x8 = 64 at stride 2, 5x5 taps
       // onto 4x4 with two outputs per channel, a 2x2 plane under 5x5 taps mostly in the padding, a 1x1
       // output, 7x9 = 63 with dilation 2, three images.
       {1, 3, 16, 16, 3, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 3},
