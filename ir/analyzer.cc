@@ -12,6 +12,10 @@
 //   floormod(x, c) -> x - q*c  when x lies in [q*c, q*c + c) (0 <= x < c: x)
 //   floormod(x, c) -> R - q*c  when x = c*Q + R and R lies in [q*c, q*c + c)
 //   floormod(x, y) -> x        when 0 <= x < lower bound of y
+//   floordiv(x, g*m) -> floordiv(Q, m), floormod(x, g*m) -> g*floormod(Q, m) + R
+//                              when x = g*Q + R, R in [0, g), g a term's
+//                              coefficient's common divisor with the
+//                              divisor's constant factor (m may be c*Y)
 //   min(a, b) -> a             when a - b <= 0 (max, and the other side, alike)
 //   e -> c                     when the bounds of e are the single point c
 //   x - c*floordiv(x, c) -> floormod(x, c)   inside a sum, when it gets shorter
@@ -19,6 +23,7 @@
 #include "ir/analyzer.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "ir/error.h"
 
@@ -230,6 +235,16 @@ std::optional<int64_t> period_of(Range r, int64_t c) {
   if (floor_div(r.hi, c) != q) return std::nullopt;
   return int64_t(q);
 }
+
+// x == g*quot + rem with rem inside [0, g), for a g > 1 that divides c and
+// a term's coefficient (the largest such g that works): then
+// floordiv(x, c*Y) == floordiv(quot, (c/g)*Y) and floormod(x, c*Y) ==
+// g*floormod(quot, (c/g)*Y) + rem for Y >= 0. A reshape's flat index
+// (i*4 + k) over (.., 12) with k < 4 divides into i // 3 and k.
+struct GcdSplit {
+  int64_t g;
+  SymExpr quot, rem;
+};
 
 // term / y when y is one of term's factors (or term itself): the
 // product of the other factors; null otherwise.
@@ -452,6 +467,28 @@ class Simplifier {
     return u.defined() && range(y - u).lo >= 1;
   }
 
+  std::optional<GcdSplit> split_gcd(const SymExpr& x, int64_t c) const {
+    if (x.kind() != SymKind::Sum) return std::nullopt;
+    std::vector<int64_t> gs;
+    for (const SymTerm& t : x->terms) gs.push_back(std::gcd(t.coeff < 0 ? -t.coeff : t.coeff, c));
+    std::sort(gs.rbegin(), gs.rend());
+    for (int64_t g : gs) {
+      if (g <= 1 || g >= c) continue;
+      Split s = split_by(x, g, false);
+      if (auto q = period_of(range(s.rem), g))
+        return GcdSplit{g, s.quot + SymExpr(*q), s.rem - SymExpr(*q) * SymExpr(g)};
+    }
+    return std::nullopt;
+  }
+
+  // y == c*Y with a constant c > 1 and Y >= 0: c and Y; nullopt otherwise.
+  std::optional<std::pair<int64_t, SymExpr>> scaled(const SymExpr& y) const {
+    if (y.is_const() || y.kind() != SymKind::Sum || y->constant != 0 || y->terms.size() != 1 || y->terms[0].coeff < 2)
+      return std::nullopt;
+    if (range(y->terms[0].term).lo < 0) return std::nullopt;
+    return std::make_pair(y->terms[0].coeff, y->terms[0].term);
+  }
+
   std::optional<SymExpr> rewrite_floordiv(const SymExpr& x, const SymExpr& y) const {
     if (!y.is_const()) {
       if (auto s = split_multiples(x, y)) return s->quot + rewrite(floordiv(s->rem, y));
@@ -467,6 +504,9 @@ class Simplifier {
       if (x.kind() == SymKind::FloorDiv && range(x->operands[1]).lo >= 0 && ry.lo >= 0)
         return rewrite(floordiv(x->operands[0], x->operands[1] * y));
       if (below(x, y)) return SymExpr(0);
+      if (auto cY = scaled(y))
+        if (auto s = split_gcd(x, cY->first))
+          return rewrite(floordiv(s->quot, SymExpr(cY->first / s->g) * cY->second));
       return std::nullopt;
     }
     if (y.const_value() <= 0) return std::nullopt;
@@ -476,6 +516,7 @@ class Simplifier {
       Split s = split_by(x, c, upper);
       if (auto q = period_of(range(s.rem), c)) return s.quot + SymExpr(*q);
     }
+    if (auto s = split_gcd(x, c)) return rewrite(floordiv(s->quot, SymExpr(c / s->g)));
     return std::nullopt;
   }
 
@@ -485,6 +526,9 @@ class Simplifier {
       Range rx = range(x), ry = range(y);
       if (ry.lo >= 1 && rx.lo >= 0 && rx.hi < ry.lo) return x;
       if (below(x, y)) return x;
+      if (auto cY = scaled(y))
+        if (auto s = split_gcd(x, cY->first))
+          return SymExpr(s->g) * rewrite(floormod(s->quot, SymExpr(cY->first / s->g) * cY->second)) + s->rem;
       return std::nullopt;
     }
     int64_t c = y.const_value();
@@ -494,6 +538,7 @@ class Simplifier {
       Split s = split_by(x, c, upper);
       if (auto q = period_of(range(s.rem), c)) return s.rem - SymExpr(*q) * SymExpr(c);
     }
+    if (auto s = split_gcd(x, c)) return SymExpr(s->g) * rewrite(floormod(s->quot, SymExpr(c / s->g))) + s->rem;
     return std::nullopt;
   }
 

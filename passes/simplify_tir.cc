@@ -4,9 +4,15 @@
 // mostly cancel once the loop bounds are known. On the cpu target, a
 // parallel loop over a symbolic extent (a batch, often 1 at run time)
 // around a serial loop of constant extent becomes one parallel loop over
-// both, so that one image still spreads across the cores; and an innermost
+// both, so that one image still spreads across the cores; a loop over a
+// flattened symbolic extent read back by symbolic divisions splits into
+// the loops it flattened; and an innermost
 // serial loop around one store that simplification made plain (contiguous
 // reads) becomes a vector loop first, which is not fused.
+#include <algorithm>
+#include <functional>
+
+#include "ir/analyzer.h"
 #include "ir/tir_functor.h"
 #include "passes/legalize/te.h"
 #include "passes/passes.h"
@@ -80,6 +86,71 @@ Stmt mark_vector_loops(const Stmt& s) {
       return make_for(f->var, f->extent, LoopKind::Vectorized, f->body);
   }
   return map_children(s, mark_vector_loops);
+}
+
+// `f` on every node of every symbolic index, extent aside, in `s`.
+void visit_sym_nodes(const Stmt& s, const std::function<void(const SymExpr&)>& f) {
+  std::function<void(const SymExpr&)> walk = [&](const SymExpr& e) {
+    f(e);
+    if (e.is_const() || e.is_var()) return;
+    for (const SymTerm& t : e->terms) walk(t.term);
+    for (const SymExpr& o : e->operands) walk(o);
+  };
+  visit_exprs(s, [&](const TExpr& x) {
+    if (auto* v = as<SymNodeT>(x)) walk(v->value);
+  });
+}
+
+bool symbolic_division(const SymExpr& e) {
+  return (e.kind() == SymKind::FloorDiv || e.kind() == SymKind::FloorMod) && !e->operands[1].is_const();
+}
+
+// The floor divisions and remainders by a symbolic divisor (an idiv each
+// at run time: LLVM strength-reduces only constant divisors) whose
+// dividend mentions one of `vars`, counted per occurrence.
+size_t symbolic_divisions(const Stmt& s, const std::vector<SymExpr>& vars) {
+  size_t n = 0;
+  visit_sym_nodes(s, [&](const SymExpr& e) {
+    if (!symbolic_division(e)) return;
+    for (const SymExpr& v : free_vars(e->operands[0]))
+      if (std::find(vars.begin(), vars.end(), v) != vars.end()) {
+        ++n;
+        return;
+      }
+  });
+  return n;
+}
+
+// A loop over a flattened symbolic extent whose body reads the parts back
+// by division: a reshape of (h, w, 12) into h*w*3 rows of 4, read through
+// the permute before it as t // (w*3) and (t // 3) % w. Each such division
+// by a symbolic dim is an idiv per element. The loop becomes two, t = a*D +
+// b with a < E/D and b < D, for the divisor D of its extent E that leaves
+// the fewest symbolic divisions once simplified (there, a and (b // 3) % w
+// -> b // 3); repeated while the count falls. cpu only.
+Stmt delinearize(const Stmt& s) {
+  auto* f = s->kind == SKind::For ? static_cast<const ForNode*>(s.get()) : nullptr;
+  if (!f || f->extent.is_const() || f->loop_kind == LoopKind::Vectorized) return map_children(s, delinearize);
+  size_t best = symbolic_divisions(f->body, {f->var});
+  if (best == 0) return map_children(s, delinearize);
+  std::vector<SymExpr> divisors;
+  visit_sym_nodes(f->body, [&](const SymExpr& e) {
+    if (symbolic_division(e) && std::find(divisors.begin(), divisors.end(), e->operands[1]) == divisors.end())
+      divisors.push_back(e->operands[1]);
+  });
+  Stmt chosen;
+  Analyzer an;
+  for (const SymExpr& d : divisors) {
+    SymExpr outer = an.simplify(floordiv(f->extent, d));
+    if (outer * d != f->extent && an.prove_equal(outer * d, f->extent) != Tri::Yes) continue;
+    SymExpr a = SymExpr::var(f->var.name() + "o"), b = SymExpr::var(f->var.name() + "i");
+    SymMap<SymExpr> map;
+    map.emplace(f->var, a * d + b);
+    Stmt cand = simplify_indices(make_for(a, outer, f->loop_kind, make_for(b, d, LoopKind::Serial, substitute(f->body, map))));
+    size_t n = symbolic_divisions(cand, {a, b});
+    if (n < best) best = n, chosen = cand;
+  }
+  return chosen ? delinearize(chosen) : map_children(s, delinearize);
 }
 
 // A condition of shape variables only (no loop variable, no load or call):
@@ -169,7 +240,8 @@ IRModule simplify_tir(const IRModule& mod) {
     tir::Program p = mod.program(name);
     tir::Stmt body = p->body;
     if (mod.attrs.get_string("target", "cpu") == "cpu") {
-      body = mark_vector_loops(tir::simplify_indices(unswitch_index_selects(body)));
+      body = delinearize(tir::simplify_indices(unswitch_index_selects(body)));
+      body = mark_vector_loops(tir::simplify_indices(body));
       body = spread_parallel(body);
     }
     body = tir::simplify_indices(body);

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 #include "runtime/builtin_util.h"
@@ -187,14 +188,48 @@ void topk(BuiltinCall& c) {
   shape[size_t(axis)] = k;
   Tensor values = Tensor::empty(x.dtype(), shape, c.vm.pool());
   Tensor indices = Tensor::empty(DType::i64(), shape, c.vm.pool());
-  Keys keys(x, "topk");
   size_t eb = elem_bytes(x, "topk");
   const char* src = static_cast<const char*>(x.data());
   char* dst = static_cast<char*>(values.data());
   int64_t* idx = indices.data_as<int64_t>();
-  std::vector<int64_t> order(size_t(s.len));
   // Always sorted (sorted=false leaves the order unspecified); equal
   // elements keep the lower index first.
+  if (x.dtype() == DType::f32() && s.len < (int64_t(1) << 32)) {
+    // f32 (scores, logits): each element one 64-bit key, its value's order
+    // above its reversed index, so that plain integer comparison ranks by
+    // value (-0 equal to 0, NaN above every number, NaNs equal) and then by
+    // the lower index; partial_sort on the keys is a heap of k and one
+    // compare for most elements, where the generic path compares doubles
+    // through a dtype switch.
+    const float* xs = x.data_as<float>();
+    float* vs = values.data_as<float>();
+    std::vector<uint64_t> key(size_t(s.len));
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t in = 0; in < s.inner; ++in) {
+        const float* row = xs + o * s.len * s.inner + in;
+        for (int64_t j = 0; j < s.len; ++j) {
+          float v = row[j * s.inner];
+          uint32_t u;
+          std::memcpy(&u, &v, 4);
+          if (v == 0) u = 0;  // -0 as 0
+          uint32_t ord = std::isnan(v) ? 0xffffffffu : (u & 0x80000000u) ? ~u : u | 0x80000000u;
+          if (!largest) ord = ~ord;
+          key[size_t(j)] = uint64_t(ord) << 32 | uint32_t(~uint32_t(j));
+        }
+        std::partial_sort(key.begin(), key.begin() + k, key.end(), std::greater<uint64_t>());
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t src_j = int64_t(~uint32_t(key[size_t(j)]));
+          int64_t out = (o * k + j) * s.inner + in;
+          vs[out] = row[src_j * s.inner];
+          idx[out] = src_j;
+        }
+      }
+    }
+    c.out = make_tuple({values, indices});
+    return;
+  }
+  Keys keys(x, "topk");
+  std::vector<int64_t> order(size_t(s.len));
   for (int64_t o = 0; o < s.outer; ++o) {
     for (int64_t in = 0; in < s.inner; ++in) {
       auto at = [&](int64_t j) { return (o * s.len + j) * s.inner + in; };

@@ -3,6 +3,7 @@
 // the run-time parameters of reduce_dynamic and dynamic_strided_slice.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "runtime/error.h"
@@ -56,6 +57,34 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 }  // namespace
+
+TEST_CASE("builtins: topk of f32 (its own key path) ranks as the generic path does") {
+  // Rows with NaNs, signed zeros, infinities and many ties, along the last
+  // axis and along the first; f64 of the same values takes the generic path.
+  const float nan = std::nanf(""), inf = INFINITY;
+  std::vector<float> v;
+  uint32_t state = 12345;
+  const float pool[] = {nan, -0.0f, 0.0f, inf, -inf, 1.5f, -1.5f, 2.0f, 2.0f, -3.25f, 7.0f, 1e-30f};
+  for (int i = 0; i < 3 * 40; ++i) {
+    state = state * 1664525u + 1013904223u;
+    v.push_back(pool[(state >> 16) % 12]);
+  }
+  Tensor x = f32({3, 40}, v);
+  Tensor x64 = Tensor::empty(DType::f(64), {3, 40});
+  for (size_t i = 0; i < v.size(); ++i) x64.data_as<double>()[i] = v[i];
+  for (int64_t axis : {0, 1})
+    for (int64_t largest : {0, 1})
+      for (int64_t k : {int64_t(0), int64_t(1), int64_t(3), axis == 0 ? int64_t(3) : int64_t(40)}) {
+        Value a = call("relax.topk", {x, k, axis, largest, int64_t(1)});
+        Value b = call("relax.topk", {x64, k, axis, largest, int64_t(1)});
+        CHECK(values<int64_t>(a.tuple()[1]) == values<int64_t>(b.tuple()[1]));
+        std::vector<float> av = values<float>(a.tuple()[0]);
+        std::vector<double> bv = values<double>(b.tuple()[0]);
+        REQUIRE(av.size() == bv.size());
+        for (size_t i = 0; i < av.size(); ++i)
+          CHECK((std::isnan(av[i]) ? std::isnan(bv[i]) : double(av[i]) == bv[i]));
+      }
+}
 
 TEST_CASE("builtins: topk, largest and smallest, ties by the lower index") {
   Tensor x = f32({2, 4}, {1, 3, 3, 2, 5, 5, 5, 0});

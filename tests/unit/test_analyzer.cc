@@ -334,12 +334,48 @@ TEST_CASE("analyzer: divisions by symbolic dims from symbolic bounds") {
   SymExpr t = floordiv(i1 * SymExpr(10) + i2, SymExpr(20));  // < h * w
   CHECK(an.simplify(floordiv(floordiv(n * h * w + t, w), h)) == n);
   CHECK(an.simplify(floormod(floordiv(n * h * w + t, w), h)) == an.simplify(floordiv(t, w)));
-  CHECK(an.simplify(floormod(n * h * w + t, w)) == floormod(t, w));
+  CHECK(an.simplify(floormod(n * h * w + t, w)) == floormod(an.simplify(t), w));
   CHECK(an.simplify(floordiv(t, h * w)) == SymExpr(0));
-  CHECK(an.simplify(floormod(t, h * w)) == t);
+  CHECK(an.simplify(floormod(t, h * w)) == an.simplify(t));
+  CHECK(an.simplify(t) == floordiv(i1, SymExpr(2)));  // i1*10 + i2 with i2 < 10 over 20
   // Constants against a divisor of at least 1.
   CHECK(an.simplify(floordiv(SymExpr(-1), w)) == SymExpr(-1));
   CHECK(an.simplify(floordiv(SymExpr(0), w)) == SymExpr(0));
   // Not below: i1 may reach h * w.
   CHECK(an.simplify(floordiv(i1, h * w)) == floordiv(i1, h * w));
+}
+
+TEST_CASE("analyzer: divisions of a scaled index by a common factor") {
+  // A (h, w, 12) flat index read 4 at a time, f = i*4 + k with k < 4: its
+  // channel f % 12 is 4*(i % 3) + k, its position f // 12 is i // 3, and
+  // over a symbolic row of w*12 the same: no division per element.
+  SymExpr w = SymExpr::var("w"), i = SymExpr::var("i"), k = SymExpr::var("k");
+  Analyzer an;
+  an.bind(w, 1, 1 << 20);
+  an.bind(i, 0, 1 << 30);
+  an.bind(k, 0, 3);
+  SymExpr f = i * SymExpr(4) + k;
+  CHECK(an.simplify(floormod(f, SymExpr(12))) == floormod(i, SymExpr(3)) * SymExpr(4) + k);
+  CHECK(an.simplify(floordiv(f, SymExpr(12))) == floordiv(i, SymExpr(3)));
+  CHECK(an.simplify(floordiv(f, w * SymExpr(12))) == floordiv(i, w * SymExpr(3)));
+  CHECK(an.simplify(floormod(f, w * SymExpr(12))) == floormod(i, w * SymExpr(3)) * SymExpr(4) + k);
+  // With a constant part inside one group: 4*i + 2 + k for k < 2.
+  Analyzer an2 = an;
+  an2.bind(k, 0, 1);
+  CHECK(an2.simplify(floordiv(f + SymExpr(2), SymExpr(12))) == floordiv(i, SymExpr(3)));
+  // k may reach 4: no common factor splits it.
+  Analyzer an3;
+  an3.bind(i, 0, 1 << 30);
+  an3.bind(k, 0, 4);
+  CHECK(an3.simplify(floordiv(f, SymExpr(12))) == floordiv(f, SymExpr(12)));
+  // Checked by value over a range, the symbolic divisor included.
+  for (int64_t wv : {1, 2, 5})
+    for (int64_t iv = 0; iv < 40; ++iv)
+      for (int64_t kv = 0; kv < 4; ++kv) {
+        SymMap<int64_t> env{{w, wv}, {i, iv}, {k, kv}};
+        for (SymExpr d : {SymExpr(12), w * SymExpr(12), SymExpr(8), w * SymExpr(6)}) {
+          CHECK(evaluate(an.simplify(floordiv(f, d)), env) == evaluate(floordiv(f, d), env));
+          CHECK(evaluate(an.simplify(floormod(f, d)), env) == evaluate(floormod(f, d), env));
+        }
+      }
 }
