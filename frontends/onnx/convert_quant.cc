@@ -3,11 +3,16 @@
 //   QuantizeLinear, DequantizeLinear   the graph ops quantize / dequantize
 //   DynamicQuantizeLinear              reductions for the range, then quantize
 //   MatMulInteger, ConvInteger         astype to i32, subtract the zero points,
-//                                      matmul / conv with an i32 result
+//                                      matmul / conv with an i32 result; in
+//                                      f32 where every partial sum is an
+//                                      integer below 2^24 (exact_in_f32)
 //   QLinearMatMul, QLinearConv         the integer product as above, scaled in
 //                                      f32 by x_scale * w_scale / y_scale, plus
 //                                      y_zero_point, then quantize (scale 1),
 //                                      which rounds half to even and saturates
+#include <algorithm>
+#include <cstdlib>
+
 #include "frontends/onnx/context.h"
 #include "frontends/onnx/onnx_proto.h"
 
@@ -83,14 +88,70 @@ std::vector<Value> convert_dynamic_quantize(Context& ctx) {
 
 // ---- Integer products ------------------------------------------------------------------
 
-// `v` minus its zero point (input `zp_index`, when present), both as i32;
-// `shape_zp` reshapes the zero point to broadcast against `v` first.
-Expr minus_zero_point(Context& ctx, size_t v_index, size_t zp_index, const std::function<Expr(Expr)>& shape_zp = {}) {
-  Expr v = astype(ctx, ctx.expr(v_index), kI32);
+// `v` minus its zero point (input `zp_index`, when present), both as
+// `dtype` (i32, or f32 where the product is exact in it); `shape_zp`
+// reshapes the zero point to broadcast against `v` first.
+Expr minus_zero_point(Context& ctx, size_t v_index, size_t zp_index, DataType dtype,
+                      const std::function<Expr(Expr)>& shape_zp = {}) {
+  Expr v = astype(ctx, ctx.expr(v_index), dtype);
   if (!ctx.has_input(zp_index)) return v;
-  Expr zp = astype(ctx, ctx.expr(zp_index), kI32);
+  Expr zp = astype(ctx, ctx.expr(zp_index), dtype);
   if (shape_zp) zp = shape_zp(zp);
   return binary(ctx, "subtract", v, zp);
+}
+
+// The largest |v - zp| of input v and its zero point (input `zp_index`):
+// exact from the data when both are known (a scalar zero point, or one per
+// row of v: per output channel, or per column of a matmul's B), else the
+// span of 8-bit operands (u8 - u8 and i8 - i8 both reach 255); nullopt
+// for wider or unknown dtypes.
+std::optional<int64_t> magnitude_bound(Context& ctx, size_t v_index, size_t zp_index, bool zp_per_column) {
+  DataType d = ctx.dtype(v_index);
+  if (!(d.is_int() || d.is_uint()) || d.bits > 8) return std::nullopt;
+  int64_t span = !ctx.has_input(zp_index) ? (d.is_uint() ? 255 : 128) : 255;
+  const HostTensor* v = ctx.data(v_index);
+  const HostTensor* zp = ctx.has_input(zp_index) ? ctx.data(zp_index) : nullptr;
+  if (!v || (ctx.has_input(zp_index) && !zp)) return span;
+  auto vs = v->to_ints();
+  std::optional<std::vector<int64_t>> zs = zp ? zp->to_ints() : std::vector<int64_t>{0};
+  if (!vs || !zs || zs->empty() || v->shape.empty()) return span;
+  int64_t n = int64_t(vs->size()), z = int64_t(zs->size());
+  int64_t cols = v->shape.back(), rows_inner = z > 1 ? n / v->shape[0] : n;
+  if (z > 1 && (zp_per_column ? z != cols : z != v->shape[0])) return span;
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t zi = z == 1 ? (*zs)[0] : zp_per_column ? (*zs)[size_t(i % cols)] : (*zs)[size_t(i / rows_inner)];
+    m = std::max(m, std::abs((*vs)[size_t(i)] - zi));
+  }
+  return m;
+}
+
+// Whether an integer product of reduction length k (nullopt: unknown) of
+// 8-bit operands is exact in f32: every partial sum of k products is an
+// integer of magnitude at most k * |a| * |b| <= 2^24, whatever the order
+// of the additions, so the f32 kernels (fused multiply-adds, vector width
+// and threads) give the i32 result bit for bit. Convolutions of up to
+// 258 taps (3x3 over 28 channels, 1x1 over 258) qualify with any 8-bit
+// operands, more with known weights of smaller range; most matmuls of
+// transformers (k = 768) do not.
+bool exact_in_f32(Context& ctx, size_t a, size_t a_zp, size_t b, size_t b_zp, bool b_zp_per_column,
+                  std::optional<int64_t> k) {
+  std::optional<int64_t> ma = magnitude_bound(ctx, a, a_zp, false), mb = magnitude_bound(ctx, b, b_zp, b_zp_per_column);
+  if (!k || !ma || !mb) return false;
+  return double(*k) * double(*ma) * double(*mb) <= double(1 << 24);
+}
+
+// The reduction length of a product over input i's dims [from, to), when
+// they are all known.
+std::optional<int64_t> known_product(Context& ctx, size_t i, int from, int to) {
+  auto s = ctx.shape(i);
+  if (!s || from < 0 || to > int(s->size())) return std::nullopt;
+  int64_t k = 1;
+  for (int d = from; d < to; ++d) {
+    if (!(*s)[size_t(d)].is_const()) return std::nullopt;
+    k *= (*s)[size_t(d)].const_value();
+  }
+  return k;
 }
 
 // A per-row vector (one value per row of a matrix of rank `rank`) as a column
@@ -147,18 +208,28 @@ Attrs conv_attrs(Context& ctx, size_t x, size_t w) {
   return Attrs{{"strides", strides}, {"padding", pads}, {"dilation", dilations}, {"groups", ctx.attr_int("group", 1)}};
 }
 
-// (A - a_zero_point) @ (B - b_zero_point) in i32; a_zero_point may be per row of A.
+// (A - a_zero_point) @ (B - b_zero_point), an i32 result; a_zero_point
+// may be per row of A. Computed in f32 where that is exact.
 Expr integer_matmul(Context& ctx, size_t a, size_t a_zp, size_t b, size_t b_zp) {
-  Expr lhs = minus_zero_point(ctx, a, a_zp, per_row(ctx, a_zp, ctx.ndim(a)));
-  Expr rhs = minus_zero_point(ctx, b, b_zp);
+  int rb = ctx.ndim(b);
+  // B is (.., K, N), or (K) for a vector.
+  std::optional<int64_t> k = rb == 1 ? known_product(ctx, b, 0, 1) : known_product(ctx, b, rb - 2, rb - 1);
+  bool f = rb >= 1 && exact_in_f32(ctx, a, a_zp, b, b_zp, true, k);
+  Expr lhs = minus_zero_point(ctx, a, a_zp, f ? kF32 : kI32, per_row(ctx, a_zp, ctx.ndim(a)));
+  Expr rhs = minus_zero_point(ctx, b, b_zp, f ? kF32 : kI32);
+  if (f) return astype(ctx, ctx.emit_op("matmul", {lhs, rhs}), kI32);
   return ctx.emit_op("matmul", {lhs, rhs}, {{"out_dtype", kI32}});
 }
 
-// conv(X - x_zero_point, W - w_zero_point) in i32; w_zero_point may be per output channel.
+// conv(X - x_zero_point, W - w_zero_point), an i32 result; w_zero_point
+// may be per output channel. Computed in f32 where that is exact (the f32
+// kernels run 2-8 times the i32 ones' rate).
 Expr integer_conv(Context& ctx, size_t x, size_t x_zp, size_t w, size_t w_zp) {
-  Expr lhs = minus_zero_point(ctx, x, x_zp);
-  Expr rhs = minus_zero_point(ctx, w, w_zp, per_channel(ctx, w_zp, ctx.ndim(w), false));
+  bool f = exact_in_f32(ctx, x, x_zp, w, w_zp, false, known_product(ctx, w, 1, ctx.ndim(w)));
+  Expr lhs = minus_zero_point(ctx, x, x_zp, f ? kF32 : kI32);
+  Expr rhs = minus_zero_point(ctx, w, w_zp, f ? kF32 : kI32, per_channel(ctx, w_zp, ctx.ndim(w), false));
   Attrs attrs = conv_attrs(ctx, x, w);
+  if (f) return astype(ctx, ctx.emit_op("conv", {lhs, rhs}, attrs), kI32);
   attrs.set("out_dtype", kI32);
   return ctx.emit_op("conv", {lhs, rhs}, attrs);
 }

@@ -612,3 +612,24 @@ TEST_CASE("Pow by a constant 2 of one element is x * x; other exponents, or one 
   CHECK(print_module(onnx_fe::import_onnx(write_model("pow2r3.onnx", pow_model(2.0f, {1, 1, 1}))).mod).find("power(") !=
         std::string::npos);
 }
+
+TEST_CASE("integer convolutions run in f32 where every partial sum is exact there, in i32 otherwise") {
+  // u8 operands minus u8 zero points reach 255 in magnitude: 28 channels of
+  // 3x3 (252 taps) keep every sum within 2^24, 29 channels (261) may not.
+  auto conv_model = [](int channels) {
+    return model_with([channels](onnx::GraphProto* g) {
+      std::string c = std::to_string(channels);
+      add_input(g, "x", onnx_fe::kUint8, {"n", c, "h", "w"});
+      add_input(g, "w", onnx_fe::kUint8, {"4", c, "3", "3"});
+      add_input(g, "xz", onnx_fe::kUint8, {});
+      add_input(g, "wz", onnx_fe::kUint8, {});
+      add_node(g, "ConvInteger", {"x", "w", "xz", "wz"}, {"y"});
+      g->add_output()->set_name("y");
+    });
+  };
+  std::string exact = print_module(onnx_fe::import_onnx(write_model("convint28.onnx", conv_model(28))).mod);
+  std::string wide = print_module(onnx_fe::import_onnx(write_model("convint29.onnx", conv_model(29))).mod);
+  CHECK(exact.find("out_dtype=i32") == std::string::npos);
+  CHECK(exact.find("astype") != std::string::npos);
+  CHECK(wide.find("out_dtype=i32") != std::string::npos);
+}
