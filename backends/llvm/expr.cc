@@ -709,6 +709,30 @@ Value* ProgramCodegen::f64_to_f32_odd(Value* d) {
   return b_.CreateSelect(inexact, b_.CreateBitCast(odd, f32), f);
 }
 
+// float -> int as fptosi.sat / fptoui.sat: toward zero, saturating, NaN 0,
+// but in compares and selects around a plain conversion of the in-range
+// values, which vectorise. LLVM 16 expands the vector intrinsics on x86
+// lane by lane with branches: a quantize loop's cast(i32, ..) ran scalar.
+Value* ProgramCodegen::fp_to_int_sat(Value* x, bool is_signed, llvm::Type* dst) {
+  llvm::Type* ft = x->getType();
+  unsigned bits = dst->getScalarSizeInBits();
+  // [lo, hi) holds every float that truncates into range; both are powers
+  // of two (or 0), exact in any float type.
+  double lo = is_signed ? -std::ldexp(1.0, int(bits) - 1) : 0.0;
+  double hi = std::ldexp(1.0, is_signed ? int(bits) - 1 : int(bits));
+  Value* flo = llvm::ConstantFP::get(ft, lo);
+  Value* fhi = llvm::ConstantFP::get(ft, hi);
+  Value* below = b_.CreateFCmpOLT(x, flo);
+  Value* above = b_.CreateFCmpOGE(x, fhi);
+  Value* inside = b_.CreateAnd(b_.CreateFCmpOGE(x, flo), b_.CreateFCmpOLT(x, fhi));
+  Value* safe = b_.CreateSelect(inside, x, llvm::ConstantFP::get(ft, 0.0));  // NaN: 0
+  Value* r = is_signed ? b_.CreateFPToSI(safe, dst) : b_.CreateFPToUI(safe, dst);
+  llvm::APInt max = is_signed ? llvm::APInt::getSignedMaxValue(bits) : llvm::APInt::getMaxValue(bits);
+  llvm::APInt min = is_signed ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getMinValue(bits);
+  r = b_.CreateSelect(above, llvm::ConstantInt::get(dst, max), r);
+  return b_.CreateSelect(below, llvm::ConstantInt::get(dst, min), r);
+}
+
 // Casts: float -> int truncates toward zero and saturates (NaN gives 0);
 // anything -> bool is != 0; narrow floats go through f32.
 Value* ProgramCodegen::emit_cast(DataType to, DataType from, Value* v) {
@@ -726,6 +750,7 @@ Value* ProgramCodegen::emit_cast(DataType to, DataType from, Value* v) {
   if (from_f && !to_f) {
     Value* x = to_math(from, v);
     if (to.is_bool()) return b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0));
+    if (vector_unit()) return fp_to_int_sat(x, to.is_int(), dst);
     return b_.CreateIntrinsic(to.is_int() ? Intr::fptosi_sat : Intr::fptoui_sat, {dst, x->getType()}, {x});
   }
   // To a float. Narrow formats are reached from f32.

@@ -167,14 +167,18 @@ void ProgramCodegen::emit_for(const tir::ForNode& f) {
     case LoopKind::Parallel:
       if (in_parallel_) return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
       return emit_parallel(f);
-    case LoopKind::Vectorized:
+    case LoopKind::Vectorized: {
       if (!vector_unit()) return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
       // Not unrolled first: a short constant extent (28) was unrolled
       // whole, and the loop around it vectorised across rows with strided
       // scalar loads instead.
-      return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body,
-                       {loop_bool(ctx_, "llvm.loop.vectorize.enable", true), loop_flag(ctx_, "llvm.loop.mustprogress"),
-                        loop_flag(ctx_, "llvm.loop.unroll.disable")});
+      std::vector<llvm::Metadata*> md{loop_bool(ctx_, "llvm.loop.vectorize.enable", true),
+                                      loop_flag(ctx_, "llvm.loop.mustprogress"),
+                                      loop_flag(ctx_, "llvm.loop.unroll.disable")};
+      if (masked_tails && !f.extent.is_const())
+        md.push_back(loop_bool(ctx_, "llvm.loop.vectorize.predicate.enable", true));
+      return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, md);
+    }
     case LoopKind::Unrolled:
       return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body,
                        {loop_flag(ctx_, f.extent.is_const() ? "llvm.loop.unroll.full" : "llvm.loop.unroll.enable")});

@@ -4,6 +4,8 @@
 
 #include <bit>
 #include <climits>
+#include <cmath>
+#include <limits>
 
 #include "cpu_test_util.h"
 
@@ -48,6 +50,66 @@ TEST_CASE("cpu: float -> int truncates toward zero and saturates; NaN gives 0") 
   CHECK(i32[9] == INT_MAX);
   std::vector<double> d{1e30, -1e30, -7.99, NAN};
   CHECK(run_cast<double, int64_t>(lib, "d2i64", d) == std::vector<int64_t>{LLONG_MAX, LLONG_MIN, -7, 0});
+}
+
+// The saturating conversion in vector loops (compares and selects around a
+// plain conversion, not the lane-by-lane expansion of fptosi.sat) against
+// a scalar reference, at every edge: the powers of two that bound each
+// range, the floats just inside them, NaN and the infinities.
+template <typename To, typename From>
+To saturate_ref(From v) {
+  if (std::isnan(v)) return 0;
+  long double t = std::trunc((long double)v);
+  if (t <= (long double)std::numeric_limits<To>::min()) return std::numeric_limits<To>::min();
+  if (t >= (long double)std::numeric_limits<To>::max()) return std::numeric_limits<To>::max();
+  return To(t);
+}
+
+TEST_CASE("cpu: float -> int in vector loops saturates lane by lane as the scalar cast") {
+  auto vprog = [](const std::string& name, const std::string& from, const std::string& to) {
+    return "prog @" + name + "(x: Buffer[(n,), " + from + "]) -> (y: Buffer[(n,), " + to +
+           "]) {\n  for i in vectorized(n) {\n    y[i] = cast(" + to + ", x[i])\n  }\n}\n";
+  };
+  Library lib(compile_programs(programs_of(vprog("vi8", "f32", "i8") + vprog("vu8", "f32", "u8") +
+                                           vprog("vi32", "f32", "i32") + vprog("vu32", "f32", "u32") +
+                                           vprog("vi64", "f32", "i64") + vprog("di32", "f64", "i32")),
+                               {}));
+  std::vector<float> x{0.0f, -0.0f, 1.9f, -1.9f, 127.9f, 128.0f, -128.9f, -129.0f, 255.9f, 256.0f, -0.99f, -1.0f,
+                       NAN, INFINITY, -INFINITY, 2147483520.0f, 2147483648.0f, -2147483648.0f, -2147483904.0f,
+                       4294967040.0f, 4294967296.0f, 9.2233715e18f, 9.223372e18f, -9.223372e18f, -1e19f, 3e9f};
+  while (x.size() < 67) x.push_back(float(x.size()) * 37.25f - 1000.0f);  // a vector body and a tail
+  CHECK(run_cast<float, int8_t>(lib, "vi8", x) == [&] {
+    std::vector<int8_t> r;
+    for (float v : x) r.push_back(saturate_ref<int8_t>(v));
+    return r;
+  }());
+  CHECK(run_cast<float, uint8_t>(lib, "vu8", x) == [&] {
+    std::vector<uint8_t> r;
+    for (float v : x) r.push_back(saturate_ref<uint8_t>(v));
+    return r;
+  }());
+  CHECK(run_cast<float, int32_t>(lib, "vi32", x) == [&] {
+    std::vector<int32_t> r;
+    for (float v : x) r.push_back(saturate_ref<int32_t>(v));
+    return r;
+  }());
+  CHECK(run_cast<float, uint32_t>(lib, "vu32", x) == [&] {
+    std::vector<uint32_t> r;
+    for (float v : x) r.push_back(saturate_ref<uint32_t>(v));
+    return r;
+  }());
+  CHECK(run_cast<float, int64_t>(lib, "vi64", x) == [&] {
+    std::vector<int64_t> r;
+    for (float v : x) r.push_back(saturate_ref<int64_t>(v));
+    return r;
+  }());
+  std::vector<double> d{2147483647.9, 2147483648.0, -2147483648.9, -2147483649.0, NAN, -INFINITY, 1e300, -0.5};
+  while (d.size() < 35) d.push_back(double(d.size()) * 1e8 - 1.5e9);
+  CHECK(run_cast<double, int32_t>(lib, "di32", d) == [&] {
+    std::vector<int32_t> r;
+    for (double v : d) r.push_back(saturate_ref<int32_t>(v));
+    return r;
+  }());
 }
 
 TEST_CASE("cpu: bool is a byte 0/1; int and float -> bool is != 0") {
