@@ -106,7 +106,7 @@ std::unique_ptr<llvm::Module> build_part(llvm::LLVMContext& ctx, const std::vect
   for (size_t i = 0; i < programs.size(); ++i) {
     if (!programs[i]) fail("cpu codegen: a null program");
     CpuCodegen cg(*m, *programs[i], symbols[i]);
-    cg.masked_tails = avx512;
+    cg.masked_vectors = avx512;
     cg.run();
   }
   // Every function carries the target so the vectoriser's cost model and

@@ -48,12 +48,20 @@ class ProgramCodegen {
   ProgramCodegen(llvm::Module& m, const tir::ProgramNode& prog, const std::string& symbol);
   virtual ~ProgramCodegen() = default;
 
-  // Vectorized loops of symbolic extent fold their remainder into masked
-  // vector iterations (llvm.loop.vectorize.predicate.enable) instead of a
-  // scalar epilogue: for targets whose masked loads and stores are cheap
-  // at every element width (AVX-512). Rows of 20 to 48, common in small
-  // CNNs, spent up to half their time in the scalar remainder.
-  bool masked_tails = false;
+  // For targets whose masked vector loads and stores are cheap at every
+  // element width (AVX-512):
+  // - vectorized loops of symbolic extent fold their remainder into masked
+  //   iterations (llvm.loop.vectorize.predicate.enable) instead of a
+  //   scalar epilogue: rows of 20 to 48, common in small CNNs, spent up to
+  //   half their time in the remainder;
+  // - a padded read, select(0 <= e < n, x[.., max(min(e, n - 1), 0)], pad),
+  //   reads x[.., e] under a branch instead of at the clamped index, where
+  //   e steps by 1 with a vectorized loop: LLVM's vectoriser turns it into
+  //   a masked contiguous load where the clamp made it a gather (stride-1
+  //   depthwise convolutions fused with their padding). Elsewhere (a
+  //   stride-2 pooling window, serial loops) the branch would only stop
+  //   vectorisation, and the clamp stays.
+  bool masked_vectors = false;
 
  protected:
   // ---- The backend's hooks ----
@@ -126,6 +134,8 @@ class ProgramCodegen {
   llvm::Value* bf16_bits(llvm::Value* f32);  // -> i16, round to nearest even
   llvm::Value* f64_to_f32_odd(llvm::Value* f64);
   llvm::Value* fp_to_int_sat(llvm::Value* x, bool is_signed, llvm::Type* dst);
+  llvm::Value* emit_guarded_select(const tir::SelectNode& s);
+  SymExpr vector_var_;  // the innermost vectorized loop's variable while its body is emitted
   llvm::Type* compute_type(DataType t);
   llvm::Type* storage_type(DataType t);  // of one element; sub-byte types: nullptr
   // Tags an access to a parameter buffer with its alias scope.

@@ -7,10 +7,14 @@
 #include <llvm/ADT/APFloat.h>
 #include <llvm/IR/Intrinsics.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
 
 #include "backends/llvm/codegen.h"
 #include "ir/error.h"
+#include "ir/tir_functor.h"
 
 namespace relax::llvmgen {
 
@@ -275,11 +279,122 @@ Value* ProgramCodegen::emit_expr(const tir::TExpr& e) {
     }
     case tir::TKind::Select: {
       auto* s = as<tir::SelectNode>(e);
+      if (masked_vectors)
+        if (Value* v = emit_guarded_select(*s)) return v;
       Value* cond = emit_expr(s->cond);
       return b_.CreateSelect(cond, emit_expr(s->a), emit_expr(s->b));
     }
   }
   error("an unknown expression kind");
+}
+
+namespace {
+
+// A symbolic operand of a comparison: a Sym node, or an integer immediate.
+std::optional<SymExpr> sym_operand(const tir::TExpr& e) {
+  if (auto* s = tir::as<tir::SymNodeT>(e)) return s->value;
+  if (auto* i = tir::as<tir::ImmNode>(e); i && i->dtype.is_integer()) return SymExpr(i->int_value);
+  return std::nullopt;
+}
+
+// `e` with every occurrence of `from` replaced by `to`, rebuilt through the
+// canonical constructors.
+SymExpr replace_sym(const SymExpr& e, const SymExpr& from, const SymExpr& to) {
+  if (e == from) return to;
+  if (e.is_const() || e.is_var()) return e;
+  switch (e.kind()) {
+    case SymKind::Sum: {
+      SymExpr acc(e->constant);
+      for (const SymTerm& t : e->terms) acc = acc + SymExpr(t.coeff) * replace_sym(t.term, from, to);
+      return acc;
+    }
+    case SymKind::Mul: {
+      SymExpr acc(1);
+      for (const SymExpr& f : e->operands) acc = acc * replace_sym(f, from, to);
+      return acc;
+    }
+    default: {
+      SymExpr a = replace_sym(e->operands[0], from, to), b = replace_sym(e->operands[1], from, to);
+      switch (e.kind()) {
+        case SymKind::FloorDiv:
+          return floordiv(a, b);
+        case SymKind::FloorMod:
+          return floormod(a, b);
+        case SymKind::Min:
+          return min(a, b);
+        default:
+          return max(a, b);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// select(c, a, b) where c's conjuncts bound an index expression, e >= 0
+// and e < n, and a reads at max(min(e, n - 1), 0): the clamp only keeps
+// the read in bounds where c is false. Emitted as a branch reading at e
+// (null when the pattern is absent). See masked_vectors.
+Value* ProgramCodegen::emit_guarded_select(const tir::SelectNode& s) {
+  std::vector<SymExpr> at_least_0;
+  std::vector<std::pair<SymExpr, SymExpr>> below;  // (e, n): e < n
+  std::function<void(const tir::TExpr&)> facts = [&](const tir::TExpr& c) {
+    auto* b = tir::as<tir::BinaryNode>(c);
+    if (!b) return;
+    if (b->op == tir::BinOp::And) return facts(b->a), facts(b->b);
+    std::optional<SymExpr> x = sym_operand(b->a), y = sym_operand(b->b);
+    if (!x || !y) return;
+    if (b->op == tir::BinOp::GE && y->is_const(0)) at_least_0.push_back(*x);
+    if (b->op == tir::BinOp::LT) below.push_back({*x, *y});
+  };
+  facts(s.cond);
+  // e = v + rest for the vectorized loop's v, rest free of v.
+  auto unit_step = [&](const SymExpr& e) {
+    if (!vector_var_.defined() || e.kind() != SymKind::Sum) return false;
+    int ones = 0;
+    for (const SymTerm& t : e->terms) {
+      std::vector<SymExpr> vars = free_vars(t.term);
+      if (t.term == vector_var_ && t.coeff == 1)
+        ++ones;
+      else if (std::find(vars.begin(), vars.end(), vector_var_) != vars.end())
+        return false;
+    }
+    return ones == 1;
+  };
+  std::vector<std::pair<SymExpr, SymExpr>> clamps;  // (max(min(e, n - 1), 0), e)
+  for (const auto& [e, n] : below)
+    if (unit_step(e) && std::find(at_least_0.begin(), at_least_0.end(), e) != at_least_0.end())
+      clamps.push_back({max(min(e, n - SymExpr(1)), SymExpr(0)), e});
+  if (clamps.empty()) return nullptr;
+  bool changed = false;
+  tir::TirRewriter r;
+  r.sym = [&](const SymExpr& x) {
+    SymExpr y = x;
+    for (const auto& [clamp, e] : clamps) y = replace_sym(y, clamp, e);
+    changed = changed || y != x;
+    return y;
+  };
+  tir::TExpr a = r.expr(s.a);
+  if (!changed) return nullptr;
+  Value* cond = emit_expr(s.cond);
+  if (cond->getType()->isVectorTy()) return nullptr;  // (lanes: not a loop body's scalar form)
+  auto* then_bb = llvm::BasicBlock::Create(ctx_, "guarded.read", fn_);
+  auto* else_bb = llvm::BasicBlock::Create(ctx_, "guarded.pad", fn_);
+  auto* merge = llvm::BasicBlock::Create(ctx_, "guarded.merge", fn_);
+  b_.CreateCondBr(cond, then_bb, else_bb);
+  b_.SetInsertPoint(then_bb);
+  Value* va = emit_expr(a);
+  llvm::BasicBlock* then_end = b_.GetInsertBlock();
+  b_.CreateBr(merge);
+  b_.SetInsertPoint(else_bb);
+  Value* vb = emit_expr(s.b);
+  llvm::BasicBlock* else_end = b_.GetInsertBlock();
+  b_.CreateBr(merge);
+  b_.SetInsertPoint(merge);
+  llvm::PHINode* phi = b_.CreatePHI(va->getType(), 2);
+  phi->addIncoming(va, then_end);
+  phi->addIncoming(vb, else_end);
+  return phi;
 }
 
 Value* ProgramCodegen::emit_imm(const tir::ImmNode& imm) {

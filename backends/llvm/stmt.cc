@@ -175,9 +175,13 @@ void ProgramCodegen::emit_for(const tir::ForNode& f) {
       std::vector<llvm::Metadata*> md{loop_bool(ctx_, "llvm.loop.vectorize.enable", true),
                                       loop_flag(ctx_, "llvm.loop.mustprogress"),
                                       loop_flag(ctx_, "llvm.loop.unroll.disable")};
-      if (masked_tails && !f.extent.is_const())
+      if (masked_vectors && !f.extent.is_const())
         md.push_back(loop_bool(ctx_, "llvm.loop.vectorize.predicate.enable", true));
-      return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, md);
+      SymExpr outer = vector_var_;
+      vector_var_ = f.var;
+      emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, md);
+      vector_var_ = outer;
+      return;
     }
     case LoopKind::Unrolled:
       return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body,

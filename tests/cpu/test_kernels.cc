@@ -313,3 +313,51 @@ TEST_CASE("cpu: a max over lanes equals the serial max, NaN winning in the vecto
 
 }  // namespace
 }  // namespace relax::cpu::test
+
+namespace relax::cpu::test {
+namespace {
+
+// A 3-tap sum with zero padding, as a depthwise convolution fused with its
+// padding reads: each tap at the index clamped into the row, selected
+// against the padding's zero.
+const char* kPaddedTaps = R"(
+prog @taps(x: Buffer[(n,), f32]) -> (y: Buffer[(n,), f32]) {
+  for i in vectorized(n) {
+    y[i] = 0.0f32
+  }
+  for k in range(3) {
+    for i in vectorized(n) {
+      y[i] = y[i] + select(i + k - 1 >= 0 && i + k - 1 < n, x[max(min(i + k - 1, n - 1), 0)], 0.0f32) * (1.0f32 + cast(f32, k))
+    }
+  }
+}
+)";
+
+TEST_CASE("cpu: padded reads in vector loops: masked contiguous loads with AVX-512, the same sums everywhere") {
+  // With AVX-512 the clamp goes and the read is a masked load at i + k - 1
+  // (no gather); for AVX2 the clamped form stays.
+  std::string v4 = emit_llvm_ir(programs_of(kPaddedTaps), {"x86-64-v4", 3});
+  CHECK(v4.find("llvm.masked.load") != std::string::npos);
+  CHECK(v4.find("llvm.masked.gather") == std::string::npos);
+  std::string v3 = emit_llvm_ir(programs_of(kPaddedTaps), {"x86-64-v3", 3});
+  CHECK(v3.find("guarded.read") == std::string::npos);
+  Library lib(compile_programs(programs_of(kPaddedTaps), {}));
+  Kernel k = lib.kernel("taps");
+  for (int64_t n : {1, 2, 3, 15, 16, 17, 37, 64}) {
+    CAPTURE(n);
+    std::vector<float> x = random_floats(size_t(n), uint32_t(n) + 5), y(size_t(n) + 1, -7.0f);
+    REQUIRE(call(k, {x.data(), y.data()}, {n, n}) == 0);
+    for (int64_t i = 0; i < n; ++i) {
+      float want = 0;
+      for (int64_t t = 0; t < 3; ++t) {
+        int64_t j = i + t - 1;
+        want = want + (j >= 0 && j < n ? x[size_t(j)] : 0.0f) * (1.0f + float(t));
+      }
+      CHECK(y[size_t(i)] == want);
+    }
+    CHECK(y[size_t(n)] == -7.0f);
+  }
+}
+
+}  // namespace
+}  // namespace relax::cpu::test
