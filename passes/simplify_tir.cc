@@ -8,7 +8,8 @@
 // flattened symbolic extent read back by symbolic divisions splits into
 // the loops it flattened; and an innermost
 // serial loop around one store that simplification made plain (contiguous
-// reads) becomes a vector loop first, which is not fused.
+// reads) becomes a vector loop first, which is not fused; loops of one
+// iteration go first.
 #include <algorithm>
 #include <functional>
 
@@ -71,6 +72,18 @@ Stmt spread_parallel(const Stmt& s) {
   map.emplace(outer->var, floordiv(f, inner->extent));
   map.emplace(inner->var, floormod(f, inner->extent));
   return make_for(f, outer->extent * inner->extent, LoopKind::Parallel, substitute(inner->body, map));
+}
+
+// Loops of one iteration, gone: their variable is 0. Legalisers keep the
+// dims of size 1 (a squeeze-and-excite block's 1x1 planes) as loops, which
+// would hide the channel loop around them from mark_vector_loops.
+Stmt drop_unit_loops(const Stmt& s) {
+  if (auto* f = s->kind == SKind::For ? static_cast<const ForNode*>(s.get()) : nullptr; f && f->extent.is_const(1)) {
+    SymMap<SymExpr> map;
+    map.emplace(f->var, SymExpr(0));
+    return drop_unit_loops(substitute(f->body, map));
+  }
+  return map_children(s, drop_unit_loops);
 }
 
 // Innermost serial loops around one plain store (legalisers leave them
@@ -240,7 +253,7 @@ IRModule simplify_tir(const IRModule& mod) {
     tir::Program p = mod.program(name);
     tir::Stmt body = p->body;
     if (mod.attrs.get_string("target", "cpu") == "cpu") {
-      body = delinearize(tir::simplify_indices(unswitch_index_selects(body)));
+      body = delinearize(tir::simplify_indices(unswitch_index_selects(drop_unit_loops(body))));
       body = mark_vector_loops(tir::simplify_indices(body));
       body = spread_parallel(body);
     }

@@ -159,8 +159,22 @@ bool is_var_index(const TExpr& e, const SymExpr& v) {
   return s && s->value == v;
 }
 
-// Plain elementwise in `v`: every access has `v` alone as its last index or
-// does not depend on `v`; no other use of `v`.
+// The index that steps through memory contiguously: the last one, or the
+// one before trailing dims of size 1 read at 0 (a [n, c, 0, 0] access of
+// an (n, c, 1, 1) buffer steps with c).
+size_t contiguous_axis(const tir::Buffer& b, const std::vector<TExpr>& idx) {
+  size_t k = idx.size() - 1;
+  while (k > 0 && k < b->shape.size() && b->shape[k].is_const(1)) {
+    auto* s = tir::as<tir::SymNodeT>(idx[k]);
+    auto* i = tir::as<tir::ImmNode>(idx[k]);
+    if (!(s && s->value.is_const(0)) && !(i && i->int_value == 0)) break;
+    --k;
+  }
+  return k;
+}
+
+// Plain elementwise in `v`: every access has `v` alone as its contiguous
+// index or does not depend on `v`; no other use of `v`.
 bool plain_in(const TExpr& e, const SymExpr& v) {
   using namespace tir;
   switch (e->kind) {
@@ -170,9 +184,9 @@ bool plain_in(const TExpr& e, const SymExpr& v) {
       return true;
     case TKind::Load: {
       auto* l = as<LoadNode>(e);
+      const size_t axis = l->indices.empty() ? 0 : contiguous_axis(l->buffer, l->indices);
       for (size_t k = 0; k < l->indices.size(); ++k) {
-        bool last = k + 1 == l->indices.size();
-        if (last && is_var_index(l->indices[k], v)) continue;
+        if (k == axis && is_var_index(l->indices[k], v)) continue;
         if (texpr_mentions(l->indices[k], v)) return false;
       }
       return true;
@@ -199,9 +213,11 @@ bool plain_in(const TExpr& e, const SymExpr& v) {
 
 bool plain_store(const Stmt& s, const SymExpr& v) {
   auto* st = tir::as<tir::StoreNode>(s);
-  if (!st || st->indices.empty() || !is_var_index(st->indices.back(), v)) return false;
-  for (size_t k = 0; k + 1 < st->indices.size(); ++k)
-    if (texpr_mentions(st->indices[k], v)) return false;
+  if (!st || st->indices.empty()) return false;
+  const size_t axis = contiguous_axis(st->buffer, st->indices);
+  if (!is_var_index(st->indices[axis], v)) return false;
+  for (size_t k = 0; k < st->indices.size(); ++k)
+    if (k != axis && texpr_mentions(st->indices[k], v)) return false;
   return plain_in(st->value, v);
 }
 
