@@ -99,6 +99,7 @@ std::vector<int64_t> eval_pattern(BuiltinCall& c, const std::vector<int64_t>& pa
   std::vector<int64_t> out;
   size_t k = 1;
   int64_t n = pat.at(0) == -2 ? 1 : pat.at(0);
+  if (n > 0 && size_t(n) <= pat.size()) out.reserve(size_t(n));
   for (int64_t i = 0; i < n; ++i) {
     if (pat.at(k) != P::kExpr) rt_fail("make_shape: malformed pattern");
     int64_t len = pat.at(k + 1);

@@ -31,8 +31,9 @@ int64_t shape_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) rt_fail("negative dimension ", d, " in shape ", shape_str(shape));
-    if (d != 0 && n > INT64_MAX / d) rt_fail("shape ", shape_str(shape), " has too many elements");
-    n *= d;
+    // (A multiply with an overflow check: a division per dim was a visible
+    // share of small models' runs, one per tensor made.)
+    if (__builtin_mul_overflow(n, d, &n)) rt_fail("shape ", shape_str(shape), " has too many elements");
   }
   return n;
 }
