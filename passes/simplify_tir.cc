@@ -74,6 +74,210 @@ Stmt spread_parallel(const Stmt& s) {
   return make_for(f, outer->extent * inner->extent, LoopKind::Parallel, substitute(inner->body, map));
 }
 
+// ---- Loop partitioning (cpu) ----------------------------------------------
+
+// A symbolic operand: a Sym node, or an integer immediate.
+std::optional<SymExpr> sym_operand(const TExpr& e) {
+  if (auto* s = as<SymNodeT>(e)) return s->value;
+  if (auto* i = as<ImmNode>(e); i && i->dtype.is_integer() && i->dtype.is_scalar()) return SymExpr(i->int_value);
+  return std::nullopt;
+}
+
+// A comparison of integers as g >= 0 (a < b is b - a - 1 >= 0).
+std::optional<SymExpr> as_nonnegative(const BinaryNode& b) {
+  std::optional<SymExpr> x = sym_operand(b.a), y = sym_operand(b.b);
+  if (!x || !y) return std::nullopt;
+  switch (b.op) {
+    case BinOp::GE:
+      return *x - *y;
+    case BinOp::GT:
+      return *x - *y - SymExpr(1);
+    case BinOp::LE:
+      return *y - *x;
+    case BinOp::LT:
+      return *y - *x - SymExpr(1);
+    default:
+      return std::nullopt;
+  }
+}
+
+bool mentions_var(const SymExpr& e, const SymExpr& v) {
+  for (const SymExpr& x : free_vars(e))
+    if (x == v) return true;
+  return false;
+}
+
+// `e` with every occurrence of `from` replaced by `to`.
+SymExpr replace_sym(const SymExpr& e, const SymExpr& from, const SymExpr& to) {
+  if (e == from) return to;
+  if (e.is_const() || e.is_var()) return e;
+  switch (e.kind()) {
+    case SymKind::Sum: {
+      SymExpr acc(e->constant);
+      for (const SymTerm& t : e->terms) acc = acc + SymExpr(t.coeff) * replace_sym(t.term, from, to);
+      return acc;
+    }
+    case SymKind::Mul: {
+      SymExpr acc(1);
+      for (const SymExpr& f : e->operands) acc = acc * replace_sym(f, from, to);
+      return acc;
+    }
+    default: {
+      SymExpr a = replace_sym(e->operands[0], from, to), b = replace_sym(e->operands[1], from, to);
+      switch (e.kind()) {
+        case SymKind::FloorDiv:
+          return floordiv(a, b);
+        case SymKind::FloorMod:
+          return floormod(a, b);
+        case SymKind::Min:
+          return min(a, b);
+        default:
+          return max(a, b);
+      }
+    }
+  }
+}
+
+bool is_bool_const(const TExpr& e, bool value) {
+  auto* i = as<ImmNode>(e);
+  return i && i->dtype.is_bool() && i->dtype.is_scalar() && (i->int_value != 0) == value;
+}
+
+// Selects, conjunctions and ifs on constant conditions, resolved.
+Stmt fold_conditions(const Stmt& s) {
+  TirRewriter r;
+  r.pre = [&](const TExpr& x) -> TExpr {
+    if (auto* sel = as<SelectNode>(x)) {
+      TExpr c = r.expr(sel->cond);
+      if (is_bool_const(c, true)) return r.expr(sel->a);
+      if (is_bool_const(c, false)) return r.expr(sel->b);
+      return select(c, r.expr(sel->a), r.expr(sel->b));
+    }
+    if (auto* b = as<BinaryNode>(x); b && b->op == BinOp::And) {
+      TExpr p = r.expr(b->a), q = r.expr(b->b);
+      if (is_bool_const(p, true)) return q;
+      if (is_bool_const(q, true)) return p;
+      return binary(BinOp::And, p, q);
+    }
+    return nullptr;
+  };
+  std::function<Stmt(const Stmt&)> walk = [&](const Stmt& t) -> Stmt {
+    if (auto* i = t->kind == SKind::IfThenElse ? static_cast<const IfThenElseNode*>(t.get()) : nullptr) {
+      TExpr c = r.expr(i->cond);
+      if (is_bool_const(c, true)) return walk(i->then_case);
+      if (is_bool_const(c, false) && i->else_case) return walk(i->else_case);
+      return make_if(c, walk(i->then_case), i->else_case ? walk(i->else_case) : nullptr);
+    }
+    if (t->kind == SKind::Store) return r.stmt(t);
+    return map_children(t, walk);
+  };
+  return walk(s);
+}
+
+// A serial loop whose body tests its variable against bounds, as padding
+// does (0 <= i*s + k - p < n for every tap k of a pooling window or a
+// convolution), splits into three: the iterations before the first where
+// every such test holds for every value of the loops inside, those where
+// they all hold, and the rest. In the middle the tests are true, their
+// selects and ifs go, and the clamps max(min(e, n - 1), 0) that kept the
+// reads of untaken select arms in bounds read at e; the middle's own loops
+// split the same way. A pooling window's rows and columns become plain
+// strided reads. Tests on loops of symbolic extent inside are left alone;
+// loops of fewer than 8 iterations (a window's taps) are not split.
+Stmt partition_loops(const Stmt& s) {
+  auto* f = s->kind == SKind::For ? static_cast<const ForNode*>(s.get()) : nullptr;
+  // Not a window's own taps (3, 5, 7): those unroll whole as they are.
+  if (!f || f->loop_kind != LoopKind::Serial || (f->extent.is_const() && f->extent.const_value() < 8))
+    return map_children(s, partition_loops);
+  const SymExpr& v = f->var;
+  // The loops inside: constant ranges bound; symbolic ones rule a test out.
+  Analyzer inner;
+  std::vector<SymExpr> bounded, unbounded;
+  visit_stmts(f->body, [&](const Stmt& t) {
+    if (t->kind != SKind::For) return;
+    auto* l = static_cast<const ForNode*>(t.get());
+    if (l->extent.is_const() && l->extent.const_value() >= 1) {
+      inner.bind(l->var, 0, l->extent.const_value() - 1);
+      bounded.push_back(l->var);
+    } else {
+      unbounded.push_back(l->var);
+    }
+  });
+  auto in = [](const std::vector<SymExpr>& vs, const SymExpr& x) { return std::find(vs.begin(), vs.end(), x) != vs.end(); };
+  std::vector<const BinaryNode*> proven;
+  std::vector<SymExpr> lower{SymExpr(0)}, upper{f->extent};
+  std::vector<SymExpr> at_least_0;
+  std::vector<std::pair<SymExpr, SymExpr>> below;
+  visit_exprs(f->body, [&](const TExpr& x) {
+    auto* b = as<BinaryNode>(x);
+    if (!b || std::find(proven.begin(), proven.end(), b) != proven.end()) return;
+    std::optional<SymExpr> g = as_nonnegative(*b);
+    if (!g || !mentions_var(*g, v)) return;
+    // g = c*v + S + T: S free of the loops inside, T of bounded ones only.
+    int64_t c = 0;
+    SymExpr S(g->kind() == SymKind::Sum ? (*g)->constant : 0), T(0);
+    std::vector<SymTerm> terms = g->kind() == SymKind::Sum ? (*g)->terms : std::vector<SymTerm>{{1, *g}};
+    if (g->is_const()) return;
+    for (const SymTerm& t : terms) {
+      if (t.term == v) {
+        c += t.coeff;
+        continue;
+      }
+      bool inner_term = false;
+      for (const SymExpr& fv : free_vars(t.term)) {
+        if (fv == v || in(unbounded, fv)) return;
+        if (in(bounded, fv)) inner_term = true;
+      }
+      (inner_term ? T : S) = (inner_term ? T : S) + SymExpr(t.coeff) * t.term;
+    }
+    if (c == 0) return;
+    Interval tr = inner.bound(T);
+    if (tr.lo == Interval::kNegInf || tr.hi == Interval::kPosInf) return;
+    // For every value of T: c*v + S + T.lo >= 0.
+    SymExpr rest = S + SymExpr(tr.lo);
+    if (c > 0)
+      lower.push_back(floordiv(SymExpr(c - 1) - rest, SymExpr(c)));
+    else
+      upper.push_back(floordiv(rest, SymExpr(-c)) + SymExpr(1));
+    proven.push_back(b);
+    if (b->op == BinOp::GE && sym_operand(b->b) && sym_operand(b->b)->is_const(0)) at_least_0.push_back(*sym_operand(b->a));
+    if (b->op == BinOp::LT) below.push_back({*sym_operand(b->a), *sym_operand(b->b)});
+  });
+  if (proven.empty()) return map_children(s, partition_loops);
+  Analyzer an;
+  SymExpr lo = lower[0], hi = upper[0];
+  for (size_t i = 1; i < lower.size(); ++i) lo = max(lo, lower[i]);
+  for (size_t i = 1; i < upper.size(); ++i) hi = min(hi, upper[i]);
+  lo = an.simplify(min(lo, f->extent));
+  hi = an.simplify(max(lo, hi));
+  // The middle: the tests true, the clamps they guard gone.
+  std::vector<std::pair<SymExpr, SymExpr>> clamps;
+  for (const auto& [e, n] : below)
+    if (in(at_least_0, e)) clamps.push_back({max(min(e, n - SymExpr(1)), SymExpr(0)), e});
+  TirRewriter r;
+  r.pre = [&](const TExpr& x) -> TExpr {
+    auto* b = as<BinaryNode>(x);
+    if (b && std::find(proven.begin(), proven.end(), b) != proven.end()) return imm_int(DataType::boolean(), 1);
+    return nullptr;
+  };
+  r.sym = [&](const SymExpr& x) {
+    SymExpr y = x;
+    for (const auto& [clamp, e] : clamps) y = replace_sym(y, clamp, e);
+    return y;
+  };
+  Stmt middle = fold_conditions(r.stmt(f->body));
+  auto piece = [&](const std::string& suffix, const SymExpr& from, const SymExpr& to, const Stmt& body) {
+    SymExpr w = SymExpr::var(v.name() + suffix);
+    SymMap<SymExpr> map;
+    map.emplace(v, w + from);
+    return make_for(w, an.simplify(to - from), LoopKind::Serial, substitute(body, map));
+  };
+  Stmt mid = piece("m", lo, hi, middle);
+  auto* m = static_cast<const ForNode*>(mid.get());
+  mid = make_for(m->var, m->extent, m->loop_kind, partition_loops(m->body));
+  return make_seq({piece("h", SymExpr(0), lo, f->body), mid, piece("t", hi, f->extent, f->body)});
+}
+
 // Loops of one iteration, gone: their variable is 0. Legalisers keep the
 // dims of size 1 (a squeeze-and-excite block's 1x1 planes) as loops, which
 // would hide the channel loop around them from mark_vector_loops.
@@ -254,7 +458,7 @@ IRModule simplify_tir(const IRModule& mod) {
     tir::Stmt body = p->body;
     if (mod.attrs.get_string("target", "cpu") == "cpu") {
       body = delinearize(tir::simplify_indices(unswitch_index_selects(drop_unit_loops(body))));
-      body = mark_vector_loops(tir::simplify_indices(body));
+      body = mark_vector_loops(tir::simplify_indices(partition_loops(body)));
       body = spread_parallel(body);
     }
     body = tir::simplify_indices(body);

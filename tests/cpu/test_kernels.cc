@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cpu_test_util.h"
+#include "passes/passes.h"
 
 namespace relax::cpu::test {
 namespace {
@@ -357,6 +358,57 @@ TEST_CASE("cpu: padded reads in vector loops: masked contiguous loads with AVX-5
     }
     CHECK(y[size_t(n)] == -7.0f);
   }
+}
+
+}  // namespace
+}  // namespace relax::cpu::test
+
+namespace relax::cpu::test {
+namespace {
+
+// A 3x3, stride-2, pad-1 max pool (the golden simplify-tir case
+// partition_pool_window), run as written and after simplify-tir, which
+// splits its row and column loops around the window's padding.
+const char* kPoolWindow = R"(
+prog @pool(x: Buffer[(h, w), f32]) -> (y: Buffer[((h + 1) // 2, (w + 1) // 2), f32]) {
+  for i in range((h + 1) // 2) {
+    for j in range((w + 1) // 2) {
+      alloc acc: Buffer[(1,), f32, local]
+      acc[0] = -f32.inf
+      for k0 in range(3) {
+        for k1 in range(3) {
+          acc[0] = max(acc[0], select(i * 2 + k0 - 1 >= 0 && i * 2 + k0 - 1 < h && (j * 2 + k1 - 1 >= 0 && j * 2 + k1 - 1 < w), x[max(min(i * 2 + k0 - 1, h - 1), 0), max(min(j * 2 + k1 - 1, w - 1), 0)], -f32.inf))
+        }
+      }
+      y[i, j] = acc[0]
+    }
+  }
+}
+)";
+
+TEST_CASE("cpu: a pooling window's loops split around the padding give the same maxima at every size") {
+  IRModule mod = parse_module(kPoolWindow);
+  Library plain(compile_programs(programs_in(mod), {}));
+  Library split(compile_programs(programs_in(simplify_tir(mod)), {}));
+  for (int64_t h : {1, 2, 3, 4, 5, 8, 9, 17})
+    for (int64_t w : {1, 2, 3, 6, 7, 16, 33}) {
+      CAPTURE(h);
+      CAPTURE(w);
+      int64_t oh = (h + 1) / 2, ow = (w + 1) / 2;
+      std::vector<float> x = random_floats(size_t(h * w), uint32_t(h * 100 + w), -5, 5);
+      std::vector<float> a(size_t(oh * ow) + 1, 7.0f), b(size_t(oh * ow) + 1, 7.0f);
+      REQUIRE(call(plain.kernel("pool"), {x.data(), a.data()}, {h, w, oh, ow}) == 0);
+      REQUIRE(call(split.kernel("pool"), {x.data(), b.data()}, {h, w, oh, ow}) == 0);
+      CHECK(a == b);
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          float m = -INFINITY;
+          for (int64_t r = 2 * i - 1; r <= 2 * i + 1; ++r)
+            for (int64_t c = 2 * j - 1; c <= 2 * j + 1; ++c)
+              if (r >= 0 && r < h && c >= 0 && c < w) m = std::max(m, x[size_t(r * w + c)]);
+          CHECK(b[size_t(i * ow + j)] == m);
+        }
+    }
 }
 
 }  // namespace
