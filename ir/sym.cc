@@ -569,6 +569,36 @@ SymExpr substitute(const SymExpr& e, const SymMap<SymExpr>& map) {
   });
 }
 
+SymExpr replace_subexpr(const SymExpr& e, const SymExpr& from, const SymExpr& to) {
+  if (e == from) return to;
+  if (e.is_const() || e.is_var()) return e;
+  switch (e.kind()) {
+    case SymKind::Sum: {
+      SymExpr acc(e->constant);
+      for (const SymTerm& t : e->terms) acc = acc + SymExpr(t.coeff) * replace_subexpr(t.term, from, to);
+      return acc;
+    }
+    case SymKind::Mul: {
+      SymExpr acc(1);
+      for (const SymExpr& f : e->operands) acc = acc * replace_subexpr(f, from, to);
+      return acc;
+    }
+    default: {
+      SymExpr a = replace_subexpr(e->operands[0], from, to), b = replace_subexpr(e->operands[1], from, to);
+      switch (e.kind()) {
+        case SymKind::FloorDiv:
+          return floordiv(a, b);
+        case SymKind::FloorMod:
+          return floormod(a, b);
+        case SymKind::Min:
+          return min(a, b);
+        default:
+          return max(a, b);
+      }
+    }
+  }
+}
+
 std::optional<int64_t> evaluate(const SymExpr& e, const SymMap<int64_t>& env) {
   check_defined(e, "evaluate");
   const SymNode& n = *e.get();

@@ -118,6 +118,9 @@ using SymMap = std::unordered_map<SymExpr, V, SymExprHash>;
 // to keep it; the result is rebuilt through the canonical constructors.
 SymExpr substitute(const SymExpr& e, const std::function<std::optional<SymExpr>(const SymExpr&)>& f);
 SymExpr substitute(const SymExpr& e, const SymMap<SymExpr>& map);
+// Replaces every occurrence of the subexpression `from` (a clamp
+// max(min(e, n - 1), 0), say) by `to`, rebuilt the same way.
+SymExpr replace_subexpr(const SymExpr& e, const SymExpr& from, const SymExpr& to);
 
 // Evaluates with every variable bound in `env`; nullopt when a variable is
 // unbound or a division by zero happens.

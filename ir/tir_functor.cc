@@ -220,6 +220,12 @@ bool writes_buffer(const Stmt& s, const BufferNode* b) {
   return found;
 }
 
+std::optional<SymExpr> sym_operand(const TExpr& e) {
+  if (auto* s = as<SymNodeT>(e)) return s->value;
+  if (auto* i = as<ImmNode>(e); i && i->dtype.is_integer() && i->dtype.is_scalar()) return SymExpr(i->int_value);
+  return std::nullopt;
+}
+
 Stmt substitute(const Stmt& s, const SymMap<SymExpr>& map) {
   if (map.empty()) return s;
   TirRewriter r;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <unordered_map>
 
 #include "ir/tir.h"
@@ -53,6 +54,10 @@ bool writes_buffer(const Stmt& s, const BufferNode* b);
 // Substitutes symbolic variables everywhere in `s` (see TirRewriter::sym).
 Stmt substitute(const Stmt& s, const SymMap<SymExpr>& map);
 TExpr substitute(const TExpr& e, const SymMap<SymExpr>& map);
+
+// An integer operand as a symbolic value: a Sym node's, or an integer
+// immediate's; nullopt for anything else.
+std::optional<SymExpr> sym_operand(const TExpr& e);
 
 // Simplifies index arithmetic under the bounds loops give their variables
 // (0 <= v < extent, constant or symbolic): (i*16 + j) // 32 -> 0 for i < 2,

@@ -76,13 +76,6 @@ Stmt spread_parallel(const Stmt& s) {
 
 // ---- Loop partitioning (cpu) ----------------------------------------------
 
-// A symbolic operand: a Sym node, or an integer immediate.
-std::optional<SymExpr> sym_operand(const TExpr& e) {
-  if (auto* s = as<SymNodeT>(e)) return s->value;
-  if (auto* i = as<ImmNode>(e); i && i->dtype.is_integer() && i->dtype.is_scalar()) return SymExpr(i->int_value);
-  return std::nullopt;
-}
-
 // A comparison of integers as g >= 0 (a < b is b - a - 1 >= 0).
 std::optional<SymExpr> as_nonnegative(const BinaryNode& b) {
   std::optional<SymExpr> x = sym_operand(b.a), y = sym_operand(b.b);
@@ -105,37 +98,6 @@ bool mentions_var(const SymExpr& e, const SymExpr& v) {
   for (const SymExpr& x : free_vars(e))
     if (x == v) return true;
   return false;
-}
-
-// `e` with every occurrence of `from` replaced by `to`.
-SymExpr replace_sym(const SymExpr& e, const SymExpr& from, const SymExpr& to) {
-  if (e == from) return to;
-  if (e.is_const() || e.is_var()) return e;
-  switch (e.kind()) {
-    case SymKind::Sum: {
-      SymExpr acc(e->constant);
-      for (const SymTerm& t : e->terms) acc = acc + SymExpr(t.coeff) * replace_sym(t.term, from, to);
-      return acc;
-    }
-    case SymKind::Mul: {
-      SymExpr acc(1);
-      for (const SymExpr& f : e->operands) acc = acc * replace_sym(f, from, to);
-      return acc;
-    }
-    default: {
-      SymExpr a = replace_sym(e->operands[0], from, to), b = replace_sym(e->operands[1], from, to);
-      switch (e.kind()) {
-        case SymKind::FloorDiv:
-          return floordiv(a, b);
-        case SymKind::FloorMod:
-          return floormod(a, b);
-        case SymKind::Min:
-          return min(a, b);
-        default:
-          return max(a, b);
-      }
-    }
-  }
 }
 
 bool is_bool_const(const TExpr& e, bool value) {
@@ -262,7 +224,7 @@ Stmt partition_loops(const Stmt& s) {
   };
   r.sym = [&](const SymExpr& x) {
     SymExpr y = x;
-    for (const auto& [clamp, e] : clamps) y = replace_sym(y, clamp, e);
+    for (const auto& [clamp, e] : clamps) y = replace_subexpr(y, clamp, e);
     return y;
   };
   Stmt middle = fold_conditions(r.stmt(f->body));

@@ -288,49 +288,6 @@ Value* ProgramCodegen::emit_expr(const tir::TExpr& e) {
   error("an unknown expression kind");
 }
 
-namespace {
-
-// A symbolic operand of a comparison: a Sym node, or an integer immediate.
-std::optional<SymExpr> sym_operand(const tir::TExpr& e) {
-  if (auto* s = tir::as<tir::SymNodeT>(e)) return s->value;
-  if (auto* i = tir::as<tir::ImmNode>(e); i && i->dtype.is_integer()) return SymExpr(i->int_value);
-  return std::nullopt;
-}
-
-// `e` with every occurrence of `from` replaced by `to`, rebuilt through the
-// canonical constructors.
-SymExpr replace_sym(const SymExpr& e, const SymExpr& from, const SymExpr& to) {
-  if (e == from) return to;
-  if (e.is_const() || e.is_var()) return e;
-  switch (e.kind()) {
-    case SymKind::Sum: {
-      SymExpr acc(e->constant);
-      for (const SymTerm& t : e->terms) acc = acc + SymExpr(t.coeff) * replace_sym(t.term, from, to);
-      return acc;
-    }
-    case SymKind::Mul: {
-      SymExpr acc(1);
-      for (const SymExpr& f : e->operands) acc = acc * replace_sym(f, from, to);
-      return acc;
-    }
-    default: {
-      SymExpr a = replace_sym(e->operands[0], from, to), b = replace_sym(e->operands[1], from, to);
-      switch (e.kind()) {
-        case SymKind::FloorDiv:
-          return floordiv(a, b);
-        case SymKind::FloorMod:
-          return floormod(a, b);
-        case SymKind::Min:
-          return min(a, b);
-        default:
-          return max(a, b);
-      }
-    }
-  }
-}
-
-}  // namespace
-
 // select(c, a, b) where c's conjuncts bound an index expression, e >= 0
 // and e < n, and a reads at max(min(e, n - 1), 0): the clamp only keeps
 // the read in bounds where c is false. Emitted as a branch reading at e
@@ -342,7 +299,7 @@ Value* ProgramCodegen::emit_guarded_select(const tir::SelectNode& s) {
     auto* b = tir::as<tir::BinaryNode>(c);
     if (!b) return;
     if (b->op == tir::BinOp::And) return facts(b->a), facts(b->b);
-    std::optional<SymExpr> x = sym_operand(b->a), y = sym_operand(b->b);
+    std::optional<SymExpr> x = tir::sym_operand(b->a), y = tir::sym_operand(b->b);
     if (!x || !y) return;
     if (b->op == tir::BinOp::GE && y->is_const(0)) at_least_0.push_back(*x);
     if (b->op == tir::BinOp::LT) below.push_back({*x, *y});
@@ -370,7 +327,7 @@ Value* ProgramCodegen::emit_guarded_select(const tir::SelectNode& s) {
   tir::TirRewriter r;
   r.sym = [&](const SymExpr& x) {
     SymExpr y = x;
-    for (const auto& [clamp, e] : clamps) y = replace_sym(y, clamp, e);
+    for (const auto& [clamp, e] : clamps) y = replace_subexpr(y, clamp, e);
     changed = changed || y != x;
     return y;
   };

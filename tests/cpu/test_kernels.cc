@@ -312,11 +312,6 @@ TEST_CASE("cpu: a max over lanes equals the serial max, NaN winning in the vecto
   }
 }
 
-}  // namespace
-}  // namespace relax::cpu::test
-
-namespace relax::cpu::test {
-namespace {
 
 // A 3-tap sum with zero padding, as a depthwise convolution fused with its
 // padding reads: each tap at the index clamped into the row, selected
@@ -360,11 +355,6 @@ TEST_CASE("cpu: padded reads in vector loops: masked contiguous loads with AVX-5
   }
 }
 
-}  // namespace
-}  // namespace relax::cpu::test
-
-namespace relax::cpu::test {
-namespace {
 
 // A 3x3, stride-2, pad-1 max pool (the golden simplify-tir case
 // partition_pool_window), run as written and after simplify-tir, which

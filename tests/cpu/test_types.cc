@@ -65,6 +65,13 @@ To saturate_ref(From v) {
   return To(t);
 }
 
+template <typename To, typename From>
+std::vector<To> saturate_all(const std::vector<From>& xs) {
+  std::vector<To> r;
+  for (From v : xs) r.push_back(saturate_ref<To>(v));
+  return r;
+}
+
 TEST_CASE("cpu: float -> int in vector loops saturates lane by lane as the scalar cast") {
   auto vprog = [](const std::string& name, const std::string& from, const std::string& to) {
     return "prog @" + name + "(x: Buffer[(n,), " + from + "]) -> (y: Buffer[(n,), " + to +
@@ -78,38 +85,14 @@ TEST_CASE("cpu: float -> int in vector loops saturates lane by lane as the scala
                        NAN, INFINITY, -INFINITY, 2147483520.0f, 2147483648.0f, -2147483648.0f, -2147483904.0f,
                        4294967040.0f, 4294967296.0f, 9.2233715e18f, 9.223372e18f, -9.223372e18f, -1e19f, 3e9f};
   while (x.size() < 67) x.push_back(float(x.size()) * 37.25f - 1000.0f);  // a vector body and a tail
-  CHECK(run_cast<float, int8_t>(lib, "vi8", x) == [&] {
-    std::vector<int8_t> r;
-    for (float v : x) r.push_back(saturate_ref<int8_t>(v));
-    return r;
-  }());
-  CHECK(run_cast<float, uint8_t>(lib, "vu8", x) == [&] {
-    std::vector<uint8_t> r;
-    for (float v : x) r.push_back(saturate_ref<uint8_t>(v));
-    return r;
-  }());
-  CHECK(run_cast<float, int32_t>(lib, "vi32", x) == [&] {
-    std::vector<int32_t> r;
-    for (float v : x) r.push_back(saturate_ref<int32_t>(v));
-    return r;
-  }());
-  CHECK(run_cast<float, uint32_t>(lib, "vu32", x) == [&] {
-    std::vector<uint32_t> r;
-    for (float v : x) r.push_back(saturate_ref<uint32_t>(v));
-    return r;
-  }());
-  CHECK(run_cast<float, int64_t>(lib, "vi64", x) == [&] {
-    std::vector<int64_t> r;
-    for (float v : x) r.push_back(saturate_ref<int64_t>(v));
-    return r;
-  }());
+  CHECK(run_cast<float, int8_t>(lib, "vi8", x) == saturate_all<int8_t>(x));
+  CHECK(run_cast<float, uint8_t>(lib, "vu8", x) == saturate_all<uint8_t>(x));
+  CHECK(run_cast<float, int32_t>(lib, "vi32", x) == saturate_all<int32_t>(x));
+  CHECK(run_cast<float, uint32_t>(lib, "vu32", x) == saturate_all<uint32_t>(x));
+  CHECK(run_cast<float, int64_t>(lib, "vi64", x) == saturate_all<int64_t>(x));
   std::vector<double> d{2147483647.9, 2147483648.0, -2147483648.9, -2147483649.0, NAN, -INFINITY, 1e300, -0.5};
   while (d.size() < 35) d.push_back(double(d.size()) * 1e8 - 1.5e9);
-  CHECK(run_cast<double, int32_t>(lib, "di32", d) == [&] {
-    std::vector<int32_t> r;
-    for (double v : d) r.push_back(saturate_ref<int32_t>(v));
-    return r;
-  }());
+  CHECK(run_cast<double, int32_t>(lib, "di32", d) == saturate_all<int32_t>(d));
 }
 
 TEST_CASE("cpu: bool is a byte 0/1; int and float -> bool is != 0") {
