@@ -569,6 +569,12 @@ SymExpr substitute(const SymExpr& e, const SymMap<SymExpr>& map) {
   });
 }
 
+bool mentions(const SymExpr& e, const SymExpr& var) {
+  for (const SymExpr& v : free_vars(e))
+    if (v == var) return true;
+  return false;
+}
+
 SymExpr replace_subexpr(const SymExpr& e, const SymExpr& from, const SymExpr& to) {
   if (e == from) return to;
   if (e.is_const() || e.is_var()) return e;

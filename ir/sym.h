@@ -128,6 +128,8 @@ std::optional<int64_t> evaluate(const SymExpr& e, const SymMap<int64_t>& env);
 
 // The variables of `e`, each once, in order of first appearance.
 std::vector<SymExpr> free_vars(const SymExpr& e);
+// Whether variable `var` occurs in `e`.
+bool mentions(const SymExpr& e, const SymExpr& var);
 void collect_vars(const SymExpr& e, std::vector<SymExpr>& out);  // appends new ones
 
 // Text form, as the IR printer writes it: "n * 64 + 3", "(n + 1) // 2",

@@ -1,5 +1,7 @@
 #include "ir/tir_functor.h"
 
+#include <algorithm>
+
 #include "ir/analyzer.h"
 
 namespace relax::tir {
@@ -224,6 +226,28 @@ std::optional<SymExpr> sym_operand(const TExpr& e) {
   if (auto* s = as<SymNodeT>(e)) return s->value;
   if (auto* i = as<ImmNode>(e); i && i->dtype.is_integer() && i->dtype.is_scalar()) return SymExpr(i->int_value);
   return std::nullopt;
+}
+
+Clamps guarded_clamps(const std::vector<const BinaryNode*>& tests) {
+  std::vector<SymExpr> at_least_0;
+  std::vector<std::pair<SymExpr, SymExpr>> below;  // (e, n): e < n
+  for (const BinaryNode* b : tests) {
+    std::optional<SymExpr> x = sym_operand(b->a), y = sym_operand(b->b);
+    if (!x || !y) continue;
+    if (b->op == BinOp::GE && y->is_const(0)) at_least_0.push_back(*x);
+    if (b->op == BinOp::LT) below.push_back({*x, *y});
+  }
+  Clamps out;
+  for (const auto& [e, n] : below)
+    if (std::find(at_least_0.begin(), at_least_0.end(), e) != at_least_0.end())
+      out.push_back({max(min(e, n - SymExpr(1)), SymExpr(0)), e});
+  return out;
+}
+
+SymExpr unclamp(const SymExpr& e, const Clamps& clamps) {
+  SymExpr out = e;
+  for (const auto& [clamp, at] : clamps) out = replace_subexpr(out, clamp, at);
+  return out;
 }
 
 Stmt substitute(const Stmt& s, const SymMap<SymExpr>& map) {

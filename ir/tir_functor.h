@@ -59,6 +59,14 @@ TExpr substitute(const TExpr& e, const SymMap<SymExpr>& map);
 // immediate's; nullopt for anything else.
 std::optional<SymExpr> sym_operand(const TExpr& e);
 
+// Padding's clamps: for every e that `tests` bound on both sides (e >= 0
+// and e < n), the clamp max(min(e, n - 1), 0) that keeps a read in bounds
+// where they fail, paired with e. `unclamp` reads each such clamp at its e:
+// valid where the tests hold.
+using Clamps = std::vector<std::pair<SymExpr, SymExpr>>;
+Clamps guarded_clamps(const std::vector<const BinaryNode*>& tests);
+SymExpr unclamp(const SymExpr& e, const Clamps& clamps);
+
 // Simplifies index arithmetic under the bounds loops give their variables
 // (0 <= v < extent, constant or symbolic): (i*16 + j) // 32 -> 0 for i < 2,
 // j < 16; (b*s + i) // s -> b for i < s. Shape variables are non-negative.

@@ -1,15 +1,19 @@
 // simplify-tir: index arithmetic in every tensor program, simplified under
 // the bounds its loops give their variables. Inlining composes index maps
 // (a reshape of a transpose of a split), whose divisions and remainders
-// mostly cancel once the loop bounds are known. On the cpu target, a
-// parallel loop over a symbolic extent (a batch, often 1 at run time)
-// around a serial loop of constant extent becomes one parallel loop over
-// both, so that one image still spreads across the cores; a loop over a
-// flattened symbolic extent read back by symbolic divisions splits into
-// the loops it flattened; and an innermost
-// serial loop around one store that simplification made plain (contiguous
-// reads) becomes a vector loop first, which is not fused; loops of one
-// iteration go first.
+// mostly cancel once the loop bounds are known. On the cpu target, before
+// that, in order:
+// - loops of one iteration go (their variable is 0);
+// - a broadcast's select on a shape-only condition is unswitched;
+// - a loop over a flattened symbolic extent read back by divisions by a
+//   symbolic dim splits into the loops it flattened (delinearize);
+// - a serial loop testing its variable against padding bounds splits
+//   around the iterations where every test holds (partition_loops);
+// - an innermost serial loop around one store that simplification made
+//   plain (contiguous reads) becomes a vector loop;
+// - a parallel loop over a symbolic extent (a batch, often 1 at run time)
+//   around a serial loop of constant extent becomes one parallel loop over
+//   both, so that one image still spreads across the cores.
 #include <algorithm>
 #include <functional>
 
@@ -94,12 +98,6 @@ std::optional<SymExpr> as_nonnegative(const BinaryNode& b) {
   }
 }
 
-bool mentions_var(const SymExpr& e, const SymExpr& v) {
-  for (const SymExpr& x : free_vars(e))
-    if (x == v) return true;
-  return false;
-}
-
 bool is_bool_const(const TExpr& e, bool value) {
   auto* i = as<ImmNode>(e);
   return i && i->dtype.is_bool() && i->dtype.is_scalar() && (i->int_value != 0) == value;
@@ -168,18 +166,15 @@ Stmt partition_loops(const Stmt& s) {
   auto in = [](const std::vector<SymExpr>& vs, const SymExpr& x) { return std::find(vs.begin(), vs.end(), x) != vs.end(); };
   std::vector<const BinaryNode*> proven;
   std::vector<SymExpr> lower{SymExpr(0)}, upper{f->extent};
-  std::vector<SymExpr> at_least_0;
-  std::vector<std::pair<SymExpr, SymExpr>> below;
   visit_exprs(f->body, [&](const TExpr& x) {
     auto* b = as<BinaryNode>(x);
     if (!b || std::find(proven.begin(), proven.end(), b) != proven.end()) return;
     std::optional<SymExpr> g = as_nonnegative(*b);
-    if (!g || !mentions_var(*g, v)) return;
+    if (!g || !mentions(*g, v)) return;
     // g = c*v + S + T: S free of the loops inside, T of bounded ones only.
     int64_t c = 0;
     SymExpr S(g->kind() == SymKind::Sum ? (*g)->constant : 0), T(0);
     std::vector<SymTerm> terms = g->kind() == SymKind::Sum ? (*g)->terms : std::vector<SymTerm>{{1, *g}};
-    if (g->is_const()) return;
     for (const SymTerm& t : terms) {
       if (t.term == v) {
         c += t.coeff;
@@ -202,8 +197,6 @@ Stmt partition_loops(const Stmt& s) {
     else
       upper.push_back(floordiv(rest, SymExpr(-c)) + SymExpr(1));
     proven.push_back(b);
-    if (b->op == BinOp::GE && sym_operand(b->b) && sym_operand(b->b)->is_const(0)) at_least_0.push_back(*sym_operand(b->a));
-    if (b->op == BinOp::LT) below.push_back({*sym_operand(b->a), *sym_operand(b->b)});
   });
   if (proven.empty()) return map_children(s, partition_loops);
   Analyzer an;
@@ -213,20 +206,14 @@ Stmt partition_loops(const Stmt& s) {
   lo = an.simplify(min(lo, f->extent));
   hi = an.simplify(max(lo, hi));
   // The middle: the tests true, the clamps they guard gone.
-  std::vector<std::pair<SymExpr, SymExpr>> clamps;
-  for (const auto& [e, n] : below)
-    if (in(at_least_0, e)) clamps.push_back({max(min(e, n - SymExpr(1)), SymExpr(0)), e});
+  const Clamps clamps = guarded_clamps(proven);
   TirRewriter r;
   r.pre = [&](const TExpr& x) -> TExpr {
     auto* b = as<BinaryNode>(x);
     if (b && std::find(proven.begin(), proven.end(), b) != proven.end()) return imm_int(DataType::boolean(), 1);
     return nullptr;
   };
-  r.sym = [&](const SymExpr& x) {
-    SymExpr y = x;
-    for (const auto& [clamp, e] : clamps) y = replace_subexpr(y, clamp, e);
-    return y;
-  };
+  r.sym = [&](const SymExpr& x) { return unclamp(x, clamps); };
   Stmt middle = fold_conditions(r.stmt(f->body));
   auto piece = [&](const std::string& suffix, const SymExpr& from, const SymExpr& to, const Stmt& body) {
     SymExpr w = SymExpr::var(v.name() + suffix);

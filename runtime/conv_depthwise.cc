@@ -11,16 +11,11 @@
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define RELAX_CONV_X86 1
-#endif
-
 namespace relax::rt {
 namespace {
 
 // even[k] = in[2k], odd[k] = in[2k + 1] for the n elements of `in`.
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
 __attribute__((target("avx2,fma"))) void deinterleave2(const float* in, int64_t n, float* even, float* odd) {
   int64_t k = 0;
   for (; 2 * k + 16 <= n; k += 8) {
@@ -86,7 +81,7 @@ struct PhasedRows {
         std::copy(in + jlo - g.pw, in + jhi - g.pw, out + jlo);
         continue;
       }
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
       if (g.sw == 2 && avx2) {
         // Pairs of columns from an even padded column on: the even ones to phase 0, the odd to phase 1.
         int64_t j = jlo;
@@ -130,7 +125,7 @@ void depthwise_rows_plain(const Conv2dGeometry& g, const PhasedRows& in, const i
   }
 }
 
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
 // R rows of up to B vectors of 8 outputs each, from src (the first row's
 // first tap input at the block's first column; the next row's is rstride
 // further): every tap, then the stores (each row's last vector masked to
@@ -228,7 +223,7 @@ void conv2d_depthwise_f32(const Conv2dGeometry& g, const float* x, const float* 
   const int64_t Og = g.O / g.groups, planes = g.N * g.O;
   if (planes == 0 || g.OH == 0 || g.OW == 0) return;
   bool avx2 = false;
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
   avx2 = vector && conv2d_direct_available();
 #endif
   (void)vector;
@@ -248,7 +243,7 @@ void conv2d_depthwise_f32(const Conv2dGeometry& g, const float* x, const float* 
       in.fill(g, x + (n * g.C + c) * g.H * g.W, oh0 * g.sh, (oh1 - 1 - oh0) * g.sh + (g.KH - 1) * g.dh + 1, avx2);
       const float* wk = w + o * g.KH * g.KW;
       float* yp = y + plane * g.OH * g.OW;
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
       if (avx2) {
         depthwise_rows_avx2(g, in, toff.data(), wk, yp, oh0, oh1);
         continue;
@@ -270,7 +265,7 @@ namespace {
 // G blocks of 16 channels from channel c0 at one output position, every
 // tap in order: acc = fma(w, x or 0, acc). xs[t]: the tap's input
 // (channels last; null in the padding); wt: the first block's weights.
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
 template <int G>
 __attribute__((target("avx512f"))) void depthwise_channels_avx512(const float* const* xs, int64_t c0, int64_t taps,
                                                                   const float* wt, float* out) {
@@ -349,7 +344,7 @@ void conv2d_depthwise_packed_f32(const Conv2dGeometry& g, const float* x, const 
     }
   }
   enum { kPlain, kAvx2, kAvx512 } isa = kPlain;
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
   if (vector && conv2d_direct_available()) isa = kernel_isa() == KernelIsa::avx512 ? kAvx512 : kAvx2;
 #endif
   (void)vector;
@@ -364,7 +359,7 @@ void conv2d_depthwise_packed_f32(const Conv2dGeometry& g, const float* x, const 
               ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? xt + (n * HW + ih * g.W + iw) * Cp : nullptr;
         }
       float* out = yt + r * Cp;
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
       int64_t j = 0;
       // Four blocks at once: four chains in flight.
       if (isa == kAvx512) {

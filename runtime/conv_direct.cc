@@ -9,15 +9,10 @@
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define RELAX_CONV_X86 1
-#endif
-
 namespace relax::rt {
 namespace {
 
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
 #define RELAX_AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
 // The vector operations of one element type: 8 lanes of f32 (a fused
 // multiply-add) or of i32 (a multiply and an add, wrapping as i32 does).
@@ -369,7 +364,7 @@ const RowTiles& row_tiles() {
 }  // namespace
 
 bool conv2d_direct_available() {
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return ok;
 #else
@@ -401,7 +396,7 @@ void pack_weights(const T* w, int64_t O, int64_t groups, int64_t K, int64_t L, T
     body(0, groups * blocks);
 }
 
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
 // `packed`: the weights as pack_weights lays them out for this tile's
 // lanes, or null: then they are packed here, into scratch.
 template <typename Op, int NV, int NP>
@@ -597,7 +592,7 @@ void direct_portable(const Conv2dGeometry& g, const int32_t* x, const int32_t* w
 
 void conv2d_direct_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, std::vector<float>& scratch,
                        ThreadPool* pool) {
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
   if (conv2d_direct_available()) return direct<F32x8>(g, x, w, nullptr, y, scratch, pool);
 #endif
   (void)g, (void)x, (void)w, (void)y, (void)scratch, (void)pool;
@@ -617,7 +612,7 @@ void conv2d_pack_weights_f32(const float* w, int64_t O, int64_t groups, int64_t 
 
 void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const float* packed, float* y,
                               std::vector<float>& scratch, ThreadPool* pool, bool vector) {
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
   if (vector && conv2d_direct_available()) return direct<F32x8>(g, x, nullptr, packed, y, scratch, pool);
 #endif
   (void)vector;
@@ -637,7 +632,7 @@ void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const flo
 
 void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y,
                        std::vector<int32_t>& scratch, ThreadPool* pool) {
-#ifdef RELAX_CONV_X86
+#ifdef RELAX_X86_KERNELS
   if (conv2d_direct_available()) return direct<I32x8>(g, x, w, nullptr, y, scratch, pool);
 #endif
   (void)scratch;

@@ -6,6 +6,13 @@
 
 #include <string>
 
+// The runtime's x86 kernels (intrinsics, functions compiled per target
+// attribute) exist on x86 hosts only.
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define RELAX_X86_KERNELS 1
+#endif
+
 namespace relax::rt {
 
 enum class KernelIsa { portable, avx2, avx512 };

@@ -9,11 +9,6 @@
 #include "runtime/cpu_isa.h"
 #include "runtime/thread_pool.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define RELAX_GEMM_X86 1
-#endif
-
 namespace relax::rt {
 namespace {
 
@@ -44,7 +39,7 @@ void kernel_portable(int64_t kc, const float* a, const float* b, int64_t ldb, fl
   store_tile(t, c, ldc, accumulate, mr, nr);
 }
 
-#ifdef RELAX_GEMM_X86
+#ifdef RELAX_X86_KERNELS
 // Twelve named accumulators: an array of them is kept in memory by GCC.
 __attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb,
                                                      float* c, int64_t ldc, bool accumulate, int mr, int nr) {
@@ -84,7 +79,7 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* a,
 }
 #endif
 
-#ifdef RELAX_GEMM_X86
+#ifdef RELAX_X86_KERNELS
 // AVX-512: 32 columns (two vectors) by R rows, R = 6 (one panel of A) or
 // 12 (two panels: the second at a + MR * kc, as pack_a lays them out), so
 // packed A stays the layout every kernel reads. The 24 sums of R = 12 and
@@ -176,7 +171,7 @@ constexpr int kMaxCols = 32;
 // The kernel for a product of N columns.
 const Micro& micro(int64_t N) {
   static const Micro portable{kernel_portable, kernel_portable, MR, NR};
-#ifdef RELAX_GEMM_X86
+#ifdef RELAX_X86_KERNELS
   static const Micro avx2{kernel_avx2, kernel_avx2, MR, NR};
   static const Micro avx512{kernel_avx512<6>, kernel_avx512<12>, 2 * MR, 32};
   static const Micro avx512_narrow{kernel_avx512_narrow<6>, kernel_avx512_narrow<12>, 2 * MR, 16};
@@ -288,7 +283,7 @@ void gemv_columns(int64_t j0, int64_t j1, int64_t K, const float* x, const float
 // Columns [0, count) of y = x B (x: K floats, B: K rows of ldb), count <=
 // 16 * V: V vectors of sums, the last masked, each column one chain of
 // fused multiply-adds over k in order.
-#ifdef RELAX_GEMM_X86
+#ifdef RELAX_X86_KERNELS
 template <int V>
 __attribute__((target("avx512f"))) void gemv_block_avx512(int64_t K, const float* x, const float* B, int64_t ldb,
                                                           float* y, int64_t count) {
@@ -349,7 +344,7 @@ __attribute__((target("avx2,fma"))) void gemv_avx2(int64_t N, int64_t K, const f
 
 void gemv_f32(int64_t N, int64_t K, const float* x, const float* B, int64_t ldb, float* y) {
   if (N <= 0) return;
-#ifdef RELAX_GEMM_X86
+#ifdef RELAX_X86_KERNELS
   switch (kernel_isa()) {
     case KernelIsa::avx512:
       return gemv_avx512(N, K, x, B, ldb, y, std::make_integer_sequence<int, 16>{});

@@ -293,48 +293,41 @@ Value* ProgramCodegen::emit_expr(const tir::TExpr& e) {
 // the read in bounds where c is false. Emitted as a branch reading at e
 // (null when the pattern is absent). See masked_vectors.
 Value* ProgramCodegen::emit_guarded_select(const tir::SelectNode& s) {
-  std::vector<SymExpr> at_least_0;
-  std::vector<std::pair<SymExpr, SymExpr>> below;  // (e, n): e < n
-  std::function<void(const tir::TExpr&)> facts = [&](const tir::TExpr& c) {
+  if (!vector_var_.defined() || !s.cond->dtype.is_scalar()) return nullptr;
+  std::vector<const tir::BinaryNode*> tests;  // the condition's conjuncts
+  std::function<void(const tir::TExpr&)> conjuncts = [&](const tir::TExpr& c) {
     auto* b = tir::as<tir::BinaryNode>(c);
     if (!b) return;
-    if (b->op == tir::BinOp::And) return facts(b->a), facts(b->b);
-    std::optional<SymExpr> x = tir::sym_operand(b->a), y = tir::sym_operand(b->b);
-    if (!x || !y) return;
-    if (b->op == tir::BinOp::GE && y->is_const(0)) at_least_0.push_back(*x);
-    if (b->op == tir::BinOp::LT) below.push_back({*x, *y});
+    if (b->op == tir::BinOp::And) return conjuncts(b->a), conjuncts(b->b);
+    tests.push_back(b);
   };
-  facts(s.cond);
+  conjuncts(s.cond);
   // e = v + rest for the vectorized loop's v, rest free of v.
   auto unit_step = [&](const SymExpr& e) {
-    if (!vector_var_.defined() || e.kind() != SymKind::Sum) return false;
+    if (e.kind() != SymKind::Sum) return false;
     int ones = 0;
     for (const SymTerm& t : e->terms) {
-      std::vector<SymExpr> vars = free_vars(t.term);
       if (t.term == vector_var_ && t.coeff == 1)
         ++ones;
-      else if (std::find(vars.begin(), vars.end(), vector_var_) != vars.end())
+      else if (mentions(t.term, vector_var_))
         return false;
     }
     return ones == 1;
   };
-  std::vector<std::pair<SymExpr, SymExpr>> clamps;  // (max(min(e, n - 1), 0), e)
-  for (const auto& [e, n] : below)
-    if (unit_step(e) && std::find(at_least_0.begin(), at_least_0.end(), e) != at_least_0.end())
-      clamps.push_back({max(min(e, n - SymExpr(1)), SymExpr(0)), e});
+  tir::Clamps clamps;
+  for (const auto& c : tir::guarded_clamps(tests))
+    if (unit_step(c.second)) clamps.push_back(c);
   if (clamps.empty()) return nullptr;
   bool changed = false;
   tir::TirRewriter r;
   r.sym = [&](const SymExpr& x) {
-    SymExpr y = x;
-    for (const auto& [clamp, e] : clamps) y = replace_subexpr(y, clamp, e);
+    SymExpr y = tir::unclamp(x, clamps);
     changed = changed || y != x;
     return y;
   };
   tir::TExpr a = r.expr(s.a);
   if (!changed) return nullptr;
   Value* cond = emit_expr(s.cond);
-  if (cond->getType()->isVectorTy()) return nullptr;  // (lanes: not a loop body's scalar form)
   auto* then_bb = llvm::BasicBlock::Create(ctx_, "guarded.read", fn_);
   auto* else_bb = llvm::BasicBlock::Create(ctx_, "guarded.pad", fn_);
   auto* merge = llvm::BasicBlock::Create(ctx_, "guarded.merge", fn_);

@@ -116,8 +116,9 @@ std::optional<int64_t> magnitude_bound(Context& ctx, size_t v_index, size_t zp_i
   std::optional<std::vector<int64_t>> zs = zp ? zp->to_ints() : std::vector<int64_t>{0};
   if (!vs || !zs || zs->empty() || v->shape.empty()) return span;
   int64_t n = int64_t(vs->size()), z = int64_t(zs->size());
-  int64_t cols = v->shape.back(), rows_inner = z > 1 ? n / v->shape[0] : n;
+  const int64_t cols = v->shape.back();
   if (z > 1 && (zp_per_column ? z != cols : z != v->shape[0])) return span;
+  const int64_t rows_inner = z > 1 ? n / z : n;  // per row: z == rows >= 2
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
     int64_t zi = z == 1 ? (*zs)[0] : zp_per_column ? (*zs)[size_t(i % cols)] : (*zs)[size_t(i / rows_inner)];

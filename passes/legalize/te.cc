@@ -115,12 +115,6 @@ TExpr wrap_clamp_index(const TExpr& i, const SymExpr& dim) {
 
 namespace {
 
-bool mentions(const SymExpr& e, const SymExpr& v) {
-  for (const SymExpr& x : free_vars(e))
-    if (x == v) return true;
-  return false;
-}
-
 bool texpr_mentions(const TExpr& e, const SymExpr& v);
 
 bool any_mentions(const Index& es, const SymExpr& v) {
