@@ -6,6 +6,10 @@
 //
 //   build/bin/relax-bench-gemm [--reps-ms 300] [--shape BATCH,M,N,K ...]
 //
+// Then the 8-bit product (runtime/qgemm.h, matmul_integer's: u8 x i8
+// with zero points, B packed once as a constant weight is) on the same
+// shapes, in GOP/s (2 per multiply-add) beside the f32 product's.
+//
 // The shapes are issue 20's: square, transformer projections (M = 1, 64,
 // 512 by K = N = 768 and 3072) and attention's batched QK^T and PV.
 #include <cblas.h>
@@ -22,6 +26,7 @@
 #include "bench/best_time.h"
 #include "runtime/cpu_peak.h"
 #include "runtime/gemm.h"
+#include "runtime/qgemm.h"
 #include "runtime/thread_pool.h"
 
 
@@ -118,5 +123,46 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("\nGFLOP/s; in parentheses relax's speed as a share of OpenBLAS's (above 1: faster)\n");
+
+  std::printf("\n8-bit (u8 x i8, zero points, B packed; kernels %s)\n", relax::rt::qgemm_kernel_name());
+  std::printf("%-10s %6s %5s %5s %5s | %-22s | %-22s\n", "shape", "batch", "M", "N", "K", "1 thread: int8  f32",
+              "2 threads: int8  f32");
+  std::uniform_int_distribution<int> bytes(0, 255);
+  for (const Shape& s : shapes) {
+    std::vector<uint8_t> a(size_t(s.batch * s.M * s.K)), b(size_t(s.batch * s.K * s.N));
+    for (uint8_t& x : a) x = uint8_t(bytes(rng));
+    for (uint8_t& x : b) x = uint8_t(bytes(rng));
+    std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end()), cf(size_t(s.batch * s.M * s.N));
+    std::vector<int32_t> c(size_t(s.batch * s.M * s.N));
+    const int64_t psize = relax::rt::qgemm_packed_b_size(s.K, s.N);
+    std::vector<uint8_t> bp(size_t(s.batch * psize));
+    const int32_t za = 3, zb = -2;
+    for (int64_t i = 0; i < s.batch; ++i)
+      relax::rt::qgemm_pack_b(s.K, s.N, {b.data() + i * s.K * s.N, true, s.N}, &zb, 1, bp.data() + i * psize);
+    double ops = 2.0 * double(s.batch * s.M) * double(s.N) * double(s.K);
+    std::printf("%-10s %6lld %5lld %5lld %5lld |", s.what.c_str(), (long long)s.batch, (long long)s.M,
+                (long long)s.N, (long long)s.K);
+    for (int threads : {1, 2}) {
+      ThreadPool::set_global_num_threads(threads);
+      std::shared_ptr<ThreadPool> pool = ThreadPool::global();
+      double q = best_time(
+          [&] {
+            for (int64_t i = 0; i < s.batch; ++i)
+              relax::rt::qgemm_packed(s.M, s.N, s.K, {a.data() + i * s.M * s.K, false, s.K}, &za, 1,
+                                      bp.data() + i * psize, c.data() + i * s.M * s.N, s.N, pool.get());
+          },
+          budget);
+      double f = best_time(
+          [&] {
+            for (int64_t i = 0; i < s.batch; ++i)
+              relax::rt::gemm_f32(s.M, s.N, s.K, af.data() + i * s.M * s.K, s.K, bf.data() + i * s.K * s.N, s.N,
+                                  cf.data() + i * s.M * s.N, s.N, pool.get());
+          },
+          budget);
+      std::printf(" %7.1f %7.1f (%4.2f) |", ops / q / 1e9, ops / f / 1e9, f / q);
+    }
+    std::printf("\n");
+  }
+  std::printf("\nGOP/s (int8) and GFLOP/s (the runtime's f32 product); in parentheses int8's speed over f32's\n");
   return 0;
 }

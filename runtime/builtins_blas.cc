@@ -11,6 +11,9 @@
 //    (runtime/conv_direct.h).
 //  - gemm.conv_transpose2d: 2-D (and 1-D) f32 transposed convolutions, a
 //    matrix product into a workspace and a scatter of its columns.
+//  - gemm.qmatmul, gemm.qmatmul_pack, gemm.qmatmul_packed: 8-bit integer
+//    products with zero points and an i32 result (matmul_integer,
+//    runtime/qgemm.h), B packed once when it is a constant.
 #include <cblas.h>
 
 #include <algorithm>
@@ -18,10 +21,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/conv_direct.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
+#include "runtime/qgemm.h"
 #include "runtime/thread_pool.h"
 #include "runtime/vm.h"
 
@@ -42,6 +48,40 @@ std::vector<int64_t> batch_strides(const std::vector<int64_t>& batch, const std:
     stride *= batch[i];
   }
   return s;
+}
+
+// The batch dims of a matmul of a (..., M, K) and b (..., K, N), numpy
+// broadcast: their count and each output matrix's offsets into a and b.
+struct MatmulBatch {
+  std::vector<int64_t> dims, sa, sb;
+  int64_t count = 1;
+  // Element offsets of output matrix i's operands.
+  std::pair<int64_t, int64_t> offsets(int64_t i) const {
+    int64_t oa = 0, ob = 0;
+    for (size_t k = dims.size(); k-- > 0;) {
+      int64_t ix = i % dims[k];
+      i /= dims[k];
+      oa += ix * sa[k];
+      ob += ix * sb[k];
+    }
+    return {oa, ob};
+  }
+};
+MatmulBatch matmul_batch(const char* what, const std::vector<int64_t>& as, const std::vector<int64_t>& bs) {
+  std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  MatmulBatch r;
+  r.dims.assign(std::max(ab.size(), bb.size()), 1);
+  for (size_t i = 0; i < r.dims.size(); ++i) {
+    int64_t x = i + ab.size() >= r.dims.size() ? ab[i + ab.size() - r.dims.size()] : 1;
+    int64_t y = i + bb.size() >= r.dims.size() ? bb[i + bb.size() - r.dims.size()] : 1;
+    if (x != y && x != 1 && y != 1) rt_fail(what, ": batch dims ", x, " and ", y, " do not broadcast");
+    r.dims[i] = x == 1 ? y : x;
+  }
+  for (int64_t v : r.dims) r.count *= v;
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  r.sa = batch_strides(ab, r.dims, M * K);
+  r.sb = batch_strides(bb, r.dims, K * N);
+  return r;
 }
 
 // Column slices of a product with `cols` columns for `threads` workers:
@@ -92,16 +132,8 @@ void matmul(BuiltinCall& c) {
   if (bs.size() == 1) bs.push_back(1);
   int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
   if (bs[bs.size() - 2] != K) rt_fail("blas.matmul: inner dims ", K, " and ", bs[bs.size() - 2], " differ");
-  std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
-  std::vector<int64_t> ob(std::max(ab.size(), bb.size()), 1);
-  for (size_t i = 0; i < ob.size(); ++i) {
-    int64_t x = i + ab.size() >= ob.size() ? ab[i + ab.size() - ob.size()] : 1;
-    int64_t y = i + bb.size() >= ob.size() ? bb[i + bb.size() - ob.size()] : 1;
-    if (x != y && x != 1 && y != 1) rt_fail("blas.matmul: batch dims ", x, " and ", y, " do not broadcast");
-    ob[i] = x == 1 ? y : x;
-  }
-  int64_t batch = 1;
-  for (int64_t v : ob) batch *= v;
+  const MatmulBatch mb = matmul_batch("blas.matmul", as, bs);
+  const int64_t batch = mb.count;
   if (out.numel() != batch * M * N) rt_fail("blas.matmul: the output ", out.type_str(), " has the wrong size");
   c.flops = 2.0 * double(batch) * double(M) * double(N) * double(K);
   if (M == 0 || N == 0 || batch == 0) return;
@@ -110,7 +142,6 @@ void matmul(BuiltinCall& c) {
     std::memset(out.data(), 0, out.nbytes());
     return;
   }
-  std::vector<int64_t> sa = batch_strides(ab, ob, M * K), sb = batch_strides(bb, ob, K * N);
   // Work items: each output matrix, in column slices when there are fewer
   // matrices than threads.
   std::shared_ptr<ThreadPool> pool = ThreadPool::global();
@@ -120,13 +151,7 @@ void matmul(BuiltinCall& c) {
   int64_t slices = sl.count, cols = sl.width;
   auto one = [&](int64_t item) {
     int64_t i = item / slices, j0 = item % slices * cols, nj = std::min(cols, N - j0);
-    int64_t oa = 0, obb = 0, rest = i;
-    for (size_t k = ob.size(); k-- > 0;) {
-      int64_t ix = rest % ob[k];
-      rest /= ob[k];
-      oa += ix * sa[k];
-      obb += ix * sb[k];
-    }
+    const auto [oa, obb] = mb.offsets(i);
     const char* pa = static_cast<const char*>(a.data()) + size_t(oa) * esize;
     const char* pb = static_cast<const char*>(b.data()) + size_t(obb + j0) * esize;
     char* pc = static_cast<char*>(out.data()) + size_t(i * M * N + j0) * esize;
@@ -530,6 +555,112 @@ void conv_transpose2d(BuiltinCall& c) {
   }
 }
 
+// ---- 8-bit integer products -------------------------------------------------------------
+
+bool is_8bit(const Tensor& t) { return (t.dtype().is_int() || t.dtype().is_uint()) && t.dtype().bits == 8; }
+
+QMatrix qmatrix(const Tensor& t, const char* what, const char* name, int64_t ld, size_t offset = 0) {
+  if (!is_8bit(t)) rt_fail(what, ": ", name, " must be u8 or i8, got ", t.type_str());
+  return {static_cast<const uint8_t*>(t.data()) + offset, t.dtype().is_int(), ld};
+}
+
+// A zero point's values as i32: `count` of them (1, or `many`).
+std::vector<int32_t> zero_points(const Tensor& zp, const char* what, const char* name, int64_t many) {
+  if (!is_8bit(zp) || (zp.numel() != 1 && zp.numel() != many))
+    rt_fail(what, ": ", name, " must be u8 or i8 with 1 or ", many, " elements, got ", zp.type_str());
+  std::vector<int32_t> v(size_t(zp.numel()));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = zp.dtype().is_int() ? int32_t(static_cast<const int8_t*>(zp.data())[i])
+                               : int32_t(static_cast<const uint8_t*>(zp.data())[i]);
+  return v;
+}
+
+void check_i32_out(const Tensor& out, const char* what, int64_t numel) {
+  if (!(out.dtype() == DType::i32()) || out.numel() != numel)
+    rt_fail(what, ": the output must be i32 with ", numel, " elements, got ", out.type_str());
+}
+
+// gemm.qmatmul_pack(b, b_zp, out): b (K, N) of u8 or i8 and its zero
+// point (one, or one per column) packed for gemm.qmatmul_packed (u8, of
+// qgemm_packed_b_size bytes). A build runs it once, folding the result
+// into the package.
+void qmatmul_pack(BuiltinCall& c) {
+  const char* what = "gemm.qmatmul_pack";
+  if (c.num_args != 3) rt_fail(what, ": takes 3 arguments, got ", c.num_args);
+  const Tensor& b = c.arg(0).tensor("gemm.qmatmul_pack b");
+  const Tensor& zp = c.arg(1).tensor("gemm.qmatmul_pack b_zp");
+  const Tensor& out = c.arg(2).tensor("gemm.qmatmul_pack out");
+  if (b.shape().size() != 2) rt_fail(what, ": b must have rank 2, got ", b.type_str());
+  const int64_t K = b.shape()[0], N = b.shape()[1];
+  std::vector<int32_t> zb = zero_points(zp, what, "b_zp", N);
+  const int64_t size = qgemm_packed_b_size(K, N);
+  if (!(out.dtype() == DType::u(8)) || out.numel() != size)
+    rt_fail(what, ": the output must hold ", size, " u8, got ", out.type_str());
+  qgemm_pack_b(K, N, qmatrix(b, what, "b", N), zb.data(), int64_t(zb.size()), static_cast<uint8_t*>(out.data()));
+}
+
+// gemm.qmatmul_packed(a, bp, a_zp, shape(K, N), out): out (..., M, N) i32
+// = (a - a_zp) (b - b_zp) for a (..., M, K) of u8 or i8, b packed by
+// gemm.qmatmul_pack; a_zp one zero point or one per row of a.
+void qmatmul_packed(BuiltinCall& c) {
+  const char* what = "gemm.qmatmul_packed";
+  if (c.num_args != 5) rt_fail(what, ": takes 5 arguments, got ", c.num_args);
+  const Tensor& a = c.arg(0).tensor("gemm.qmatmul_packed a");
+  const Tensor& bp = c.arg(1).tensor("gemm.qmatmul_packed weights");
+  const Tensor& zp = c.arg(2).tensor("gemm.qmatmul_packed a_zp");
+  const std::vector<int64_t>& p = c.arg(3).shape("gemm.qmatmul_packed parameters");
+  const Tensor& out = c.arg(4).tensor("gemm.qmatmul_packed out");
+  if (p.size() != 2 || p[0] < 0 || p[1] < 0) rt_fail(what, ": needs the parameters (K, N), got ", shape_str(p));
+  const int64_t K = p[0], N = p[1];
+  if (a.shape().empty() || a.shape().back() != K) rt_fail(what, ": a ", a.type_str(), " must end in K = ", K);
+  if (!(bp.dtype() == DType::u(8)) || bp.numel() != qgemm_packed_b_size(K, N))
+    rt_fail(what, ": the packed weights must hold ", qgemm_packed_b_size(K, N), " u8, got ", bp.type_str());
+  const int64_t M = K == 0 ? a.numel() : a.numel() / K;  // every row of every batch
+  std::vector<int32_t> za = zero_points(zp, what, "a_zp", M);
+  check_i32_out(out, what, M * N);
+  c.flops = 2.0 * double(M) * double(N) * double(K);
+  c.integer_ops = true;
+  qgemm_packed(M, N, K, qmatrix(a, what, "a", K), za.data(), int64_t(za.size()),
+               static_cast<const uint8_t*>(bp.data()), static_cast<int32_t*>(out.data()), N,
+               ThreadPool::global().get());
+}
+
+// gemm.qmatmul(a, b, a_zp, b_zp, out): out (..., M, N) i32 = (a - a_zp)
+// (b - b_zp), batch dims broadcast, for a (..., M, K) and b (..., K, N) of
+// u8 or i8; a_zp one zero point or one per row of a (all of a's batches),
+// b_zp one or one per column. B is packed on every call.
+void qmatmul(BuiltinCall& c) {
+  const char* what = "gemm.qmatmul";
+  if (c.num_args != 5) rt_fail(what, ": takes 5 arguments, got ", c.num_args);
+  const Tensor& a = c.arg(0).tensor("gemm.qmatmul a");
+  const Tensor& b = c.arg(1).tensor("gemm.qmatmul b");
+  const Tensor& azp = c.arg(2).tensor("gemm.qmatmul a_zp");
+  const Tensor& bzp = c.arg(3).tensor("gemm.qmatmul b_zp");
+  const Tensor& out = c.arg(4).tensor("gemm.qmatmul out");
+  const std::vector<int64_t>&as = a.shape(), &bs = b.shape();
+  if (as.size() < 2 || bs.size() < 2) rt_fail(what, ": operands must have rank >= 2, got ", a.type_str(), " and ",
+                                              b.type_str());
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  if (bs[bs.size() - 2] != K) rt_fail(what, ": inner dims ", K, " and ", bs[bs.size() - 2], " differ");
+  const MatmulBatch mb = matmul_batch(what, as, bs);
+  const int64_t batch = mb.count;
+  std::vector<int32_t> za = zero_points(azp, what, "a_zp", a.numel() / std::max<int64_t>(K, 1));
+  std::vector<int32_t> zb = zero_points(bzp, what, "b_zp", N);
+  check_i32_out(out, what, batch * M * N);
+  c.flops = 2.0 * double(batch) * double(M) * double(N) * double(K);
+  c.integer_ops = true;
+  thread_local std::vector<uint8_t> packed;
+  packed.resize(size_t(qgemm_packed_b_size(K, N)));
+  ThreadPool* pool = ThreadPool::global().get();
+  for (int64_t i = 0; i < batch; ++i) {
+    const auto [oa, obb] = mb.offsets(i);
+    qgemm_pack_b(K, N, qmatrix(b, what, "b", N, size_t(obb)), zb.data(), int64_t(zb.size()), packed.data());
+    const int32_t* zrow = za.size() == 1 ? za.data() : za.data() + oa / std::max<int64_t>(K, 1);
+    qgemm_packed(M, N, K, qmatrix(a, what, "a", K, size_t(oa)), zrow, za.size() == 1 ? 1 : M, packed.data(),
+                 static_cast<int32_t*>(out.data()) + i * M * N, N, pool);
+  }
+}
+
 }  // namespace
 
 void register_blas_builtins() {
@@ -543,6 +674,9 @@ void register_blas_builtins() {
   register_builtin("gemm.conv2d_pack", conv2d_pack);
   register_builtin("gemm.conv2d_packed", conv2d_packed);
   register_builtin("gemm.conv_transpose2d", conv_transpose2d);
+  register_builtin("gemm.qmatmul", qmatmul);
+  register_builtin("gemm.qmatmul_pack", qmatmul_pack);
+  register_builtin("gemm.qmatmul_packed", qmatmul_packed);
 }
 
 }  // namespace relax::rt

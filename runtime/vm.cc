@@ -245,6 +245,7 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
             ct.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             ++ct.calls;
             ct.flops += call.flops;
+            ct.integer_ops |= call.integer_ops;
             for (const Value* a : argp)
               if (const auto* t = std::get_if<Tensor>(&a->v)) ct.bytes += double(t->nbytes());
             if (const auto* t = std::get_if<Tensor>(&out.v)) ct.bytes += double(t->nbytes());

@@ -77,6 +77,9 @@ struct BuiltinCall {
   // Floating-point operations the call did (a multiply-add counts 2), set
   // by library kernels for --profile's GFLOP/s; 0 when not counted.
   double flops = 0;
+  // Set with `flops` when they are integer operations (8-bit products):
+  // --profile prints them as GOP/s, not as a share of the FMA peak.
+  bool integer_ops = false;
 };
 using Builtin = void (*)(BuiltinCall& call);
 
@@ -124,6 +127,7 @@ class VirtualMachine {
     bool kernel = false;
     uint64_t calls = 0;
     double ms = 0, bytes = 0, flops = 0;  // flops: 0 when the callee does not count them
+    bool integer_ops = false;             // flops are integer operations
   };
   void set_profiling(bool on);
   // By total time, most first; calls never made are left out.

@@ -154,6 +154,7 @@ struct KernelProfile {
   double ms;
   double bytes;      // of the kernel's buffers, or < 0 when unknown
   double flops = 0;  // counted by library kernels, else 0
+  bool integer_ops = false;  // flops are integer operations: GOP/s, no FMA share
 };
 
 // --profile's report: a JSON row per kernel, and (`print`) the 20 slowest
@@ -178,7 +179,8 @@ nlohmann::json print_profile(const std::vector<KernelProfile>& kernels, double p
     if (gbps >= 0 && peak_bytes_per_s > 0) j["peak_share"] = gbps * 1e9 / peak_bytes_per_s;
     double gflops = k.flops > 0 && k.ms > 0 ? k.flops / (k.ms * 1e-3) / 1e9 : -1;
     if (gflops >= 0) j["flops"] = k.flops, j["gflops"] = gflops;
-    if (gflops >= 0 && peak_gflops > 0) j["flops_share"] = gflops / peak_gflops;
+    if (gflops >= 0 && k.integer_ops) j["integer_ops"] = true;
+    if (gflops >= 0 && peak_gflops > 0 && !k.integer_ops) j["flops_share"] = gflops / peak_gflops;
     out.push_back(j);
     if (!print || shown++ >= 20) continue;
     std::ostringstream line;
@@ -186,7 +188,7 @@ nlohmann::json print_profile(const std::vector<KernelProfile>& kernels, double p
          << std::setprecision(1) << 100 * k.ms / std::max(total, 1e-9) << "%  " << std::setw(5) << k.calls;
     if (gbps >= 0) line << "  " << std::setw(8) << gbps << " GB/s";
     if (j.contains("peak_share")) line << " (" << std::setw(4) << 100 * j["peak_share"].get<double>() << "%)";
-    if (gflops >= 0) line << "  " << std::setw(7) << gflops << " GFLOP/s";
+    if (gflops >= 0) line << "  " << std::setw(7) << gflops << (k.integer_ops ? " GOP/s  " : " GFLOP/s");
     if (j.contains("flops_share")) line << " (" << std::setw(4) << 100 * j["flops_share"].get<double>() << "%)";
     line << "  " << k.name << "\n";
     std::cout << line.str();
@@ -281,7 +283,7 @@ int main(int argc, char** argv) {
       double peak_bytes = cu ? cuda_driver_status().peak_bytes_per_s : 0, peak_gflops = 0;
       if (!vk && !cu) {  // cpu: the kernels and the library calls (GEMM, ...) and other builtins on tensor data
         for (const auto& t : model->vm().profile())
-          rows.push_back({t.kernel ? t.name : t.name + " (builtin)", t.calls, t.ms, t.bytes, t.flops});
+          rows.push_back({t.kernel ? t.name : t.name + " (builtin)", t.calls, t.ms, t.bytes, t.flops, t.integer_ops});
         // Against this machine's measured peaks: the FMA peak of the threads used, a large copy's bandwidth.
         const CpuPeak& cpu = measured_cpu_peak();
         int used = ThreadPool::global()->num_threads();

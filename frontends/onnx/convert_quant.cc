@@ -2,7 +2,9 @@
 //
 //   QuantizeLinear, DequantizeLinear   the graph ops quantize / dequantize
 //   DynamicQuantizeLinear              reductions for the range, then quantize
-//   MatMulInteger, ConvInteger         astype to i32, subtract the zero points,
+//   MatMulInteger                      the matmul_integer op (8-bit operands of
+//                                      rank >= 2), else as ConvInteger
+//   ConvInteger                        astype to i32, subtract the zero points,
 //                                      matmul / conv with an i32 result; in
 //                                      f32 where every partial sum is an
 //                                      integer below 2^24 (exact_in_f32)
@@ -209,9 +211,25 @@ Attrs conv_attrs(Context& ctx, size_t x, size_t w) {
   return Attrs{{"strides", strides}, {"padding", pads}, {"dilation", dilations}, {"groups", ctx.attr_int("group", 1)}};
 }
 
+bool is_8bit(DataType d) { return (d.is_int() || d.is_uint()) && d.bits == 8; }
+
+// Input `zp`, or a zero of `dtype` when it is absent.
+Expr zero_point_or_zero(Context& ctx, size_t zp, DataType dtype) {
+  if (ctx.has_input(zp)) return ctx.expr(zp);
+  return ctx.constant(HostTensor::from_ints(dtype, {}, {0}), "zero_point");
+}
+
 // (A - a_zero_point) @ (B - b_zero_point), an i32 result; a_zero_point
-// may be per row of A. Computed in f32 where that is exact.
+// may be per row of A. 8-bit operands of rank 2 or more: the
+// matmul_integer op (integer dot products on the cpu); others astype to
+// i32 (or to f32 where that is exact) and matmul.
 Expr integer_matmul(Context& ctx, size_t a, size_t a_zp, size_t b, size_t b_zp) {
+  const DataType da = ctx.dtype(a), db = ctx.dtype(b);
+  if (is_8bit(da) && is_8bit(db) && ctx.ndim(a) >= 2 && ctx.ndim(b) >= 2 &&
+      (!ctx.has_input(a_zp) || ctx.dtype(a_zp) == da) && (!ctx.has_input(b_zp) || ctx.dtype(b_zp) == db)) {
+    Expr za = ctx.has_input(a_zp) ? per_row(ctx, a_zp, ctx.ndim(a))(ctx.expr(a_zp)) : zero_point_or_zero(ctx, a_zp, da);
+    return ctx.emit_op("matmul_integer", {ctx.expr(a), ctx.expr(b), za, zero_point_or_zero(ctx, b_zp, db)});
+  }
   int rb = ctx.ndim(b);
   // B is (.., K, N), or (K) for a vector.
   std::optional<int64_t> k = rb == 1 ? known_product(ctx, b, 0, 1) : known_product(ctx, b, rb - 2, rb - 1);

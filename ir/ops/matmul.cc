@@ -1,5 +1,6 @@
 // Matrix multiplication with numpy semantics.
 #include <algorithm>
+#include <utility>
 
 #include "ir/ops/common.h"
 
@@ -8,13 +9,10 @@ namespace {
 
 using namespace ops;
 
-StructInfo infer_matmul(const CallNode& call, const InferContext& ctx) {
-  Attrs attrs = attrs_of(call);
+// The result of a matmul of a and b (numpy rules) with elements of `dtype`.
+StructInfo matmul_result(const CallNode& call, const InferContext& ctx, DataType dtype) {
   const std::string& op = op_name(call);
   TensorInfo a = tensor_arg(call, 0), b = tensor_arg(call, 1);
-  DataType dtype = common_dtype(op, a.dtype, b.dtype);
-  DataType out_dtype = attrs.get_dtype("out_dtype");
-  if (!out_dtype.is_void()) dtype = out_dtype;
   if (a.ndim == 0 || b.ndim == 0) fail(op, ": operands must have rank >= 1, got a rank-0 tensor");
   if (a.unknown_rank() || b.unknown_rank()) return tensor_si_ndim(dtype, -1);
 
@@ -40,6 +38,35 @@ StructInfo infer_matmul(const CallNode& call, const InferContext& ctx) {
   return tensor_si(dtype, std::move(out));
 }
 
+StructInfo infer_matmul(const CallNode& call, const InferContext& ctx) {
+  DataType dtype = common_dtype(op_name(call), tensor_arg(call, 0).dtype, tensor_arg(call, 1).dtype);
+  DataType out_dtype = attrs_of(call).get_dtype("out_dtype");
+  return matmul_result(call, ctx, out_dtype.is_void() ? dtype : out_dtype);
+}
+
+// matmul_integer(a, b, a_zp, b_zp): 8-bit operands, zero points of their
+// operand's dtype that do not vary along the reduction: a_zp broadcasts
+// against a with a last dim of 1, b_zp against b with a second-to-last
+// dim of 1 (a scalar, or a vector along b's columns).
+StructInfo infer_matmul_integer(const CallNode& call, const InferContext& ctx) {
+  const std::string& op = op_name(call);
+  TensorInfo a = tensor_arg(call, 0), b = tensor_arg(call, 1), za = tensor_arg(call, 2), zb = tensor_arg(call, 3);
+  for (const auto& [t, name] : {std::pair{a, "a"}, {b, "b"}}) {
+    if (!t.dtype.is_void() && !((t.dtype.is_int() || t.dtype.is_uint()) && t.dtype.bits == 8))
+      fail(op, ": ", name, " must be u8 or i8, got ", t.dtype);
+  }
+  if (!za.dtype.is_void() && !a.dtype.is_void() && za.dtype != a.dtype)
+    fail(op, ": a_zp's dtype ", za.dtype, " differs from a's ", a.dtype);
+  if (!zb.dtype.is_void() && !b.dtype.is_void() && zb.dtype != b.dtype)
+    fail(op, ": b_zp's dtype ", zb.dtype, " differs from b's ", b.dtype);
+  if (a.ndim == 1 || b.ndim == 1) fail(op, ": operands must have rank >= 2");
+  if (za.shape && !za.shape->empty() && !za.shape->back().is_const(1))
+    fail(op, ": a_zp must have a last dim of 1 (one zero point per row), got ", za.shape->back());
+  if (zb.shape && zb.shape->size() >= 2 && !(*zb.shape)[zb.shape->size() - 2].is_const(1))
+    fail(op, ": b_zp must not vary along the reduction (a second-to-last dim of 1)");
+  return matmul_result(call, ctx, DataType::i32());
+}
+
 }  // namespace
 
 void register_matmul_ops(OpRegistry& reg) {
@@ -52,6 +79,15 @@ void register_matmul_ops(OpRegistry& reg) {
       .args(2)
       .attr("out_dtype", AttrType::DType, DataType::void_())
       .infer(infer_matmul);
+  reg.add("matmul_integer")
+      .doc(
+          "matmul_integer(a, b, a_zp, b_zp): the i32 product (a - a_zp) @ (b - b_zp) of u8 or i8 operands of "
+          "rank >= 2, matmul's batch broadcasting, in i32 arithmetic (ONNX MatMulInteger). Each zero point has "
+          "its operand's dtype and broadcasts against it without varying along the reduction: a_zp a scalar or "
+          "one per row (a last dim of 1), b_zp a scalar or one per column (a vector of b's columns, or a "
+          "second-to-last dim of 1).")
+      .args(4)
+      .infer(infer_matmul_integer);
 }
 
 }  // namespace relax

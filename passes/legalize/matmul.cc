@@ -9,6 +9,7 @@
 // nest with an accumulator (f32 for narrow floats, else the result's
 // dtype), numpy batch broadcasting, 1-D operands as a row (left) or column
 // (right) vector.
+#include <algorithm>
 #include <cstdlib>
 
 #include "ir/ops/common.h"
@@ -112,8 +113,105 @@ std::optional<Expr> legalize_matmul(LegalizeContext& ctx, const CallNode& call) 
       [&](const Index&, const TExpr& v) { return cast(y->dtype, v); }));
 }
 
+// ---- matmul_integer ----------------------------------------------------------------------
+
+constexpr const char* kQmatmul = "gemm.qmatmul";
+constexpr const char* kQmatmulPack = "gemm.qmatmul_pack";
+constexpr const char* kQmatmulPacked = "gemm.qmatmul_packed";
+
+// Whether every dim is provably 1.
+bool all_ones(const std::vector<SymExpr>& s) {
+  return std::all_of(s.begin(), s.end(), [](const SymExpr& d) { return d.is_const(1); });
+}
+
+// The runtime's integer product (runtime/qgemm.h: integer dot products,
+// VNNI where the CPU has it) when the zero points are ones it takes: a_zp
+// one value or one per row of a (a's shape with a last dim of 1), b_zp
+// one value or one per column (a vector of N, or (1, N)). A constant 2-D b
+// with a constant zero point is packed once (gemm.qmatmul_pack, folded
+// into the package at O2) for gemm.qmatmul_packed, which also folds a's
+// batch dims into its rows; otherwise gemm.qmatmul packs b per call.
+std::optional<Expr> library_matmul_integer(LegalizeContext& ctx, const CallNode& call) {
+  if (!ctx.libraries()) return std::nullopt;
+  const auto* y = as<TensorSI>(call.sinfo);
+  const auto* a = as<TensorSI>(call.args[0]->sinfo);
+  const auto* b = as<TensorSI>(call.args[1]->sinfo);
+  const auto* za = as<TensorSI>(call.args[2]->sinfo);
+  const auto* zb = as<TensorSI>(call.args[3]->sinfo);
+  for (const TensorSI* t : {y, a, b, za, zb})
+    if (!t || !t->shape) return std::nullopt;
+  const std::vector<SymExpr>&as_ = *a->shape, &bs = *b->shape, &zas = *za->shape, &zbs = *zb->shape;
+  if (as_.size() < 2 || bs.size() < 2) return std::nullopt;
+  Analyzer& ana = ctx.analyzer();
+  bool row_zp = zas.size() == as_.size() && zas.back().is_const(1);
+  for (size_t i = 0; row_zp && i + 1 < zas.size(); ++i) row_zp = ana.can_prove_equal(zas[i], as_[i]);
+  if (!all_ones(zas) && !row_zp) return std::nullopt;
+  const SymExpr& n = bs.back();
+  const bool column_zp = (zbs.size() == 1 && ana.can_prove_equal(zbs[0], n)) ||
+                         (zbs.size() == 2 && zbs[0].is_const(1) && ana.can_prove_equal(zbs[1], n));
+  if (!all_ones(zbs) && !column_zp) return std::nullopt;
+  Expr out;
+  if (bs.size() == 2 && bs[0].is_const() && bs[1].is_const() && call.args[1]->kind == ExprKind::Constant &&
+      call.args[3]->kind == ExprKind::Constant) {
+    for (const char* name : {kQmatmulPack, kQmatmulPacked})
+      if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
+    const int64_t K = bs[0].const_value(), N = bs[1].const_value();
+    const int64_t size = (N + 15) / 16 * ((K + 3) / 4) * 64 + (N + 15) / 16 * 16 * 8;  // runtime/qgemm.h
+    StructInfo packed_si = tensor_si(DataType::u(8), {SymExpr(size)});
+    Expr pack = make_op_call("call_library", {make_string(kQmatmulPack), make_tuple({call.args[1], call.args[3]})},
+                             {}, {packed_si});
+    pack->sinfo = packed_si;
+    Expr packed = ctx.emit(pack, "qmatmul_weights");
+    out = make_op_call("call_library",
+                       {make_string(kQmatmulPacked),
+                        make_tuple({call.args[0], packed, call.args[2], make_shape({SymExpr(K), SymExpr(N)})})},
+                       {}, {call.sinfo});
+  } else {
+    if (!ctx.module().extern_decl(kQmatmul)) ctx.module().add_extern(kQmatmul);
+    out = make_op_call("call_library", {make_string(kQmatmul), make_tuple(call.args)}, {}, {call.sinfo});
+  }
+  out->sinfo = call.sinfo;
+  return out;
+}
+
+// (a - a_zp) @ (b - b_zp) in i32 as a loop nest: the zero points broadcast
+// against their operands.
+std::optional<Expr> legalize_matmul_integer(LegalizeContext& ctx, const CallNode& call) {
+  if (std::optional<Expr> lib = library_matmul_integer(ctx, call)) return lib;
+  ProgramBuilder pb(ctx, "matmul_integer");
+  Buffer a = pb.input(call.args[0], "a");
+  Buffer b = pb.input(call.args[1], "b");
+  Buffer za = pb.input(call.args[2], "a_zp");
+  Buffer zb = pb.input(call.args[3], "b_zp");
+  Buffer y = pb.output(call.sinfo, "out");
+  if (!a || !b || !za || !zb || !y) return std::nullopt;
+  const size_t batch = y->shape.size() - 2;
+  std::vector<SymExpr> out_batch(y->shape.begin(), y->shape.begin() + long(batch));
+  std::vector<SymExpr> a_batch(a->shape.begin(), a->shape.end() - 2);
+  std::vector<SymExpr> b_batch(b->shape.begin(), b->shape.end() - 2);
+  const DataType i32 = DataType::i32();
+  return pb.finish(compute_reduce(
+      y, {a->shape.back()}, sum_reducer(i32),
+      [&](const Index& i, const Index& r) {
+        Index bi(i.begin(), i.begin() + long(batch));
+        Index ai = broadcast_index(a_batch, bi, out_batch);
+        ai.push_back(i[batch]);
+        ai.push_back(r[0]);
+        Index bj = broadcast_index(b_batch, bi, out_batch);
+        bj.push_back(r[0]);
+        bj.push_back(i.back());
+        TExpr av = cast(i32, load(a, ai)) - cast(i32, load_bcast(za, ai, a->shape));
+        TExpr bv = cast(i32, load(b, bj)) - cast(i32, load_bcast(zb, bj, b->shape));
+        return av * bv;
+      },
+      [&](const Index&, const TExpr& v) { return v; }));
+}
+
 }  // namespace
 
-void register_matmul_legalizers(LegalizerRegistry& reg) { reg.add("matmul", legalize_matmul); }
+void register_matmul_legalizers(LegalizerRegistry& reg) {
+  reg.add("matmul", legalize_matmul);
+  reg.add("matmul_integer", legalize_matmul_integer);
+}
 
 }  // namespace relax

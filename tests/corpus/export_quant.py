@@ -13,6 +13,12 @@ written), through ort_reference.js.
                  around every conv, per-channel int8 weights (axis 0),
                  u8 activations with zero points, a strided conv, a
                  residual add of two dequantised tensors, a sigmoid head
+  bert_dynquant  quantize_dynamic of a BERT encoder (hidden 160, 4 heads,
+                 FFN 640, 2 layers): every linear layer DynamicQuantizeLinear
+                 (shared by the layers reading one tensor) -> MatMulInteger
+                 (u8 x symmetric i8 weights, K = 160 and 640) -> Cast -> Mul
+                 (x_scale * w_scale) -> Add bias; attention, softmax, GELU
+                 and layer norms in f32; dynamic batch and sequence
 
 Inputs are large enough (thousands of values per tensor) for rounding ties,
 saturation at both ends and non-zero zero points to occur.
@@ -128,11 +134,118 @@ def qdq_detector():
     return m, cases
 
 
+# ---- bert_dynquant --------------------------------------------------------------------------
+
+def bert_dynquant(hidden=160, heads=4, ffn=640, layers=2, vocab=64, positions=64):
+    r = np.random.default_rng(11)  # its own: --only writes the same model
+    nodes, inits = [], []
+    quantized = {}  # tensor -> (x_q, x_scale, x_zp): one DynamicQuantizeLinear per tensor
+
+    def c(name, arr):
+        inits.append(init(name, arr))
+        return name
+
+    def node(op, ins, outs, **attrs):
+        nodes.append(helper.make_node(op, ins, outs, **attrs))
+        return outs[0]
+
+    def linear(x, name, cin, cout):
+        w = (r.standard_normal((cin, cout)) / np.sqrt(cin)).astype(np.float32)
+        ws = np.float32(np.abs(w).max() / 127.0)  # per tensor, symmetric
+        c(name + "_wq", np.clip(np.round(w / ws), -127, 127).astype(np.int8))
+        c(name + "_ws", np.array(ws, np.float32))
+        c(name + "_wz", np.array(0, np.int8))
+        c(name + "_b", (r.standard_normal(cout) * 0.05).astype(np.float32))
+        if x not in quantized:
+            quantized[x] = (x + "_q", x + "_s", x + "_z")
+            node("DynamicQuantizeLinear", [x], list(quantized[x]))
+        xq, xs, xz = quantized[x]
+        node("MatMulInteger", [xq, name + "_wq", xz, name + "_wz"], [name + "_acc"])
+        node("Cast", [name + "_acc"], [name + "_accf"], to=TensorProto.FLOAT)
+        node("Mul", [xs, name + "_ws"], [name + "_scale"])
+        node("Mul", [name + "_accf", name + "_scale"], [name + "_scaled"])
+        return node("Add", [name + "_scaled", name + "_b"], [name + "_y"])
+
+    def layer_norm(x, name):
+        c(name + "_g", (1 + r.standard_normal(hidden) * 0.1).astype(np.float32))
+        c(name + "_beta", (r.standard_normal(hidden) * 0.1).astype(np.float32))
+        return node("LayerNormalization", [x, name + "_g", name + "_beta"], [name + "_y"], axis=-1, epsilon=1e-12)
+
+    dh = hidden // heads
+    c("word_emb", (r.standard_normal((vocab, hidden)) * 0.5).astype(np.float32))
+    c("pos_emb", (r.standard_normal((positions, hidden)) * 0.1).astype(np.float32))
+    c("i0", np.array(0, np.int64))
+    c("i1", np.array(1, np.int64))
+    c("one", np.array(1.0, np.float32))
+    c("neg", np.array(-10000.0, np.float32))
+    c("heads_shape", np.array([0, 0, heads, dh], np.int64))
+    c("merge_shape", np.array([0, 0, hidden], np.int64))
+    c("mask_axes", np.array([1, 2], np.int64))
+    c("inv_sqrt_dh", np.array(1.0 / np.sqrt(dh), np.float32))
+    c("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), np.float32))
+    c("half", np.array(0.5, np.float32))
+    node("Shape", ["input_ids"], ["ids_shape"])
+    node("Gather", ["ids_shape", "i1"], ["seq"], axis=0)
+    node("Range", ["i0", "seq", "i1"], ["positions"])
+    node("Gather", ["word_emb", "input_ids"], ["we"])
+    node("Gather", ["pos_emb", "positions"], ["pe"])
+    node("Add", ["we", "pe"], ["emb"])
+    x = layer_norm("emb", "emb_ln")
+    node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT)
+    node("Sub", ["one", "mask_f"], ["mask_inv"])
+    node("Mul", ["mask_inv", "neg"], ["mask_add"])
+    node("Unsqueeze", ["mask_add", "mask_axes"], ["ext_mask"])
+    for i in range(layers):
+        p = f"l{i}_"
+        q, k, v = (linear(x, p + n, hidden, hidden) for n in ("q", "k", "v"))
+        for n, t in (("q", q), ("k", k), ("v", v)):
+            node("Reshape", [t, "heads_shape"], [p + n + "_h"])
+        node("Transpose", [p + "q_h"], [p + "qt"], perm=[0, 2, 1, 3])
+        node("Transpose", [p + "k_h"], [p + "kt"], perm=[0, 2, 3, 1])
+        node("Transpose", [p + "v_h"], [p + "vt"], perm=[0, 2, 1, 3])
+        node("MatMul", [p + "qt", p + "kt"], [p + "scores"])
+        node("Mul", [p + "scores", "inv_sqrt_dh"], [p + "scaled"])
+        node("Add", [p + "scaled", "ext_mask"], [p + "masked"])
+        node("Softmax", [p + "masked"], [p + "probs"], axis=-1)
+        node("MatMul", [p + "probs", p + "vt"], [p + "ctx"])
+        node("Transpose", [p + "ctx"], [p + "ctx_t"], perm=[0, 2, 1, 3])
+        node("Reshape", [p + "ctx_t", "merge_shape"], [p + "ctx_m"])
+        o = linear(p + "ctx_m", p + "o", hidden, hidden)
+        node("Add", [x, o], [p + "res1"])
+        x = layer_norm(p + "res1", p + "ln1")
+        f = linear(x, p + "ff1", hidden, ffn)
+        node("Mul", [f, "inv_sqrt2"], [p + "f_s"])
+        node("Erf", [p + "f_s"], [p + "f_erf"])
+        node("Add", [p + "f_erf", "one"], [p + "f_1"])
+        node("Mul", [f, p + "f_1"], [p + "f_m"])
+        node("Mul", [p + "f_m", "half"], [p + "gelu"])
+        g = linear(p + "gelu", p + "ff2", ffn, hidden)
+        node("Add", [x, g], [p + "res2"])
+        x = layer_norm(p + "res2", p + "ln2")
+    node("Identity", [x], ["last_hidden_state"])
+    m = model("bert_dynquant", nodes,
+              [vi("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+               vi("attention_mask", TensorProto.INT64, ["batch", "sequence"])],
+              [vi("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])], inits, 17)
+    cases = []
+    for b, sq in ((1, 7), (2, 24), (3, 32)):  # (lavapipe runs at most 65,535 iterations of a loop: 3 x 32 x 640 for the ranges)
+        ids = r.integers(0, vocab, (b, sq)).astype(np.int64)
+        mask = np.ones((b, sq), np.int64)
+        if b > 1:
+            mask[1, sq - 5:] = 0  # a padded second sequence
+        cases.append((f"b{b}_s{sq}", [ids, mask]))
+    return m, cases
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ort-node", required=True, help="a node_modules folder holding onnxruntime-node")
+    ap.add_argument("--only", help="write only this model")
     args = ap.parse_args()
-    for name, make in (("dynquant_seg", dynquant_seg), ("qdq_detector", qdq_detector)):
+    for name, make in (("dynquant_seg", dynquant_seg), ("qdq_detector", qdq_detector),
+                       ("bert_dynquant", bert_dynquant)):
+        if args.only and name != args.only:
+            continue
         m, cases = make()
         save(name, m, cases, args.ort_node)
 

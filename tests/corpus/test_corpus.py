@@ -86,6 +86,12 @@ EXPECTED = {
     # ONNX Runtime with its graph optimisations off (each Q/DQ as written).
     "dynquant_seg": dict(named=True, match_casts=0),
     "qdq_detector": dict(named=True, match_casts=0),
+    # Its 28 DynamicQuantizeLinear round x / scale to 8 bits: where ONNX
+    # Runtime's float ops (layer norm, softmax, erf) and ours differ by an
+    # ulp at a rounding tie, one activation lands one step away, and its
+    # row's outputs (layer-normed, about 1) move by up to 0.02 (b3_s32: one
+    # row of 96). The integer products themselves are exact.
+    "bert_dynquant": dict(named=True, match_casts=0, atol=0.05),
 }
 
 
@@ -140,7 +146,7 @@ def check_model_untimed(args, name, tmp):
         right, errors, wrong, refused = 0, [], [], {}
         for case in cases:
             r = run([os.path.join(args.bin, "relax-run"), pkg, "--test-data", os.path.join(HERE, "data", name, case),
-                     "--atol", "1e-5"])
+                     "--atol", str(EXPECTED[name].get("atol", 1e-5))])
             if r.returncode == 0:
                 right += 1
             else:

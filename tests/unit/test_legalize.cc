@@ -200,9 +200,11 @@ TEST_CASE("legalize family: reductions") {
 TEST_CASE("legalize family: matmul") {
   check_family(
       "x: Tensor[(b, n, 16), f32], w: Tensor[(16, 8), f32], v: Tensor[(16,), f32], "
-      "y: Tensor[(2, 1, n, 16), f16], z: Tensor[(3, 16, 5), f16], i: Tensor[(4, 4), i32]",
+      "y: Tensor[(2, 1, n, 16), f16], z: Tensor[(3, 16, 5), f16], i: Tensor[(4, 4), i32], "
+      "q: Tensor[(b, n, 16), u8], r: Tensor[(b, 16, 8), i8], qz: Tensor[(), u8], rz: Tensor[(b, 1, 8), i8]",
       "  a = matmul(x, w)\n  b2 = matmul(x, v)\n  c = matmul(v, w)\n  d = matmul(v, v)\n"
-      "  e = matmul(y, z)\n  f = matmul(i, i)\n  g = matmul(x, w, out_dtype=f16)\n");
+      "  e = matmul(y, z)\n  f = matmul(i, i)\n  g = matmul(x, w, out_dtype=f16)\n"
+      "  h = matmul_integer(q, r, qz, rz)\n");
 }
 
 TEST_CASE("legalize family: manipulation") {

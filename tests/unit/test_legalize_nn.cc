@@ -175,3 +175,17 @@ TEST_CASE("col2im and reverse_sequence") {
   check_legalized("reverse_sequence", "x: Tensor[(n, t), f32], l: Tensor[(n,), i64]", "Tensor[(n, t), f32]",
                   "reverse_sequence(x, l, batch_axis=0, time_axis=1)");
 }
+
+TEST_CASE("matmul_integer: the runtime's integer product where it takes the zero points, else a loop nest") {
+  const char* qmatmul = "call_library(\"gemm.qmatmul\"";
+  check_legalized("matmul_integer", "a: Tensor[(n, 5, 8), u8], b: Tensor[(8, 3), i8], za: Tensor[(), u8], zb: Tensor[(), i8]",
+                  "Tensor[(n, 5, 3), i32]", "matmul_integer(a, b, za, zb)", qmatmul);
+  // One zero point per row of a and per column of b.
+  check_legalized("matmul_integer",
+                  "a: Tensor[(n, 5, 8), i8], b: Tensor[(n, 8, 3), u8], za: Tensor[(n, 5, 1), i8], zb: Tensor[(3,), u8]",
+                  "Tensor[(n, 5, 3), i32]", "matmul_integer(a, b, za, zb)", qmatmul);
+  // Zero points per batch of b: the runtime's product takes one set for all.
+  check_legalized("matmul_integer",
+                  "a: Tensor[(2, 5, 8), u8], b: Tensor[(2, 8, 3), u8], za: Tensor[(), u8], zb: Tensor[(2, 1, 3), u8]",
+                  "Tensor[(2, 5, 3), i32]", "matmul_integer(a, b, za, zb)");
+}

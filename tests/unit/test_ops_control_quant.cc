@@ -229,3 +229,26 @@ TEST_CASE("rnn, gru, lstm: errors") {
                  "sequence_lens must have an integer dtype"));
   CHECK(contains(infer_error("rnn", {x, tensor({1, 4, 2}, f16), tensor({1, 4, 4})}), "dtypes f32 and f16 differ"));
 }
+
+TEST_CASE("matmul_integer: the i32 result of 8-bit operands; zero points that cannot vary along k") {
+  SymExpr n = SymExpr::var("n");
+  const DataType u8 = DataType::u(8), i8 = DataType::i(8);
+  CHECK(infer_str("matmul_integer", {tensor({n, 5, 8}, u8), tensor({8, 3}, i8), tensor({}, u8), tensor({}, i8)}) ==
+        "Tensor[(n, 5, 3), i32]");
+  CHECK(infer_str("matmul_integer", {tensor({2, 5, 8}, i8), tensor({1, 8, 3}, u8), tensor({2, 5, 1}, i8),
+                                     tensor({3}, u8)}) == "Tensor[(2, 5, 3), i32]");
+  CHECK(contains(infer_error("matmul_integer", {tensor({5, 8}), tensor({8, 3}, i8), tensor({}), tensor({}, i8)}),
+                 "a must be u8 or i8"));
+  CHECK(contains(infer_error("matmul_integer", {tensor({5, 8}, u8), tensor({8, 3}, i8), tensor({}, i8),
+                                                tensor({}, i8)}),
+                 "a_zp's dtype i8 differs from a's u8"));
+  CHECK(contains(infer_error("matmul_integer", {tensor({5, 8}, u8), tensor({8, 3}, i8), tensor({5, 8}, u8),
+                                                tensor({}, i8)}),
+                 "one zero point per row"));
+  CHECK(contains(infer_error("matmul_integer", {tensor({5, 8}, u8), tensor({8, 3}, i8), tensor({}, u8),
+                                                tensor({8, 3}, i8)}),
+                 "must not vary along the reduction"));
+  CHECK(contains(infer_error("matmul_integer", {tensor({5, 8}, u8), tensor({7, 3}, i8), tensor({}, u8),
+                                                tensor({}, i8)}),
+                 "inner dims"));
+}

@@ -1,0 +1,369 @@
+#include "runtime/qgemm.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "runtime/cpu_isa.h"
+#include "runtime/thread_pool.h"
+
+namespace relax::rt {
+namespace {
+
+// A tile: `R` rows of packed A (each Kp = 4 * K4 bytes, u8) by `P` panels
+// of packed B (16 columns each, `ps` bytes apart), written to C as
+//   dot - ra[i] zb[n] - za[i] cz[n]
+// (ra: A's row sums, za: its zero points; zb: B's zero points, cz: its
+// column sums - K zb, padded to whole panels), the `cols` valid columns of
+// its block only.
+constexpr int kMaxRows = 6;
+struct TileOut {
+  int32_t* C;
+  int64_t ldc, cols;
+  const int32_t *ra, *za, *zb, *cz;
+};
+using Tile = void (*)(int64_t K4, const uint8_t* A, int64_t lda, const uint8_t* B, int64_t ps, const TileOut& o);
+
+inline int32_t load4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+template <int R, int P>
+struct TilePortable {
+  static void run(int64_t K4, const uint8_t* A, int64_t lda, const uint8_t* B, int64_t ps, const TileOut& o) {
+    for (int i = 0; i < R; ++i)
+      for (int64_t c = 0; c < o.cols; ++c) {
+        const uint8_t* a = A + i * lda;
+        const int8_t* b = reinterpret_cast<const int8_t*>(B + (c / 16) * ps + (c % 16) * 4);
+        uint32_t s = 0;  // wraps as the vector forms do
+        for (int64_t k = 0; k < K4; ++k, a += 4, b += 64)
+          for (int j = 0; j < 4; ++j) s += uint32_t(int32_t(a[j]) * int32_t(b[j]));
+        s -= uint32_t(o.ra[i]) * uint32_t(o.zb[c]) + uint32_t(o.za[i]) * uint32_t(o.cz[c]);
+        o.C[i * o.ldc + c] = int32_t(s);
+      }
+  }
+};
+
+#ifdef RELAX_X86_KERNELS
+// The zero-point terms and the store of 16-column vectors, the last one
+// masked to the block's valid columns.
+template <int R, int P>
+__attribute__((target("avx512f"))) inline void finish512(__m512i (&acc)[R][P], const TileOut& o) {
+  for (int j = 0; j < P; ++j) {
+    const __m512i zb = _mm512_loadu_si512(o.zb + 16 * j), cz = _mm512_loadu_si512(o.cz + 16 * j);
+    const int64_t left = o.cols - 16 * j;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    for (int i = 0; i < R; ++i) {
+      __m512i v = _mm512_sub_epi32(acc[i][j], _mm512_mullo_epi32(_mm512_set1_epi32(o.ra[i]), zb));
+      v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(o.za[i]), cz));
+      _mm512_mask_storeu_epi32(o.C + i * o.ldc + 16 * j, m, v);
+    }
+  }
+}
+
+// One vpdpbusd per row and panel per 4 k: 64 multiply-adds.
+template <int R, int P>
+struct TileVnni {
+  __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void run(int64_t K4, const uint8_t* A, int64_t lda,
+                                                                         const uint8_t* B, int64_t ps,
+                                                                         const TileOut& o) {
+    __m512i acc[R][P];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < P; ++j) acc[i][j] = _mm512_setzero_si512();
+    for (int64_t k = 0; k < K4; ++k) {
+      __m512i b[P];
+      for (int j = 0; j < P; ++j) b[j] = _mm512_loadu_si512(B + j * ps + k * 64);
+      for (int i = 0; i < R; ++i) {
+        const __m512i a = _mm512_set1_epi32(load4(A + i * lda + 4 * k));
+        for (int j = 0; j < P; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], a, b[j]);
+      }
+    }
+    finish512<R, P>(acc, o);
+  }
+};
+
+// Without VNNI: the 4 bytes of each 32-bit lane as two pairs of 16-bit
+// values, (k0, k2) and (k1, k3), each pair's products summed by vpmaddwd
+// (u8 x i8 products fit 16-bit operands and their pair sums 32 bits).
+template <int R, int P>
+struct TileBw {
+  __attribute__((target("avx512f,avx512bw"))) static void run(int64_t K4, const uint8_t* A, int64_t lda,
+                                                              const uint8_t* B, int64_t ps, const TileOut& o) {
+    __m512i acc[R][P];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < P; ++j) acc[i][j] = _mm512_setzero_si512();
+    const __m512i low = _mm512_set1_epi32(0x00FF00FF);
+    for (int64_t k = 0; k < K4; ++k) {
+      __m512i even[P], odd[P];
+      for (int j = 0; j < P; ++j) {
+        const __m512i b = _mm512_loadu_si512(B + j * ps + k * 64);
+        even[j] = _mm512_srai_epi16(_mm512_slli_epi16(b, 8), 8);
+        odd[j] = _mm512_srai_epi16(b, 8);
+      }
+      for (int i = 0; i < R; ++i) {
+        const __m512i a = _mm512_set1_epi32(load4(A + i * lda + 4 * k));
+        const __m512i ae = _mm512_and_si512(a, low), ao = _mm512_srli_epi16(a, 8);
+        for (int j = 0; j < P; ++j)
+          acc[i][j] = _mm512_add_epi32(acc[i][j], _mm512_add_epi32(_mm512_madd_epi16(ae, even[j]),
+                                                                   _mm512_madd_epi16(ao, odd[j])));
+      }
+    }
+    finish512<R, P>(acc, o);
+  }
+};
+
+// The same in 256-bit halves of each panel.
+template <int R, int P>
+struct TileAvx2 {
+  __attribute__((target("avx2"))) static void run(int64_t K4, const uint8_t* A, int64_t lda, const uint8_t* B,
+                                                  int64_t ps, const TileOut& o) {
+    __m256i acc[R][2 * P];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < 2 * P; ++j) acc[i][j] = _mm256_setzero_si256();
+    const __m256i low = _mm256_set1_epi32(0x00FF00FF);
+    for (int64_t k = 0; k < K4; ++k) {
+      __m256i even[2 * P], odd[2 * P];
+      for (int j = 0; j < 2 * P; ++j) {
+        const __m256i b =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B + (j / 2) * ps + k * 64 + (j % 2) * 32));
+        even[j] = _mm256_srai_epi16(_mm256_slli_epi16(b, 8), 8);
+        odd[j] = _mm256_srai_epi16(b, 8);
+      }
+      for (int i = 0; i < R; ++i) {
+        const __m256i a = _mm256_set1_epi32(load4(A + i * lda + 4 * k));
+        const __m256i ae = _mm256_and_si256(a, low), ao = _mm256_srli_epi16(a, 8);
+        for (int j = 0; j < 2 * P; ++j)
+          acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_add_epi32(_mm256_madd_epi16(ae, even[j]),
+                                                                   _mm256_madd_epi16(ao, odd[j])));
+      }
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int j = 0; j < 2 * P; ++j) {
+      const __m256i zb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o.zb + 8 * j));
+      const __m256i cz = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o.cz + 8 * j));
+      const int64_t left = o.cols - 8 * j;
+      if (left <= 0) break;
+      const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<int64_t>(left, 8))), lane);
+      for (int i = 0; i < R; ++i) {
+        __m256i v = _mm256_sub_epi32(acc[i][j], _mm256_mullo_epi32(_mm256_set1_epi32(o.ra[i]), zb));
+        v = _mm256_sub_epi32(v, _mm256_mullo_epi32(_mm256_set1_epi32(o.za[i]), cz));
+        _mm256_maskstore_epi32(o.C + i * o.ldc + 8 * j, m, v);
+      }
+    }
+  }
+};
+#endif
+
+// One row of A: its bytes xor `flip` (i8 -> u8) into dst[0, K) and zeros
+// up to Kp (when dst is not null), and their sum.
+uint32_t row_portable(const uint8_t* src, int64_t K, uint8_t flip, uint8_t* dst, int64_t Kp) {
+  uint32_t s = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    const uint8_t v = src[k] ^ flip;
+    if (dst) dst[k] = v;
+    s += v;
+  }
+  if (dst) std::fill(dst + K, dst + Kp, uint8_t(0));
+  return s;
+}
+
+#ifdef RELAX_X86_KERNELS
+__attribute__((target("avx512f,avx512bw"))) uint32_t row_avx512(const uint8_t* src, int64_t K, uint8_t flip,
+                                                                 uint8_t* dst, int64_t Kp) {
+  const __m512i f = _mm512_set1_epi8(char(flip)), zero = _mm512_setzero_si512();
+  __m512i acc = zero;
+  int64_t k = 0;
+  for (; k + 64 <= K; k += 64) {
+    const __m512i v = _mm512_xor_si512(_mm512_loadu_si512(src + k), f);
+    if (dst) _mm512_storeu_si512(dst + k, v);
+    acc = _mm512_add_epi64(acc, _mm512_sad_epu8(v, zero));  // 8 sums of 8 bytes
+  }
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, acc);
+  uint64_t sum = 0;
+  for (uint64_t l : lanes) sum += l;
+  return uint32_t(sum) + row_portable(src + k, K - k, flip, dst ? dst + k : nullptr, Kp - k);
+}
+
+__attribute__((target("avx2"))) uint32_t row_avx2(const uint8_t* src, int64_t K, uint8_t flip, uint8_t* dst,
+                                                  int64_t Kp) {
+  const __m256i f = _mm256_set1_epi8(char(flip)), zero = _mm256_setzero_si256();
+  __m256i acc = zero;
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k)), f);
+    if (dst) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), v);
+    acc = _mm256_add_epi64(acc, _mm256_sad_epu8(v, zero));
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
+  return uint32_t(lanes[0] + lanes[1] + lanes[2] + lanes[3]) +
+         row_portable(src + k, K - k, flip, dst ? dst + k : nullptr, Kp - k);
+}
+#endif
+
+using RowFn = uint32_t (*)(const uint8_t*, int64_t, uint8_t, uint8_t*, int64_t);
+
+// A micro-kernel family: tiles of up to `rows` rows by `panels` panels,
+// table[(r - 1) * panels + (p - 1)] for r rows and p panels.
+struct Micro {
+  const Tile* table;
+  int rows, panels;
+  const char* name;
+  KernelIsa isa;  // the kernel_isa() it needs
+  RowFn row;      // A's rows: sums (and packing) at the same width
+  Tile at(int r, int p) const { return table[(r - 1) * panels + (p - 1)]; }
+};
+
+template <template <int, int> class T, int NP, size_t... I>
+constexpr std::array<Tile, sizeof...(I)> tiles(std::index_sequence<I...>) {
+  return {&T<int(I) / NP + 1, int(I) % NP + 1>::run...};
+}
+template <template <int, int> class T, int NR, int NP>
+const Micro& family(const char* name, KernelIsa isa, RowFn row) {
+  static const std::array<Tile, NR * NP> table = tiles<T, NP>(std::make_index_sequence<NR * NP>());
+  static const Micro m{table.data(), NR, NP, name, isa, row};
+  return m;
+}
+
+const Micro& portable() { return family<TilePortable, 4, 1>("portable", KernelIsa::portable, row_portable); }
+
+// Every family this CPU runs, widest first.
+std::vector<const Micro*> runnable() {
+  std::vector<const Micro*> v;
+#ifdef RELAX_X86_KERNELS
+  if (cpu_runs(KernelIsa::avx512) && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+    v.push_back(&family<TileVnni, 6, 4>("avx512-vnni", KernelIsa::avx512, row_avx512));
+  if (cpu_runs(KernelIsa::avx512) && __builtin_cpu_supports("avx512bw")) v.push_back(&family<TileBw, 6, 2>("avx512bw", KernelIsa::avx512, row_avx512));
+  if (cpu_runs(KernelIsa::avx2)) v.push_back(&family<TileAvx2, 4, 1>("avx2", KernelIsa::avx2, row_avx2));
+#endif
+  v.push_back(&portable());
+  return v;
+}
+
+std::atomic<const Micro*> pinned{nullptr};
+
+// The widest family the current kernel_isa() allows (or the pinned one).
+const Micro& micro() {
+  if (const Micro* m = pinned.load(std::memory_order_relaxed)) return *m;
+  static const std::vector<const Micro*> all = runnable();
+  const KernelIsa isa = kernel_isa();
+  for (const Micro* m : all)
+    if (int(m->isa) <= int(isa)) return *m;
+  return portable();
+}
+
+}  // namespace
+
+int64_t qgemm_packed_b_size(int64_t K, int64_t N) {
+  const int64_t K4 = (K + 3) / 4, NP = (N + 15) / 16;
+  return NP * K4 * 64 + NP * 16 * 2 * int64_t(sizeof(int32_t));
+}
+
+void qgemm_pack_b(int64_t K, int64_t N, const QMatrix& B, const int32_t* b_zp, int64_t zp_count, uint8_t* out) {
+  const int64_t K4 = (K + 3) / 4, NP = (N + 15) / 16;
+  std::memset(out, 0, size_t(qgemm_packed_b_size(K, N)));
+  std::vector<int64_t> sums(size_t(NP * 16), 0);
+  const auto* bytes = static_cast<const uint8_t*>(B.data);
+  for (int64_t k = 0; k < K; ++k) {
+    const uint8_t* row = bytes + k * B.ld;
+    for (int64_t n = 0; n < N; ++n) {
+      // u8 as u8 - 128, so that both kinds are i8 here.
+      const int v = B.is_signed ? int(int8_t(row[n])) : int(row[n]) - 128;
+      out[(n / 16) * K4 * 64 + (k / 4) * 64 + (n % 16) * 4 + k % 4] = uint8_t(int8_t(v));
+      sums[size_t(n)] += v;
+    }
+  }
+  // zb, then cz = column sum - K zb (modulo 2^32).
+  std::vector<int32_t> tail(size_t(NP * 16 * 2), 0);
+  for (int64_t n = 0; n < N; ++n) {
+    const int32_t zb = b_zp[zp_count == 1 ? 0 : n] - (B.is_signed ? 0 : 128);
+    tail[size_t(n)] = zb;
+    tail[size_t(NP * 16 + n)] = int32_t(uint32_t(uint64_t(sums[size_t(n)])) - uint32_t(K) * uint32_t(zb));
+  }
+  std::memcpy(out + NP * K4 * 64, tail.data(), tail.size() * sizeof(int32_t));
+}
+
+void qgemm_packed(int64_t M, int64_t N, int64_t K, const QMatrix& A, const int32_t* a_zp, int64_t zp_count,
+                  const uint8_t* Bp, int32_t* C, int64_t ldc, ThreadPool* pool) {
+  if (M <= 0 || N <= 0) return;
+  const int64_t K4 = (K + 3) / 4, Kp = 4 * K4, NP = (N + 15) / 16;
+  // B's zero points and column terms (copied: a package's constant need
+  // not be aligned for i32).
+  std::vector<int32_t> zb(size_t(NP * 16)), cz(size_t(NP * 16));
+  std::memcpy(zb.data(), Bp + NP * K4 * 64, zb.size() * sizeof(int32_t));
+  std::memcpy(cz.data(), Bp + NP * K4 * 64 + NP * 16 * 4, cz.size() * sizeof(int32_t));
+
+  // A as u8 rows of Kp bytes (zero-padded), or in place when it is
+  // already (u8, K a multiple of 4); its row sums and zero points.
+  const Micro& u = micro();
+  const bool in_place = !A.is_signed && K == Kp;
+  thread_local std::vector<uint8_t> apack;
+  thread_local std::vector<int32_t> rowsum, za;
+  if (!in_place) apack.resize(size_t(M * Kp));
+  rowsum.resize(size_t(M));
+  za.resize(size_t(M));
+  const auto* abytes = static_cast<const uint8_t*>(A.data);
+  const uint8_t flip = A.is_signed ? 0x80 : 0;  // i8 + 128 as u8
+  const uint8_t* ap = in_place ? abytes : apack.data();
+  const int64_t lda = in_place ? A.ld : Kp;
+  int32_t *rs = rowsum.data(), *zs = za.data();
+  auto pack_rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t m = r0; m < r1; ++m) {
+      rs[m] = int32_t(u.row(abytes + m * A.ld, K, flip, in_place ? nullptr : apack.data() + m * Kp, Kp));
+      zs[m] = a_zp[zp_count == 1 ? 0 : m] + (A.is_signed ? 128 : 0);
+    }
+  };
+  const double work = double(M) * double(N) * double(K);
+  const bool split = pool && pool->num_threads() > 1 && work >= double(1 << 17);
+  if (split && M * K >= (1 << 18))
+    pool->parallel_for(M, pack_rows);
+  else
+    pack_rows(0, M);
+
+  const int64_t block = int64_t(u.panels) * 16, blocks = (N + block - 1) / block;
+  const int64_t rtiles = (M + u.rows - 1) / u.rows;
+  int64_t chunks = 1;  // row chunks per column block
+  if (split) chunks = std::clamp<int64_t>((pool->num_threads() * 4 + blocks - 1) / blocks, 1, rtiles);
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t jb = item / chunks, rc = item % chunks;
+      const int64_t p0 = jb * u.panels, n0 = p0 * 16;
+      const int panels = int(std::min<int64_t>(u.panels, NP - p0));
+      const uint8_t* bpanel = Bp + p0 * K4 * 64;
+      for (int64_t t = rtiles * rc / chunks, t1 = rtiles * (rc + 1) / chunks; t < t1; ++t) {
+        const int64_t m0 = t * u.rows;
+        const int rows = int(std::min<int64_t>(u.rows, M - m0));
+        const TileOut o{C + m0 * ldc + n0, ldc, std::min<int64_t>(panels * 16, N - n0), rs + m0, zs + m0,
+                        zb.data() + n0, cz.data() + n0};
+        u.at(rows, panels)(K4, ap + m0 * lda, lda, bpanel, K4 * 64, o);
+      }
+    }
+  };
+  if (split && blocks * chunks > 1)
+    pool->parallel_for(blocks * chunks, run);
+  else
+    run(0, blocks * chunks);
+}
+
+const char* qgemm_kernel_name() { return micro().name; }
+
+bool set_qgemm_kernels(const std::string& name) {
+  if (name.empty()) {
+    pinned.store(nullptr);
+    return true;
+  }
+  for (const Micro* m : runnable())
+    if (name == m->name) {
+      pinned.store(m);
+      return true;
+    }
+  return false;
+}
+
+}  // namespace relax::rt
