@@ -50,10 +50,21 @@ struct TilePortable {
 };
 
 #ifdef RELAX_X86_KERNELS
+// The tiles name their sums (c00 .. c53: row, panel) instead of indexing an
+// array: GCC kept an array of sums in memory as well, storing every sum on
+// every step of k. Rows and panels past the tile's R and P are never
+// touched (if constexpr).
+#define RELAX_SUMS(zero)                                                                                       \
+  c00 = zero, c01 = zero, c02 = zero, c03 = zero, c10 = zero, c11 = zero, c12 = zero, c13 = zero, c20 = zero, \
+  c21 = zero, c22 = zero, c23 = zero, c30 = zero, c31 = zero, c32 = zero, c33 = zero, c40 = zero, c41 = zero,  \
+  c42 = zero, c43 = zero, c50 = zero, c51 = zero, c52 = zero, c53 = zero
+#define RELAX_SUM_TABLE \
+  {{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}, {c40, c41, c42, c43}, {c50, c51, c52, c53}}
+
 // The zero-point terms and the store of 16-column vectors, the last one
 // masked to the block's valid columns.
 template <int R, int P>
-__attribute__((target("avx512f"))) inline void finish512(__m512i (&acc)[R][P], const TileOut& o) {
+__attribute__((target("avx512f"))) inline void finish512(const __m512i (&acc)[6][4], const TileOut& o) {
   for (int j = 0; j < P; ++j) {
     const __m512i zb = _mm512_loadu_si512(o.zb + 16 * j), cz = _mm512_loadu_si512(o.cz + 16 * j);
     const int64_t left = o.cols - 16 * j;
@@ -66,97 +77,113 @@ __attribute__((target("avx512f"))) inline void finish512(__m512i (&acc)[R][P], c
   }
 }
 
-// One vpdpbusd per row and panel per 4 k: 64 multiply-adds.
+// One vpdpbusd per row and panel per 4 k: 64 multiply-adds; up to 6 rows
+// by 4 panels, 24 sums in registers.
 template <int R, int P>
 struct TileVnni {
   __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void run(int64_t K4, const uint8_t* A, int64_t lda,
                                                                          const uint8_t* B, int64_t ps,
                                                                          const TileOut& o) {
-    __m512i acc[R][P];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < P; ++j) acc[i][j] = _mm512_setzero_si512();
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i RELAX_SUMS(zero);
     for (int64_t k = 0; k < K4; ++k) {
-      __m512i b[P];
-      for (int j = 0; j < P; ++j) b[j] = _mm512_loadu_si512(B + j * ps + k * 64);
-      for (int i = 0; i < R; ++i) {
-        const __m512i a = _mm512_set1_epi32(load4(A + i * lda + 4 * k));
-        for (int j = 0; j < P; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], a, b[j]);
-      }
+      const uint8_t* bk = B + k * 64;
+      const __m512i b0 = _mm512_loadu_si512(bk);
+      const __m512i b1 = P > 1 ? _mm512_loadu_si512(bk + ps) : zero;
+      const __m512i b2 = P > 2 ? _mm512_loadu_si512(bk + 2 * ps) : zero;
+      const __m512i b3 = P > 3 ? _mm512_loadu_si512(bk + 3 * ps) : zero;
+#define RELAX_QROW(i)                                                   \
+  if constexpr (R > i) {                                                \
+    const __m512i a = _mm512_set1_epi32(load4(A + i * lda + 4 * k));    \
+    c##i##0 = _mm512_dpbusd_epi32(c##i##0, a, b0);                      \
+    if constexpr (P > 1) c##i##1 = _mm512_dpbusd_epi32(c##i##1, a, b1); \
+    if constexpr (P > 2) c##i##2 = _mm512_dpbusd_epi32(c##i##2, a, b2); \
+    if constexpr (P > 3) c##i##3 = _mm512_dpbusd_epi32(c##i##3, a, b3); \
+  }
+      RELAX_QROW(0) RELAX_QROW(1) RELAX_QROW(2) RELAX_QROW(3) RELAX_QROW(4) RELAX_QROW(5)
+#undef RELAX_QROW
     }
-    finish512<R, P>(acc, o);
+    const __m512i sums[6][4] = RELAX_SUM_TABLE;
+    finish512<R, P>(sums, o);
   }
 };
 
 // Without VNNI: the 4 bytes of each 32-bit lane as two pairs of 16-bit
 // values, (k0, k2) and (k1, k3), each pair's products summed by vpmaddwd
-// (u8 x i8 products fit 16-bit operands and their pair sums 32 bits).
+// (u8 x i8 products fit 16-bit operands and their pair sums 32 bits); up
+// to 6 rows by 2 panels.
 template <int R, int P>
 struct TileBw {
   __attribute__((target("avx512f,avx512bw"))) static void run(int64_t K4, const uint8_t* A, int64_t lda,
                                                               const uint8_t* B, int64_t ps, const TileOut& o) {
-    __m512i acc[R][P];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < P; ++j) acc[i][j] = _mm512_setzero_si512();
-    const __m512i low = _mm512_set1_epi32(0x00FF00FF);
+    static_assert(P <= 2, "two panels");
+    const __m512i zero = _mm512_setzero_si512(), low = _mm512_set1_epi32(0x00FF00FF);
+    __m512i RELAX_SUMS(zero);
     for (int64_t k = 0; k < K4; ++k) {
-      __m512i even[P], odd[P];
-      for (int j = 0; j < P; ++j) {
-        const __m512i b = _mm512_loadu_si512(B + j * ps + k * 64);
-        even[j] = _mm512_srai_epi16(_mm512_slli_epi16(b, 8), 8);
-        odd[j] = _mm512_srai_epi16(b, 8);
-      }
-      for (int i = 0; i < R; ++i) {
-        const __m512i a = _mm512_set1_epi32(load4(A + i * lda + 4 * k));
-        const __m512i ae = _mm512_and_si512(a, low), ao = _mm512_srli_epi16(a, 8);
-        for (int j = 0; j < P; ++j)
-          acc[i][j] = _mm512_add_epi32(acc[i][j], _mm512_add_epi32(_mm512_madd_epi16(ae, even[j]),
-                                                                   _mm512_madd_epi16(ao, odd[j])));
-      }
+      const uint8_t* bk = B + k * 64;
+      const __m512i b0 = _mm512_loadu_si512(bk), b1 = P > 1 ? _mm512_loadu_si512(bk + ps) : zero;
+      const __m512i e0 = _mm512_srai_epi16(_mm512_slli_epi16(b0, 8), 8), o0 = _mm512_srai_epi16(b0, 8);
+      const __m512i e1 = _mm512_srai_epi16(_mm512_slli_epi16(b1, 8), 8), o1 = _mm512_srai_epi16(b1, 8);
+#define RELAX_QROW(i)                                                                                         \
+  if constexpr (R > i) {                                                                                      \
+    const __m512i a = _mm512_set1_epi32(load4(A + i * lda + 4 * k));                                          \
+    const __m512i ae = _mm512_and_si512(a, low), ao = _mm512_srli_epi16(a, 8);                                \
+    c##i##0 = _mm512_add_epi32(c##i##0, _mm512_add_epi32(_mm512_madd_epi16(ae, e0), _mm512_madd_epi16(ao, o0))); \
+    if constexpr (P > 1)                                                                                      \
+      c##i##1 =                                                                                               \
+          _mm512_add_epi32(c##i##1, _mm512_add_epi32(_mm512_madd_epi16(ae, e1), _mm512_madd_epi16(ao, o1)));  \
+  }
+      RELAX_QROW(0) RELAX_QROW(1) RELAX_QROW(2) RELAX_QROW(3) RELAX_QROW(4) RELAX_QROW(5)
+#undef RELAX_QROW
     }
-    finish512<R, P>(acc, o);
+    const __m512i sums[6][4] = RELAX_SUM_TABLE;
+    finish512<R, P>(sums, o);
   }
 };
 
-// The same in 256-bit halves of each panel.
+// The same in the two 256-bit halves of one panel (sums c<row>0 and
+// c<row>1), up to 4 rows.
 template <int R, int P>
 struct TileAvx2 {
   __attribute__((target("avx2"))) static void run(int64_t K4, const uint8_t* A, int64_t lda, const uint8_t* B,
                                                   int64_t ps, const TileOut& o) {
-    __m256i acc[R][2 * P];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < 2 * P; ++j) acc[i][j] = _mm256_setzero_si256();
-    const __m256i low = _mm256_set1_epi32(0x00FF00FF);
+    static_assert(P == 1 && R <= 4, "one panel, four rows");
+    (void)ps;
+    const __m256i zero = _mm256_setzero_si256(), low = _mm256_set1_epi32(0x00FF00FF);
+    __m256i RELAX_SUMS(zero);
     for (int64_t k = 0; k < K4; ++k) {
-      __m256i even[2 * P], odd[2 * P];
-      for (int j = 0; j < 2 * P; ++j) {
-        const __m256i b =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B + (j / 2) * ps + k * 64 + (j % 2) * 32));
-        even[j] = _mm256_srai_epi16(_mm256_slli_epi16(b, 8), 8);
-        odd[j] = _mm256_srai_epi16(b, 8);
-      }
-      for (int i = 0; i < R; ++i) {
-        const __m256i a = _mm256_set1_epi32(load4(A + i * lda + 4 * k));
-        const __m256i ae = _mm256_and_si256(a, low), ao = _mm256_srli_epi16(a, 8);
-        for (int j = 0; j < 2 * P; ++j)
-          acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_add_epi32(_mm256_madd_epi16(ae, even[j]),
-                                                                   _mm256_madd_epi16(ao, odd[j])));
-      }
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B + k * 64));
+      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B + k * 64 + 32));
+      const __m256i e0 = _mm256_srai_epi16(_mm256_slli_epi16(b0, 8), 8), o0 = _mm256_srai_epi16(b0, 8);
+      const __m256i e1 = _mm256_srai_epi16(_mm256_slli_epi16(b1, 8), 8), o1 = _mm256_srai_epi16(b1, 8);
+#define RELAX_QROW(i)                                                                                            \
+  if constexpr (R > i) {                                                                                         \
+    const __m256i a = _mm256_set1_epi32(load4(A + i * lda + 4 * k));                                             \
+    const __m256i ae = _mm256_and_si256(a, low), ao = _mm256_srli_epi16(a, 8);                                   \
+    c##i##0 = _mm256_add_epi32(c##i##0, _mm256_add_epi32(_mm256_madd_epi16(ae, e0), _mm256_madd_epi16(ao, o0))); \
+    c##i##1 = _mm256_add_epi32(c##i##1, _mm256_add_epi32(_mm256_madd_epi16(ae, e1), _mm256_madd_epi16(ao, o1))); \
+  }
+      RELAX_QROW(0) RELAX_QROW(1) RELAX_QROW(2) RELAX_QROW(3)
+#undef RELAX_QROW
     }
+    const __m256i sums[6][4] = RELAX_SUM_TABLE;
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int j = 0; j < 2 * P; ++j) {
-      const __m256i zb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o.zb + 8 * j));
-      const __m256i cz = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o.cz + 8 * j));
+    for (int j = 0; j < 2; ++j) {
       const int64_t left = o.cols - 8 * j;
       if (left <= 0) break;
+      const __m256i zb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o.zb + 8 * j));
+      const __m256i cz = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o.cz + 8 * j));
       const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<int64_t>(left, 8))), lane);
       for (int i = 0; i < R; ++i) {
-        __m256i v = _mm256_sub_epi32(acc[i][j], _mm256_mullo_epi32(_mm256_set1_epi32(o.ra[i]), zb));
+        __m256i v = _mm256_sub_epi32(sums[i][j], _mm256_mullo_epi32(_mm256_set1_epi32(o.ra[i]), zb));
         v = _mm256_sub_epi32(v, _mm256_mullo_epi32(_mm256_set1_epi32(o.za[i]), cz));
         _mm256_maskstore_epi32(o.C + i * o.ldc + 8 * j, m, v);
       }
     }
   }
 };
+#undef RELAX_SUMS
+#undef RELAX_SUM_TABLE
 #endif
 
 // One row of A: its bytes xor `flip` (i8 -> u8) into dst[0, K) and zeros
