@@ -661,6 +661,67 @@ void qmatmul(BuiltinCall& c) {
   }
 }
 
+// gemm.qconv2d_pack(w, w_zp, shape(groups), out): a convolution's 8-bit
+// weights (O, C / groups, KH, KW) (or rank 3) and their zero point (one,
+// or one per output channel) packed per group for gemm.qconv2d_packed
+// (u8, qconv2d_packed_size bytes). A build runs it once.
+void qconv2d_pack(BuiltinCall& c) {
+  const char* what = "gemm.qconv2d_pack";
+  if (c.num_args != 4) rt_fail(what, ": takes 4 arguments, got ", c.num_args);
+  const Tensor& w = c.arg(0).tensor("gemm.qconv2d_pack w");
+  const Tensor& zp = c.arg(1).tensor("gemm.qconv2d_pack w_zp");
+  const std::vector<int64_t>& p = c.arg(2).shape("gemm.qconv2d_pack parameters");
+  const Tensor& out = c.arg(3).tensor("gemm.qconv2d_pack out");
+  const std::vector<int64_t>& ws = w.shape();
+  if (!is_8bit(w) || (ws.size() != 4 && ws.size() != 3))
+    rt_fail(what, ": needs u8 or i8 weights of rank 4 (or 3), got ", w.type_str());
+  if (p.size() != 1 || p[0] < 1 || ws[0] % p[0] != 0)
+    rt_fail(what, ": needs a number of groups dividing ", ws[0], ", got ", shape_str(p));
+  const int64_t O = ws[0], K = O ? w.numel() / O : 0;
+  std::vector<int32_t> zw = zero_points(zp, what, "w_zp", O);
+  const int64_t size = qconv2d_packed_size(O, p[0], K);
+  if (!(out.dtype() == DType::u(8)) || out.numel() != size)
+    rt_fail(what, ": the output must hold ", size, " u8, got ", out.type_str());
+  const int64_t taps = ws.size() == 4 ? ws[2] * ws[3] : ws[2];
+  qconv2d_pack_weights(w.data(), w.dtype().is_int(), O, p[0], K, taps, zw.data(), int64_t(zw.size()),
+                       static_cast<uint8_t*>(out.data()));
+}
+
+// gemm.qconv2d_packed(x, wp, x_zp, shape(sh, sw, ph, pw, dh, dw, groups, KH,
+// KW), y): y (N, O, OH, OW) i32 = conv(x - x_zp, w - w_zp) for 8-bit x (N,
+// C, H, W) (or all of rank 3: a 1-D convolution, KH 1), the padding
+// reading as x_zp, from w packed by gemm.qconv2d_pack (runtime/qgemm.h).
+void qconv2d_packed(BuiltinCall& c) {
+  const char* what = "gemm.qconv2d_packed";
+  if (c.num_args != 5) rt_fail(what, ": takes 5 arguments, got ", c.num_args);
+  const Tensor& x = c.arg(0).tensor("gemm.qconv2d_packed x");
+  const Tensor& wp = c.arg(1).tensor("gemm.qconv2d_packed weights");
+  const Tensor& zp = c.arg(2).tensor("gemm.qconv2d_packed x_zp");
+  const std::vector<int64_t>& p = c.arg(3).shape("gemm.qconv2d_packed parameters");
+  const Tensor& y = c.arg(4).tensor("gemm.qconv2d_packed y");
+  const size_t rank = x.shape().size();
+  if (!is_8bit(x) || (rank != 4 && rank != 3) || y.shape().size() != rank || !(y.dtype() == DType::i32()))
+    rt_fail(what, ": needs 8-bit x and i32 y of rank 4 (or 3), got ", x.type_str(), " and ", y.type_str());
+  if (p.size() != 9) rt_fail(what, ": needs 9 parameters, got ", shape_str(p));
+  auto as4 = [rank](const std::vector<int64_t>& s) {
+    return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
+  };
+  const std::vector<int64_t> xs = as4(x.shape()), ys = as4(y.shape());
+  const Conv2dGeometry g{xs[0], xs[1], xs[2], xs[3], ys[1], p[7], p[8], ys[2],
+                         ys[3], p[0],  p[1],  p[2],  p[3],  p[4], p[5], p[6]};
+  if (g.groups < 1 || g.C % g.groups != 0 || g.O % g.groups != 0 || xs[0] != ys[0] || g.KH < 1 || g.KW < 1)
+    rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
+  const int64_t K = g.C / g.groups * g.KH * g.KW;
+  if (!(wp.dtype() == DType::u(8)) || wp.numel() != qconv2d_packed_size(g.O, g.groups, K))
+    rt_fail(what, ": the packed weights must hold ", qconv2d_packed_size(g.O, g.groups, K), " u8, got ",
+            wp.type_str());
+  std::vector<int32_t> zx = zero_points(zp, what, "x_zp", 1);
+  c.flops = 2.0 * double(g.N) * double(g.O) * double(g.OH * g.OW) * double(K);
+  c.integer_ops = true;
+  qconv2d(g, x.data(), x.dtype().is_int(), zx[0], static_cast<const uint8_t*>(wp.data()),
+          static_cast<int32_t*>(y.data()), ThreadPool::global().get());
+}
+
 }  // namespace
 
 void register_blas_builtins() {
@@ -677,6 +738,8 @@ void register_blas_builtins() {
   register_builtin("gemm.qmatmul", qmatmul);
   register_builtin("gemm.qmatmul_pack", qmatmul_pack);
   register_builtin("gemm.qmatmul_packed", qmatmul_packed);
+  register_builtin("gemm.qconv2d_pack", qconv2d_pack);
+  register_builtin("gemm.qconv2d_packed", qconv2d_packed);
 }
 
 }  // namespace relax::rt

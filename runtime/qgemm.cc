@@ -319,13 +319,7 @@ void qgemm_pack_b(int64_t K, int64_t N, const QMatrix& B, const int32_t* b_zp, i
 void qgemm_packed(int64_t M, int64_t N, int64_t K, const QMatrix& A, const int32_t* a_zp, int64_t zp_count,
                   const uint8_t* Bp, int32_t* C, int64_t ldc, ThreadPool* pool) {
   if (M <= 0 || N <= 0) return;
-  const int64_t K4 = (K + 3) / 4, Kp = 4 * K4, NP = (N + 15) / 16;
-  // B's zero points and column terms (copied: a package's constant need
-  // not be aligned for i32).
-  std::vector<int32_t> zb(size_t(NP * 16)), cz(size_t(NP * 16));
-  std::memcpy(zb.data(), Bp + NP * K4 * 64, zb.size() * sizeof(int32_t));
-  std::memcpy(cz.data(), Bp + NP * K4 * 64 + NP * 16 * 4, cz.size() * sizeof(int32_t));
-
+  const int64_t Kp = (K + 3) / 4 * 4;
   // A as u8 rows of Kp bytes (zero-padded), or in place when it is
   // already (u8, K a multiple of 4); its row sums and zero points.
   const Micro& u = micro();
@@ -337,22 +331,35 @@ void qgemm_packed(int64_t M, int64_t N, int64_t K, const QMatrix& A, const int32
   za.resize(size_t(M));
   const auto* abytes = static_cast<const uint8_t*>(A.data);
   const uint8_t flip = A.is_signed ? 0x80 : 0;  // i8 + 128 as u8
-  const uint8_t* ap = in_place ? abytes : apack.data();
-  const int64_t lda = in_place ? A.ld : Kp;
+  // The calling thread's buffers, by pointer: the pool's workers have their own thread_locals.
+  uint8_t* packed = in_place ? nullptr : apack.data();
   int32_t *rs = rowsum.data(), *zs = za.data();
   auto pack_rows = [&](int64_t r0, int64_t r1) {
     for (int64_t m = r0; m < r1; ++m) {
-      rs[m] = int32_t(u.row(abytes + m * A.ld, K, flip, in_place ? nullptr : apack.data() + m * Kp, Kp));
+      rs[m] = int32_t(u.row(abytes + m * A.ld, K, flip, packed ? packed + m * Kp : nullptr, Kp));
       zs[m] = a_zp[zp_count == 1 ? 0 : m] + (A.is_signed ? 128 : 0);
     }
   };
-  const double work = double(M) * double(N) * double(K);
-  const bool split = pool && pool->num_threads() > 1 && work >= double(1 << 17);
-  if (split && M * K >= (1 << 18))
+  if (pool && pool->num_threads() > 1 && M * K >= (1 << 18) && double(M) * double(N) * double(K) >= double(1 << 17))
     pool->parallel_for(M, pack_rows);
   else
     pack_rows(0, M);
+  qgemm_rows(M, N, K, {in_place ? abytes : packed, in_place ? A.ld : Kp, rs, zs}, Bp, C, ldc, pool);
+}
 
+uint32_t qgemm_row_sum(const uint8_t* row, int64_t n) { return micro().row(row, n, 0, nullptr, n); }
+
+void qgemm_rows(int64_t M, int64_t N, int64_t K, const QRows& A, const uint8_t* Bp, int32_t* C, int64_t ldc,
+                ThreadPool* pool) {
+  if (M <= 0 || N <= 0) return;
+  const int64_t K4 = (K + 3) / 4, NP = (N + 15) / 16;
+  // B's zero points and column terms (copied: a package's constant need
+  // not be aligned for i32).
+  std::vector<int32_t> zb(size_t(NP * 16)), cz(size_t(NP * 16));
+  std::memcpy(zb.data(), Bp + NP * K4 * 64, zb.size() * sizeof(int32_t));
+  std::memcpy(cz.data(), Bp + NP * K4 * 64 + NP * 16 * 4, cz.size() * sizeof(int32_t));
+  const Micro& u = micro();
+  const bool split = pool && pool->num_threads() > 1 && double(M) * double(N) * double(K) >= double(1 << 17);
   const int64_t block = int64_t(u.panels) * 16, blocks = (N + block - 1) / block;
   const int64_t rtiles = (M + u.rows - 1) / u.rows;
   int64_t chunks = 1;  // row chunks per column block
@@ -366,9 +373,9 @@ void qgemm_packed(int64_t M, int64_t N, int64_t K, const QMatrix& A, const int32
       for (int64_t t = rtiles * rc / chunks, t1 = rtiles * (rc + 1) / chunks; t < t1; ++t) {
         const int64_t m0 = t * u.rows;
         const int rows = int(std::min<int64_t>(u.rows, M - m0));
-        const TileOut o{C + m0 * ldc + n0, ldc, std::min<int64_t>(panels * 16, N - n0), rs + m0, zs + m0,
-                        zb.data() + n0, cz.data() + n0};
-        u.at(rows, panels)(K4, ap + m0 * lda, lda, bpanel, K4 * 64, o);
+        const TileOut o{C + m0 * ldc + n0, ldc, std::min<int64_t>(panels * 16, N - n0), A.sums + m0,
+                        A.zero_points + m0, zb.data() + n0, cz.data() + n0};
+        u.at(rows, panels)(K4, A.data + m0 * A.ld, A.ld, bpanel, K4 * 64, o);
       }
     }
   };
@@ -376,6 +383,97 @@ void qgemm_packed(int64_t M, int64_t N, int64_t K, const QMatrix& A, const int32
     pool->parallel_for(blocks * chunks, run);
   else
     run(0, blocks * chunks);
+}
+
+// ---- convolutions -----------------------------------------------------------------------
+
+int64_t qconv2d_packed_size(int64_t O, int64_t groups, int64_t K) {
+  return groups * qgemm_packed_b_size(K, O / groups);
+}
+
+void qconv2d_pack_weights(const void* w, bool w_signed, int64_t O, int64_t groups, int64_t K, int64_t taps,
+                          const int32_t* w_zp, int64_t zp_count, uint8_t* out) {
+  const int64_t Og = O / groups, size = qgemm_packed_b_size(K, Og), Cg = taps ? K / taps : 0;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  std::vector<uint8_t> t(size_t(K * Og));  // w_g^T: K x Og, k = tap * Cg + c (the rows' order)
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t o = 0; o < Og; ++o)
+      for (int64_t c = 0; c < Cg; ++c)
+        for (int64_t tap = 0; tap < taps; ++tap)
+          t[size_t((tap * Cg + c) * Og + o)] = wb[(g * Og + o) * K + c * taps + tap];
+    qgemm_pack_b(K, Og, {t.data(), w_signed, Og}, zp_count == 1 ? w_zp : w_zp + g * Og, zp_count == 1 ? 1 : Og,
+                 out + g * size);
+  }
+}
+
+void qconv2d(const Conv2dGeometry& g, const void* x, bool x_signed, int32_t x_zp, const uint8_t* wp, int32_t* y,
+             ThreadPool* pool) {
+  const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, Kp = (K + 3) / 4 * 4;
+  const int64_t P = g.OH * g.OW, HW = g.H * g.W, wsize = qgemm_packed_b_size(K, Og);
+  if (g.N == 0 || g.O == 0 || P == 0) return;
+  const uint8_t flip = x_signed ? 0x80 : 0;
+  const uint8_t pad = uint8_t(x_zp) ^ flip;  // x_zp as the rows read it: 0 once subtracted
+  const int32_t zp = x_zp + (x_signed ? 128 : 0);
+  thread_local std::vector<uint8_t> rows, pixels;
+  thread_local std::vector<int32_t> sums, zps, prod;
+  rows.resize(size_t(P * Kp));
+  pixels.resize(size_t(HW * Cg));
+  sums.resize(size_t(P));
+  zps.assign(size_t(P), zp);
+  prod.resize(size_t(P * Og));
+  const auto* xb = static_cast<const uint8_t*>(x);
+  // The calling thread's buffers, by pointer: the pool's workers have their own thread_locals.
+  uint8_t* const rowp = rows.data();
+  uint8_t* const pix = pixels.data();
+  int32_t* const sump = sums.data();
+  const bool split = pool && pool->num_threads() > 1 && P * K >= (1 << 15);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      // The group's channels innermost (pixels: H x W x Cg, i8 read as
+      // u8), so that each tap of a patch is one copy of Cg bytes.
+      const uint8_t* planes = xb + (n * g.C + gr * Cg) * HW;
+      auto channels_last = [&](int64_t q0, int64_t q1) {
+        const uint8_t* const src = planes;  // locals: byte stores may alias what a reference reaches
+        const int64_t hw = HW, cg = Cg;
+        const uint8_t f = flip;
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t q = q0; q < q1; ++q) pix[q * cg + c] = uint8_t(src[c * hw + q] ^ f);
+      };
+      // Row p: for each tap (kh, kw) the Cg channels at that input pixel,
+      // or the padding.
+      auto patches = [&](int64_t p0, int64_t p1) {
+        const int64_t H = g.H, W = g.W, KH = g.KH, KW = g.KW, OW = g.OW, sh = g.sh, sw = g.sw, ph = g.ph,
+                      pw = g.pw, dh = g.dh, dw = g.dw;  // locals: byte stores may alias g's fields
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t oh = p / OW, ow = p % OW;
+          uint8_t* const row = rowp + p * Kp;
+          uint8_t* dst = row;
+          for (int64_t kh = 0; kh < KH; ++kh) {
+            const int64_t ih = oh * sh - ph + kh * dh;
+            for (int64_t kw = 0; kw < KW; ++kw, dst += Cg) {
+              const int64_t iw = ow * sw - pw + kw * dw;
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                std::memset(dst, pad, size_t(Cg));
+              else
+                std::memcpy(dst, pix + (ih * W + iw) * Cg, size_t(Cg));
+            }
+          }
+          std::memset(dst, 0, size_t(Kp - K));
+          sump[p] = int32_t(qgemm_row_sum(row, K));
+        }
+      };
+      if (split) {
+        pool->parallel_for(HW, channels_last);
+        pool->parallel_for(P, patches);
+      } else {
+        channels_last(0, HW);
+        patches(0, P);
+      }
+      qgemm_rows(P, Og, K, {rowp, Kp, sump, zps.data()}, wp + gr * wsize, prod.data(), Og, pool);
+      int32_t* out = y + (n * g.O + gr * Og) * P;
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t o = 0; o < Og; ++o) out[o * P + p] = prod[size_t(p * Og + o)];
+    }
 }
 
 const char* qgemm_kernel_name() { return micro().name; }

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/conv_direct.h"
+
 namespace relax::rt {
 
 class ThreadPool;
@@ -45,6 +47,34 @@ void qgemm_pack_b(int64_t K, int64_t N, const QMatrix& B, const int32_t* b_zp, i
 // `pool` may be null (one thread).
 void qgemm_packed(int64_t M, int64_t N, int64_t K, const QMatrix& A, const int32_t* a_zp, int64_t zp_count,
                   const uint8_t* Bp, int32_t* C, int64_t ldc, ThreadPool* pool);
+
+// A already as the kernels read it: u8 rows `ld` bytes apart, each K
+// rounded up to 4 with zeros past K, with each row's sum (of its first K
+// bytes) and its zero point (as a u8 A's: an i8 one's + 128). What
+// qgemm_packed makes of an A; a convolution writes its patches so.
+struct QRows {
+  const uint8_t* data;
+  int64_t ld;
+  const int32_t *sums, *zero_points;
+};
+void qgemm_rows(int64_t M, int64_t N, int64_t K, const QRows& A, const uint8_t* Bp, int32_t* C, int64_t ldc,
+                ThreadPool* pool);
+// The sum of n bytes, at the kernels' vector width.
+uint32_t qgemm_row_sum(const uint8_t* row, int64_t n);
+
+// 2-D convolutions of 8-bit x (N, C, H, W) by 8-bit w (O, C / groups, KH,
+// KW) into i32 y (N, O, OH, OW), y = conv(x - x_zp, w - w_zp) with the
+// padding reading as x_zp: per image and group, x's patches as rows
+// (K = C / groups * KH * KW bytes each, tap by tap with the channels
+// innermost, copied from a channels-last copy of x; written as QRows)
+// times w^T packed once per group in that order by qconv2d_pack_weights
+// (taps = KH * KW; w_zp: 1, or O, one per output channel), then
+// transposed into y.
+int64_t qconv2d_packed_size(int64_t O, int64_t groups, int64_t K);
+void qconv2d_pack_weights(const void* w, bool w_signed, int64_t O, int64_t groups, int64_t K, int64_t taps,
+                          const int32_t* w_zp, int64_t zp_count, uint8_t* out);
+void qconv2d(const Conv2dGeometry& g, const void* x, bool x_signed, int32_t x_zp, const uint8_t* wp, int32_t* y,
+             ThreadPool* pool);
 
 // The name of the kernels qgemm_packed runs on this CPU under the current
 // kernel_isa(): "avx512-vnni", "avx512bw", "avx2" or "portable".

@@ -225,7 +225,8 @@ int main(int argc, char** argv) {
                "time each kernel call and print the kernels by total time (cpu: also the library calls and other "
                "builtins on tensor data, with the bandwidth of the bytes they read and wrote and, for the GEMM and "
                "convolution calls, GFLOP/s, each as a share of this machine's measured peak: FMA throughput of the "
-               "threads used, a large copy's bandwidth; vulkan: each call run "
+               "threads used, a large copy's bandwidth; the 8-bit products in GOP/s, with no FMA share; vulkan: each "
+               "call run "
                "on its own; cuda: with its buffers' bandwidth and its share of the device's peak, CUDA graphs off) "
                "(in --json: \"profile\")");
   app.add_flag("--stats", stats,

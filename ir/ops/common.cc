@@ -104,6 +104,14 @@ DataType common_dtype(const std::string& op, DataType a, DataType b) {
   return a;
 }
 
+void check_8bit_operand(const std::string& op, const TensorInfo& v, const char* name, const TensorInfo& zp,
+                        const char* zp_name) {
+  if (!v.dtype.is_void() && !((v.dtype.is_int() || v.dtype.is_uint()) && v.dtype.bits == 8))
+    fail(op, ": ", name, " must be u8 or i8, got ", v.dtype);
+  if (!zp.dtype.is_void() && !v.dtype.is_void() && zp.dtype != v.dtype)
+    fail(op, ": ", zp_name, "'s dtype ", zp.dtype, " differs from ", name, "'s ", v.dtype);
+}
+
 void require_float(const std::string& op, DataType dtype, const std::string& what) {
   if (!dtype.is_void() && !dtype.is_float()) fail(op, ": ", what, " must have a float dtype, got ", dtype);
 }

@@ -84,6 +84,10 @@ std::vector<int> normalize_axes(const std::string& op, const std::vector<int64_t
 // The common dtype of two operands: an Error when both are known and differ,
 // Void when either is unknown.
 DataType common_dtype(const std::string& op, DataType a, DataType b);
+// An 8-bit integer product's operand `name` (u8 or i8) and its zero point
+// `zp_name` of the same dtype; unknown dtypes pass.
+void check_8bit_operand(const std::string& op, const TensorInfo& v, const char* name, const TensorInfo& zp,
+                        const char* zp_name);
 // Errors unless `dtype` is unknown or satisfies the predicate.
 void require_float(const std::string& op, DataType dtype, const std::string& what);
 void require_bool(const std::string& op, DataType dtype, const std::string& what);

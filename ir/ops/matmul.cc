@@ -1,6 +1,5 @@
 // Matrix multiplication with numpy semantics.
 #include <algorithm>
-#include <utility>
 
 #include "ir/ops/common.h"
 
@@ -51,14 +50,8 @@ StructInfo infer_matmul(const CallNode& call, const InferContext& ctx) {
 StructInfo infer_matmul_integer(const CallNode& call, const InferContext& ctx) {
   const std::string& op = op_name(call);
   TensorInfo a = tensor_arg(call, 0), b = tensor_arg(call, 1), za = tensor_arg(call, 2), zb = tensor_arg(call, 3);
-  for (const auto& [t, name] : {std::pair{a, "a"}, {b, "b"}}) {
-    if (!t.dtype.is_void() && !((t.dtype.is_int() || t.dtype.is_uint()) && t.dtype.bits == 8))
-      fail(op, ": ", name, " must be u8 or i8, got ", t.dtype);
-  }
-  if (!za.dtype.is_void() && !a.dtype.is_void() && za.dtype != a.dtype)
-    fail(op, ": a_zp's dtype ", za.dtype, " differs from a's ", a.dtype);
-  if (!zb.dtype.is_void() && !b.dtype.is_void() && zb.dtype != b.dtype)
-    fail(op, ": b_zp's dtype ", zb.dtype, " differs from b's ", b.dtype);
+  check_8bit_operand(op, a, "a", za, "a_zp");
+  check_8bit_operand(op, b, "b", zb, "b_zp");
   if (a.ndim == 1 || b.ndim == 1) fail(op, ": operands must have rank >= 2");
   if (za.shape && !za.shape->empty() && !za.shape->back().is_const(1))
     fail(op, ": a_zp must have a last dim of 1 (one zero point per row), got ", za.shape->back());

@@ -58,12 +58,12 @@ int spatial_rank(const std::string& op, int ndim) {
   return ndim - 2;
 }
 
-StructInfo infer_conv(const CallNode& call, const InferContext& ctx) {
+// The result of a convolution of x (argument 0) by w (argument 1) with
+// elements of `dtype`.
+StructInfo conv_result(const CallNode& call, const InferContext& ctx, DataType dtype) {
   Attrs attrs = attrs_of(call);
   const std::string& op = op_name(call);
   TensorInfo x = tensor_arg(call, 0), w = tensor_arg(call, 1);
-  DataType dtype = common_dtype(op, x.dtype, w.dtype);
-  if (DataType out = attrs.get_dtype("out_dtype"); !out.is_void()) dtype = out;
   int64_t groups = attrs.get_int("groups");
   if (groups < 1) fail(op, ": groups ", groups, " is not positive");
   if (!x.unknown_rank() && !w.unknown_rank() && x.ndim != w.ndim)
@@ -83,6 +83,29 @@ StructInfo infer_conv(const CallNode& call, const InferContext& ctx) {
   Dims out = {xs[0], ws[0]};
   for (int i = 0; i < sp; ++i) out.push_back(window_count(op, win, i, xs[2 + i], ws[2 + i], false, ctx.ana));
   return tensor_si(dtype, std::move(out));
+}
+
+StructInfo infer_conv(const CallNode& call, const InferContext& ctx) {
+  DataType dtype = common_dtype(op_name(call), tensor_arg(call, 0).dtype, tensor_arg(call, 1).dtype);
+  if (DataType out = attrs_of(call).get_dtype("out_dtype"); !out.is_void()) dtype = out;
+  return conv_result(call, ctx, dtype);
+}
+
+// conv_integer(x, w, x_zp, w_zp): 8-bit x and w; x_zp one value of x's
+// dtype, w_zp w's dtype, one value or one per output channel.
+StructInfo infer_conv_integer(const CallNode& call, const InferContext& ctx) {
+  const std::string& op = op_name(call);
+  TensorInfo x = tensor_arg(call, 0), w = tensor_arg(call, 1), zx = tensor_arg(call, 2), zw = tensor_arg(call, 3);
+  check_8bit_operand(op, x, "x", zx, "x_zp");
+  check_8bit_operand(op, w, "w", zw, "w_zp");
+  if (zx.shape)
+    for (const SymExpr& d : *zx.shape)
+      if (!d.is_const(1)) fail(op, ": x_zp must be one value, got a dim ", d);
+  if (zw.ndim > 1) fail(op, ": w_zp must be one value or one per output channel, got rank ", zw.ndim);
+  if (zw.shape && w.shape && zw.ndim == 1 && !(*zw.shape)[0].is_const(1) &&
+      ctx.ana.can_prove_not_equal((*zw.shape)[0], (*w.shape)[0]))
+    fail(op, ": w_zp has ", (*zw.shape)[0], " values for ", (*w.shape)[0], " output channels");
+  return conv_result(call, ctx, DataType::i32());
 }
 
 StructInfo infer_pool(const CallNode& call, const InferContext& ctx) {
@@ -126,6 +149,18 @@ void register_nn_ops(OpRegistry& reg) {
       .attr("groups", T::Int, int64_t(1))
       .attr("out_dtype", T::DType, DataType::void_())
       .infer(infer_conv);
+  reg.add("conv_integer")
+      .doc(
+          "conv_integer(x, w, x_zp, w_zp, strides, padding, dilation, groups): the i32 convolution of x - x_zp "
+          "by w - w_zp (ONNX ConvInteger) for u8 or i8 x and w, in i32 arithmetic; the padding reads as x_zp "
+          "(0 after the subtraction). x_zp is one value of x's dtype, w_zp w's dtype, one value or one per "
+          "output channel. Shapes and attributes as conv's.")
+      .args(4)
+      .attr("strides", T::Ints, none)
+      .attr("padding", T::Ints, none)
+      .attr("dilation", T::Ints, none)
+      .attr("groups", T::Int, int64_t(1))
+      .infer(infer_conv_integer);
   const char* pool_doc =
       "(x, pool_size, strides, padding, dilation, ceil_mode, count_include_pad): a window of pool_size slides "
       "over the spatial dims of x (N, C, spatial...); out = floor((in + pads - dilation * (k - 1) - 1) / "

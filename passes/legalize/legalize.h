@@ -199,4 +199,11 @@ class ProgramBuilder {
   int fresh_dims_ = 0;
 };
 
+// The bytes of a K x N 8-bit weight packed for the runtime's integer
+// product (runtime/qgemm.h qgemm_packed_b_size, which checks it): panels
+// of 16 columns by K rounded up to 4, then two i32 per column.
+inline int64_t qgemm_packed_b_bytes(int64_t K, int64_t N) {
+  return (N + 15) / 16 * ((K + 3) / 4) * 64 + (N + 15) / 16 * 16 * 8;
+}
+
 }  // namespace relax

@@ -156,8 +156,7 @@ std::optional<Expr> library_matmul_integer(LegalizeContext& ctx, const CallNode&
     for (const char* name : {kQmatmulPack, kQmatmulPacked})
       if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
     const int64_t K = bs[0].const_value(), N = bs[1].const_value();
-    const int64_t size = (N + 15) / 16 * ((K + 3) / 4) * 64 + (N + 15) / 16 * 16 * 8;  // runtime/qgemm.h
-    StructInfo packed_si = tensor_si(DataType::u(8), {SymExpr(size)});
+    StructInfo packed_si = tensor_si(DataType::u(8), {SymExpr(qgemm_packed_b_bytes(K, N))});
     Expr pack = make_op_call("call_library", {make_string(kQmatmulPack), make_tuple({call.args[1], call.args[3]})},
                              {}, {packed_si});
     pack->sinfo = packed_si;

@@ -232,6 +232,61 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   return item;
 }
 
+// A convolution's window over x (N, C, spatial...) by w (O, C / groups,
+// kernel...) for the loop nests: x's index for output position o (spatial
+// dim j) through tap k, and the taps reduced over.
+struct ConvTaps {
+  Window win;
+  int64_t groups;
+  int sp;
+  SymExpr Cg, Og;
+  std::vector<SymExpr> reduce;  // C / groups, kernel...
+  TExpr pos(int j, const TExpr& o, const TExpr& k) const {
+    return o * idx(win.strides[j]) + k * idx(win.dilation[j]) - idx(win.pad_begin[j]);
+  }
+  bool padded(int j) const { return win.pad_begin[j] != 0 || win.pad_end[j] != 0; }
+  TExpr channel(const TExpr& o, const TExpr& c) const {
+    if (groups == 1) return c;
+    return tir::binary(tir::BinOp::FloorDiv, o, idx(Og)) * idx(Cg) + c;
+  }
+};
+ConvTaps conv_taps(const char* op, const Attrs& attrs, const Buffer& w, const Buffer& y, int sp) {
+  ConvTaps t{read_window(op, attrs, sp), attrs.get_int("groups"), sp, w->shape[1], SymExpr(), {w->shape[1]}};
+  t.Og = floordiv(y->shape[1], SymExpr(t.groups));
+  t.reduce.insert(t.reduce.end(), w->shape.begin() + 2, w->shape.end());
+  return t;
+}
+
+// A convolution with one local accumulator of `acc` per output element;
+// a tap adds x_term(x's element, inside) * w_term(w's element, output
+// channel), where `inside` is false for the padding (x's index clamped,
+// so the load is safe).
+using TapTerm = std::function<TExpr(const TExpr& value, const TExpr& extra)>;
+Stmt conv_per_element(const ConvTaps& t, const Buffer& x, const Buffer& w, const Buffer& y, DataType acc,
+                      const TapTerm& x_term, const TapTerm& w_term) {
+  LoopHints hints{true, false, num_elements(t.reduce)};
+  return loop_nest(
+      y->shape,
+      [&](const Index& i) {
+        Local a = local("acc", acc);
+        Stmt taps = serial_nest(t.reduce, "k", [&](const Index& r) {
+          Index xi = {i[0], t.channel(i[1], r[0])};
+          std::vector<TExpr> ok;
+          for (int j = 0; j < t.sp; ++j) {
+            TExpr p = t.pos(j, i[2 + j], r[1 + j]);
+            if (t.padded(j)) ok.push_back(in_range(p, 0, x->shape[2 + j]));
+            xi.push_back(t.padded(j) ? clamp_index(p, x->shape[2 + j]) : p);
+          }
+          Index wi = {i[1], r[0]};
+          wi.insert(wi.end(), r.begin() + 1, r.end());
+          TExpr xv = x_term(load(x, xi), ok.empty() ? TExpr() : all_of(ok));
+          return a.set(a.get() + xv * w_term(load(w, wi), i[1]));
+        });
+        return with_locals({a}, tir::make_seq({a.set(zero(acc)), taps, tir::make_store(y, i, cast(y->dtype, a.get()))}));
+      },
+      hints);
+}
+
 std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   if (std::optional<Expr> lib = gemm_conv2d(ctx, call, attrs)) return lib;
@@ -242,54 +297,27 @@ std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
   if (!x || !y || !w) return std::nullopt;
   int sp = int(x->shape.size()) - 2;
   if (sp < 1) return std::nullopt;
-  Window win = read_window("conv", attrs, sp);
-  int64_t groups = attrs.get_int("groups");
-  SymExpr O = y->shape[1], Cg = w->shape[1];
-  SymExpr Og = floordiv(O, SymExpr(groups));
-  std::vector<SymExpr> kernel(w->shape.begin() + 2, w->shape.end());
+  const ConvTaps t = conv_taps("conv", attrs, w, y, sp);
+  const SymExpr O = y->shape[1];
+  const std::vector<SymExpr>& reduce = t.reduce;
   DataType acc = compute_dtype(y->dtype);
   if (acc.is_bool()) return std::nullopt;
-  // x's index for output position `os` (spatial) and tap `k`, and its validity.
-  auto tap_pos = [&](int j, const TExpr& o, const TExpr& k) {
-    return o * idx(win.strides[j]) + k * idx(win.dilation[j]) - idx(win.pad_begin[j]);
-  };
-  auto padded = [&](int j) { return win.pad_begin[j] != 0 || win.pad_end[j] != 0; };
-  auto channel = [&](const TExpr& o, const TExpr& c) {
-    if (groups == 1) return c;
-    return tir::binary(tir::BinOp::FloorDiv, o, idx(Og)) * idx(Cg) + c;
-  };
-  std::vector<SymExpr> reduce = {Cg};
-  reduce.insert(reduce.end(), kernel.begin(), kernel.end());
+  auto tap_pos = [&](int j, const TExpr& o, const TExpr& k) { return t.pos(j, o, k); };
+  auto padded = [&](int j) { return t.padded(j); };
+  auto channel = [&](const TExpr& o, const TExpr& c) { return t.channel(o, c); };
   SymExpr work = num_elements(y->shape) * num_elements(reduce);
 
   if (acc != y->dtype || ctx.gpu()) {
     // Per element with a local accumulator: narrow floats (accumulated in
     // f32), and on GPU targets (a thread per output element, register
-    // tiles sharing the weight loads).
-    LoopHints hints{true, false, num_elements(reduce)};
-    return pb.finish(loop_nest(
-        y->shape,
-        [&](const Index& i) {
-          Local a = local("acc", acc);
-          Stmt taps = serial_nest(reduce, "k", [&](const Index& r) {
-            Index xi = {i[0], channel(i[1], r[0])};
-            std::vector<TExpr> ok;
-            for (int j = 0; j < sp; ++j) {
-              TExpr p = tap_pos(j, i[2 + j], r[1 + j]);
-              if (padded(j)) ok.push_back(in_range(p, 0, x->shape[2 + j]));
-              xi.push_back(padded(j) ? clamp_index(p, x->shape[2 + j]) : p);
-            }
-            Index wi = {i[1], r[0]};
-            wi.insert(wi.end(), r.begin() + 1, r.end());
-            // The padding reads as 0 (x's index is clamped, so the load is safe).
-            TExpr xv = cast(acc, load(x, xi));
-            if (!ok.empty()) xv = select(all_of(ok), xv, zero(acc));
-            return a.set(a.get() + xv * cast(acc, load(w, wi)));
-          });
-          return with_locals({a},
-                             tir::make_seq({a.set(zero(acc)), taps, tir::make_store(y, i, cast(y->dtype, a.get()))}));
+    // tiles sharing the weight loads). The padding reads as 0.
+    return pb.finish(conv_per_element(
+        t, x, w, y, acc,
+        [&](const TExpr& v, const TExpr& inside) {
+          TExpr xv = cast(acc, v);
+          return inside ? select(inside, xv, zero(acc)) : xv;
         },
-        hints));
+        [&](const TExpr& v, const TExpr&) { return cast(acc, v); }));
   }
 
   RowNest nest;
@@ -327,6 +355,90 @@ std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
     return tir::make_seq({init, taps});
   };
   return pb.finish(nest.build());
+}
+
+// ---- conv_integer -----------------------------------------------------------------------
+
+constexpr const char* kQconvPack = "gemm.qconv2d_pack";
+constexpr const char* kQconvPacked = "gemm.qconv2d_packed";
+
+// A 2-D (or 1-D) 8-bit convolution with a constant weight and zero points
+// as the runtime's integer product over x's patches (runtime/qgemm.h
+// qconv2d: integer dot products, VNNI where the CPU has it), when each
+// group has at least 4 output channels; the weight is packed once
+// (gemm.qconv2d_pack, lifted and folded into the package at O2).
+std::optional<Expr> library_conv_integer(LegalizeContext& ctx, const CallNode& call, const Attrs& attrs) {
+  if (!ctx.libraries()) return std::nullopt;
+  const auto* y = as<TensorSI>(call.sinfo);
+  const auto* x = as<TensorSI>(call.args[0]->sinfo);
+  const auto* w = as<TensorSI>(call.args[1]->sinfo);
+  const auto* zx = as<TensorSI>(call.args[2]->sinfo);
+  const auto* zw = as<TensorSI>(call.args[3]->sinfo);
+  for (const TensorSI* t : {y, x, w, zx, zw})
+    if (!t || !t->shape) return std::nullopt;
+  const size_t rank = y->shape->size();
+  if ((rank != 4 && rank != 3) || x->shape->size() != rank || w->shape->size() != rank) return std::nullopt;
+  if (call.args[1]->kind != ExprKind::Constant || call.args[3]->kind != ExprKind::Constant) return std::nullopt;
+  const int64_t groups = attrs.get_int("groups");
+  int64_t O = 0, K = 1;  // w (O, C / groups, kernel...): K per output channel
+  for (size_t i = 0; i < rank; ++i) {
+    const SymExpr& d = (*w->shape)[i];
+    if (!d.is_const()) return std::nullopt;
+    if (i == 0)
+      O = d.const_value();
+    else
+      K *= d.const_value();
+  }
+  if (groups < 1 || O % groups != 0 || O / groups < 4) return std::nullopt;
+  for (const SymExpr& d : *zx->shape)
+    if (!d.is_const(1)) return std::nullopt;
+  const std::vector<SymExpr>& zws = *zw->shape;
+  if (!(zws.empty() || (zws.size() == 1 && (zws[0].is_const(1) || zws[0].is_const(O))))) return std::nullopt;
+  for (const char* name : {kQconvPack, kQconvPacked})
+    if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
+  StructInfo packed_si = tensor_si(DataType::u(8), {SymExpr(groups * qgemm_packed_b_bytes(K, O / groups))});
+  Expr pack = make_op_call(
+      "call_library", {make_string(kQconvPack), make_tuple({call.args[1], call.args[3], make_shape({SymExpr(groups)})})},
+      {}, {packed_si});
+  pack->sinfo = packed_si;
+  Expr packed = ctx.emit(pack, "qconv_weights");
+  Window win = library_window("conv", attrs, rank);
+  std::vector<SymExpr> p = as<ShapeExprNode>(library_params(win, groups))->values;
+  p.push_back(rank == 4 ? (*w->shape)[2] : SymExpr(1));
+  p.push_back(w->shape->back());
+  Expr r = make_op_call("call_library",
+                        {make_string(kQconvPacked), make_tuple({call.args[0], packed, call.args[2], make_shape(p)})},
+                        {}, {call.sinfo});
+  r->sinfo = call.sinfo;
+  return r;
+}
+
+// Else one i32 accumulator per output element over (x - x_zp) (w - w_zp),
+// the padding 0.
+std::optional<Expr> legalize_conv_integer(LegalizeContext& ctx, const CallNode& call) {
+  Attrs attrs = ops::attrs_of(call);
+  if (std::optional<Expr> lib = library_conv_integer(ctx, call, attrs)) return lib;
+  ProgramBuilder pb(ctx, "conv_integer");
+  Buffer x = pb.input(call.args[0], "x");
+  Buffer w = pb.input(call.args[1], "w");
+  Buffer zx = pb.input(call.args[2], "x_zp");
+  Buffer zw = pb.input(call.args[3], "w_zp");
+  Buffer y = pb.output(call.sinfo, "y");
+  if (!x || !w || !zx || !zw || !y) return std::nullopt;
+  int sp = int(x->shape.size()) - 2;
+  if (sp < 1) return std::nullopt;
+  const DataType i32 = DataType::i32();
+  auto first = [](const Buffer& b) { return load(b, Index(b->shape.size(), idx(0))); };
+  const bool per_channel = zw->shape.size() == 1 && !zw->shape[0].is_const(1);
+  return pb.finish(conv_per_element(
+      conv_taps("conv_integer", attrs, w, y, sp), x, w, y, i32,
+      [&](const TExpr& v, const TExpr& inside) {
+        TExpr xv = cast(i32, v) - cast(i32, first(zx));
+        return inside ? select(inside, xv, zero(i32)) : xv;
+      },
+      [&](const TExpr& v, const TExpr& o) {
+        return cast(i32, v) - cast(i32, per_channel ? load(zw, {o}) : first(zw));
+      }));
 }
 
 // ---- conv_transpose -----------------------------------------------------------------
@@ -838,6 +950,7 @@ std::optional<Expr> legalize_nll_loss(LegalizeContext& ctx, const CallNode& call
 
 void register_nn_legalizers(LegalizerRegistry& reg) {
   reg.add("conv", legalize_conv);
+  reg.add("conv_integer", legalize_conv_integer);
   reg.add("conv_transpose", legalize_conv_transpose);
   reg.add("deform_conv", legalize_deform_conv);
   reg.add("max_pool", legalize_pool);

@@ -13,6 +13,12 @@ written), through ort_reference.js.
                  around every conv, per-channel int8 weights (axis 0),
                  u8 activations with zero points, a strided conv, a
                  residual add of two dequantised tensors, a sigmoid head
+  dynquant_resnet  quantize_dynamic of a small ResNet (32 and 64 channels, 3x3
+                 convolutions with reductions of 288 and 576: too long to be
+                 exact in f32, so integer products): DynamicQuantizeLinear ->
+                 ConvInteger (u8 x u8, zero points) -> Cast -> Mul -> Add bias
+                 -> Relu, residual adds in f32, strided downsampling, global
+                 average pool and a float head; dynamic batch, height, width
   bert_dynquant  quantize_dynamic of a BERT encoder (hidden 160, 4 heads,
                  FFN 640, 2 layers): every linear layer DynamicQuantizeLinear
                  (shared by the layers reading one tensor) -> MatMulInteger
@@ -87,6 +93,55 @@ def dynquant_seg():
               [vi("logits", TensorProto.FLOAT, ["batch", 4, "height", "width"])], inits, 17)
     cases = [(f"b{b}_{h}x{w}", [(rng.standard_normal((b, 3, h, w)) * 1.5).astype(np.float32)])
              for b, h, w in ((1, 24, 32), (2, 40, 36))]
+    return m, cases
+
+
+# ---- dynquant_resnet --------------------------------------------------------------------------
+
+def dynquant_resnet():
+    r = np.random.default_rng(13)  # its own: --only writes the same model
+    nodes, inits = [], []
+
+    def conv(x, name, cin, cout, stride=1, relu=True):
+        w = (r.standard_normal((cout, cin, 3, 3)) * (1.0 / np.sqrt(cin * 9))).astype(np.float32)
+        q, ws, wz = quantize_u8(w)
+        inits.extend([init(name + "_wq", q), init(name + "_ws", np.array(ws, np.float32)),
+                      init(name + "_wz", np.array(wz, np.uint8)),
+                      init(name + "_b", (r.standard_normal((1, cout, 1, 1)) * 0.1).astype(np.float32))])
+        nodes.extend([
+            helper.make_node("DynamicQuantizeLinear", [x], [name + "_xq", name + "_xs", name + "_xz"]),
+            helper.make_node("ConvInteger", [name + "_xq", name + "_wq", name + "_xz", name + "_wz"], [name + "_acc"],
+                             pads=[1, 1, 1, 1], strides=[stride, stride]),
+            helper.make_node("Cast", [name + "_acc"], [name + "_accf"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", [name + "_xs", name + "_ws"], [name + "_scale"]),
+            helper.make_node("Mul", [name + "_accf", name + "_scale"], [name + "_scaled"]),
+            helper.make_node("Add", [name + "_scaled", name + "_b"], [name + "_y"]),
+        ])
+        if not relu:
+            return name + "_y"
+        nodes.append(helper.make_node("Relu", [name + "_y"], [name + "_r"]))
+        return name + "_r"
+
+    x = conv("images", "stem", 3, 32, stride=2)
+    for i, (cin, cout, stride) in enumerate(((32, 32, 1), (32, 64, 2), (64, 64, 1))):
+        p = f"b{i}"
+        h = conv(x, p + "c1", cin, cout, stride)
+        h = conv(h, p + "c2", cout, cout, relu=False)
+        if cin != cout or stride != 1:
+            x = conv(x, p + "proj", cin, cout, stride, relu=False)
+        nodes.append(helper.make_node("Add", [x, h], [p + "_sum"]))
+        nodes.append(helper.make_node("Relu", [p + "_sum"], [p + "_out"]))
+        x = p + "_out"
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["pooled"]))
+    nodes.append(helper.make_node("Flatten", ["pooled"], ["flat"]))
+    inits.append(init("fc_w", (r.standard_normal((64, 10)) * 0.2).astype(np.float32)))
+    inits.append(init("fc_b", (r.standard_normal(10) * 0.1).astype(np.float32)))
+    nodes.append(helper.make_node("MatMul", ["flat", "fc_w"], ["fc"]))
+    nodes.append(helper.make_node("Add", ["fc", "fc_b"], ["logits"]))
+    m = model("dynquant_resnet", nodes, [vi("images", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
+              [vi("logits", TensorProto.FLOAT, ["batch", 10])], inits, 17)
+    cases = [(f"b{b}_{h}x{w}", [(r.standard_normal((b, 3, h, w)) * 1.2).astype(np.float32)])
+             for b, h, w in ((1, 32, 32), (2, 40, 48))]
     return m, cases
 
 
@@ -243,7 +298,7 @@ def main():
     ap.add_argument("--only", help="write only this model")
     args = ap.parse_args()
     for name, make in (("dynquant_seg", dynquant_seg), ("qdq_detector", qdq_detector),
-                       ("bert_dynquant", bert_dynquant)):
+                       ("bert_dynquant", bert_dynquant), ("dynquant_resnet", dynquant_resnet)):
         if args.only and name != args.only:
             continue
         m, cases = make()

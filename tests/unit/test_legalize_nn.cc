@@ -189,3 +189,12 @@ TEST_CASE("matmul_integer: the runtime's integer product where it takes the zero
                   "a: Tensor[(2, 5, 8), u8], b: Tensor[(2, 8, 3), u8], za: Tensor[(), u8], zb: Tensor[(2, 1, 3), u8]",
                   "Tensor[(2, 5, 3), i32]", "matmul_integer(a, b, za, zb)");
 }
+
+TEST_CASE("conv_integer: a loop nest where the weight is not a constant (the library packs constants)") {
+  check_legalized("conv_integer",
+                  "x: Tensor[(n, 4, 9, 9), u8], w: Tensor[(8, 4, 3, 3), i8], zx: Tensor[(), u8], zw: Tensor[(8,), i8]",
+                  "Tensor[(n, 8, 9, 9), i32]", "conv_integer(x, w, zx, zw, padding=[1, 1, 1, 1])");
+  check_legalized("conv_integer",
+                  "x: Tensor[(n, 4, 10), i8], w: Tensor[(4, 2, 3), u8], zx: Tensor[(1,), i8], zw: Tensor[(), u8]",
+                  "Tensor[(n, 4, 4), i32]", "conv_integer(x, w, zx, zw, strides=[2], groups=2)");
+}

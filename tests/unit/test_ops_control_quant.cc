@@ -252,3 +252,24 @@ TEST_CASE("matmul_integer: the i32 result of 8-bit operands; zero points that ca
                                                 tensor({}, i8)}),
                  "inner dims"));
 }
+
+TEST_CASE("conv_integer: conv's shapes with an i32 result; 8-bit operands, zero points of their dtypes") {
+  SymExpr n = SymExpr::var("n"), h = SymExpr::var("h");
+  const DataType u8 = DataType::u(8), i8 = DataType::i(8);
+  Attrs pad{{"padding", std::vector<int64_t>{1, 1, 1, 1}}};
+  CHECK(infer_str("conv_integer", {tensor({n, 4, h, 9}, u8), tensor({8, 4, 3, 3}, i8), tensor({}, u8),
+                                   tensor({8}, i8)},
+                  pad) == "Tensor[(n, 8, h, 9), i32]");
+  CHECK(contains(infer_error("conv_integer", {tensor({n, 4, 9, 9}), tensor({8, 4, 3, 3}, i8), tensor({}),
+                                              tensor({}, i8)}),
+                 "x must be u8 or i8"));
+  CHECK(contains(infer_error("conv_integer", {tensor({n, 4, 9, 9}, u8), tensor({8, 4, 3, 3}, i8), tensor({4}, u8),
+                                              tensor({}, i8)}),
+                 "x_zp must be one value"));
+  CHECK(contains(infer_error("conv_integer", {tensor({n, 4, 9, 9}, u8), tensor({8, 4, 3, 3}, i8), tensor({}, u8),
+                                              tensor({5}, i8)}),
+                 "w_zp has 5 values for 8 output channels"));
+  CHECK(contains(infer_error("conv_integer", {tensor({n, 4, 9, 9}, u8), tensor({8, 4, 3, 3}, i8), tensor({}, u8),
+                                              tensor({}, u8)}),
+                 "w_zp's dtype u8 differs from w's i8"));
+}
