@@ -12,10 +12,14 @@
 // - an innermost serial loop around one store that simplification made
 //   plain (contiguous reads) becomes a vector loop;
 // - a parallel loop over a symbolic extent (a batch, often 1 at run time)
-//   around a serial loop of constant extent becomes one parallel loop over
-//   both, so that one image still spreads across the cores.
+//   around a serial loop of constant extent, or of symbolic extent (a
+//   sequence) whose iterations are independent, becomes one parallel loop
+//   over both, so that one image or one sequence still spreads across the
+//   cores.
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <set>
 
 #include "ir/analyzer.h"
 #include "ir/tir_functor.h"
@@ -62,14 +66,62 @@ Stmt map_children(const Stmt& s, F&& f) {
   }
 }
 
+// A buffer access's indices as integer expressions (nullopt: one is not).
+std::optional<std::vector<SymExpr>> sym_indices(const std::vector<TExpr>& indices) {
+  std::vector<SymExpr> out;
+  for (const TExpr& e : indices) {
+    std::optional<SymExpr> v = sym_operand(e);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
+// Whether the iterations of `loop` are independent, so that they may run
+// in parallel: every buffer its body stores to, unless allocated inside
+// the body, is stored at indices that mention the loop's variable, and
+// read there only at an index it is stored at (an accumulation into its
+// own element). A recurrence's state (stored at a batch index, read back
+// the next step) or a scan (read at i - 1) fails it.
+bool independent_iterations(const ForNode& loop) {
+  std::set<const BufferNode*> inside;
+  visit_stmts(loop.body, [&](const Stmt& s) {
+    if (s->kind == SKind::Allocate) inside.insert(static_cast<const AllocateNode*>(s.get())->buffer.get());
+  });
+  std::map<const BufferNode*, std::vector<std::vector<SymExpr>>> stored;
+  bool ok = true;
+  visit_stmts(loop.body, [&](const Stmt& s) {
+    if (s->kind != SKind::Store) return;
+    auto* st = static_cast<const StoreNode*>(s.get());
+    if (inside.count(st->buffer.get())) return;
+    std::optional<std::vector<SymExpr>> idx = sym_indices(st->indices);
+    if (!idx || std::none_of(idx->begin(), idx->end(), [&](const SymExpr& e) { return mentions(e, loop.var); }))
+      ok = false;
+    else
+      stored[st->buffer.get()].push_back(*idx);
+  });
+  if (!ok) return false;
+  visit_exprs(loop.body, [&](const TExpr& e) {
+    auto* ld = as<LoadNode>(e);
+    if (!ld) return;
+    auto it = stored.find(ld->buffer.get());
+    if (it == stored.end()) return;
+    std::optional<std::vector<SymExpr>> idx = sym_indices(ld->indices);
+    if (!idx || std::find(it->second.begin(), it->second.end(), *idx) == it->second.end()) ok = false;
+  });
+  return ok;
+}
+
 // The outermost parallel loops of `s`, each with the loop inside it fused
-// into it where the rule above holds.
+// into it where the rule above holds: a constant inner extent, or a
+// symbolic one (a batch of one spread over the sequence) whose iterations
+// are independent.
 Stmt spread_parallel(const Stmt& s) {
   auto* outer = s->kind == SKind::For ? static_cast<const ForNode*>(s.get()) : nullptr;
   if (!outer || outer->loop_kind != LoopKind::Parallel) return map_children(s, spread_parallel);
   auto* inner = outer->body->kind == SKind::For ? static_cast<const ForNode*>(outer->body.get()) : nullptr;
-  if (outer->extent.is_const() || !inner || inner->loop_kind != LoopKind::Serial || !inner->extent.is_const() ||
-      inner->extent.const_value() < 2)
+  if (outer->extent.is_const() || !inner || inner->loop_kind != LoopKind::Serial || inner->extent.is_const(0) ||
+      inner->extent.is_const(1) || (!inner->extent.is_const() && !independent_iterations(*inner)))
     return s;
   SymExpr f = SymExpr::var(outer->var.name() + "_" + inner->var.name());
   SymMap<SymExpr> map;
