@@ -82,7 +82,11 @@ std::optional<std::vector<SymExpr>> sym_indices(const std::vector<TExpr>& indice
 // the body, is stored at indices that mention the loop's variable, and
 // read there only at an index it is stored at (an accumulation into its
 // own element). A recurrence's state (stored at a batch index, read back
-// the next step) or a scan (read at i - 1) fails it.
+// the next step) or a scan (read at i - 1) fails it. That an index which
+// mentions the variable differs between iterations rests on how stores
+// are written: loop nests over the stored buffer's own dims (composed or
+// delinearized maps stay one-to-one); a scatter's data-dependent index is
+// not an integer expression and fails.
 bool independent_iterations(const ForNode& loop) {
   std::set<const BufferNode*> inside;
   visit_stmts(loop.body, [&](const Stmt& s) {

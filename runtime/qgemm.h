@@ -1,5 +1,7 @@
 // The runtime's 8-bit integer matrix product, for MatMulInteger and
-// QLinearMatMul (passes/legalize/matmul.cc sends matmul_integer here):
+// QLinearMatMul (passes/legalize/matmul.cc sends matmul_integer here) and,
+// over x's patches, ConvInteger and QLinearConv (conv_integer,
+// passes/legalize/nn.cc):
 //
 //   C[m, n] = sum_k (A[m, k] - a_zp[m]) * (B[k, n] - b_zp[n])
 //
