@@ -103,7 +103,7 @@ void PackageWriter::add(std::string name, std::string bytes, size_t alignment) {
   if (alignment < 64) alignment = 64;
   if (!std::has_single_bit(alignment))
     rt_fail("package section '", name, "': alignment ", alignment, " is not a power of two");
-  sections_.push_back({std::move(name), std::move(bytes), alignment});
+  sections_.push_back({std::move(name), std::move(bytes), alignment, {}, 1});
 }
 
 void PackageWriter::add(std::string name, std::span<const uint8_t> bytes, size_t alignment) {
