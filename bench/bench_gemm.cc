@@ -8,7 +8,8 @@
 //
 // Then the 8-bit product (runtime/qgemm.h, matmul_integer's: u8 x i8
 // with zero points, B packed once as a constant weight is) on the same
-// shapes, in GOP/s (2 per multiply-add) beside the f32 product's.
+// shapes, in GOP/s (2 per multiply-add) beside the runtime's f32 product
+// (gemv_f32 for one row, as in the first table).
 //
 // The shapes are issue 20's: square, transformer projections (M = 1, 64,
 // 512 by K = N = 768 and 3072) and attention's batched QK^T and PV.
@@ -39,6 +40,29 @@ struct Shape {
   std::string what;
   int64_t batch, M, N, K;
 };
+
+// The runtime's own f32 product of each batch entry, as the cpu target
+// calls it: gemm_f32, or for one row (M = 1, decode) gemv_f32 over column
+// slices of 16 per thread, as blas.matmul does.
+void relax_f32(const Shape& s, const float* a, const float* b, float* c, ThreadPool& pool) {
+  for (int64_t i = 0; i < s.batch; ++i) {
+    const float* ai = a + i * s.M * s.K;
+    const float* bi = b + i * s.K * s.N;
+    float* ci = c + i * s.M * s.N;
+    if (s.M != 1) {
+      relax::rt::gemm_f32(s.M, s.N, s.K, ai, s.K, bi, s.N, ci, s.N, &pool);
+      continue;
+    }
+    int64_t slices = std::min<int64_t>(pool.num_threads(), (s.N + 15) / 16), width = (s.N + slices - 1) / slices;
+    width = (width + 15) / 16 * 16;
+    pool.parallel_for(slices, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        int64_t j0 = t * width, nj = std::min(width, s.N - j0);
+        if (nj > 0) relax::rt::gemv_f32(nj, s.K, ai, bi + j0, s.N, ci + j0);
+      }
+    });
+  }
+}
 
 }  // namespace
 
@@ -86,30 +110,7 @@ int main(int argc, char** argv) {
       ThreadPool::set_global_num_threads(threads);
       std::shared_ptr<ThreadPool> pool = ThreadPool::global();
       openblas_set_num_threads(threads);
-      // M = 1 (decode): what blas.matmul calls for a row, gemv_f32, over column slices of 16 per thread.
-      auto row = [&](int64_t i) {
-        const float* x = a.data() + i * s.K;
-        const float* bm = b.data() + i * s.K * s.N;
-        float* y = c.data() + i * s.N;
-        int64_t slices = std::min<int64_t>(threads, (s.N + 15) / 16), width = (s.N + slices - 1) / slices;
-        width = (width + 15) / 16 * 16;
-        pool->parallel_for(slices, [&](int64_t begin, int64_t end) {
-          for (int64_t t = begin; t < end; ++t) {
-            int64_t j0 = t * width, nj = std::min(width, s.N - j0);
-            if (nj > 0) relax::rt::gemv_f32(nj, s.K, x, bm + j0, s.N, y + j0);
-          }
-        });
-      };
-      double ours = best_time(
-          [&] {
-            for (int64_t i = 0; i < s.batch; ++i)
-              if (s.M == 1)
-                row(i);
-              else
-                relax::rt::gemm_f32(s.M, s.N, s.K, a.data() + i * s.M * s.K, s.K, b.data() + i * s.K * s.N, s.N,
-                                    c.data() + i * s.M * s.N, s.N, pool.get());
-          },
-          budget);
+      double ours = best_time([&] { relax_f32(s, a.data(), b.data(), c.data(), *pool); }, budget);
       double blas = best_time(
           [&] {
             for (int64_t i = 0; i < s.batch; ++i)
@@ -152,13 +153,7 @@ int main(int argc, char** argv) {
                                       bp.data() + i * psize, c.data() + i * s.M * s.N, s.N, pool.get());
           },
           budget);
-      double f = best_time(
-          [&] {
-            for (int64_t i = 0; i < s.batch; ++i)
-              relax::rt::gemm_f32(s.M, s.N, s.K, af.data() + i * s.M * s.K, s.K, bf.data() + i * s.K * s.N, s.N,
-                                  cf.data() + i * s.M * s.N, s.N, pool.get());
-          },
-          budget);
+      double f = best_time([&] { relax_f32(s, af.data(), bf.data(), cf.data(), *pool); }, budget);
       std::printf(" %7.1f %7.1f (%4.2f) |", ops / q / 1e9, ops / f / 1e9, f / q);
     }
     std::printf("\n");

@@ -425,6 +425,22 @@ void conv2d_pack(BuiltinCall& c) {
   for (int64_t g = 0; g < groups; ++g) gemm_pack_a(Og, K, wd + g * Og * K, K, od + g * gemm_packed_a_size(Og, K));
 }
 
+// The geometry of a convolution from packed weights: x and y of rank 4
+// (or both 3: a 1-D convolution, height 1) checked by the caller, p the
+// call's parameters (sh, sw, ph, pw, dh, dw, groups, KH, KW, ...).
+Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& y, const std::vector<int64_t>& p) {
+  const size_t rank = x.shape().size();
+  auto as4 = [rank](const std::vector<int64_t>& s) {
+    return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
+  };
+  const std::vector<int64_t> xs = as4(x.shape()), ys = as4(y.shape());
+  const Conv2dGeometry g{xs[0], xs[1], xs[2], xs[3], ys[1], p[7], p[8], ys[2],
+                         ys[3], p[0],  p[1],  p[2],  p[3],  p[4], p[5], p[6]};
+  if (g.groups < 1 || g.C % g.groups != 0 || g.O % g.groups != 0 || xs[0] != ys[0] || g.KH < 1 || g.KW < 1)
+    rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
+  return g;
+}
+
 // gemm.conv2d_packed(x, wp, shape(sh, sw, ph, pw, dh, dw, groups, KH, KW,
 // layout), y[, ws]): y = conv(x, w) for x (N, C, H, W) and y (N, O, OH, OW)
 // (or both of rank 3: a 1-D convolution, KH 1), from w packed by
@@ -446,14 +462,7 @@ void conv2d_packed(BuiltinCall& c) {
     rt_fail(what, ": needs x and y of rank 4 (or 3), got ", x.type_str(), " and ", y.type_str());
   if (p.size() != 10 || !known_layout(p[9]))
     rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), got ", shape_str(p));
-  auto as4 = [rank](const std::vector<int64_t>& s) {
-    return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
-  };
-  std::vector<int64_t> xs = as4(x.shape()), ys = as4(y.shape());
-  const Conv2dGeometry g{xs[0], xs[1], xs[2], xs[3], ys[1], p[7], p[8], ys[2],
-                         ys[3], p[0],  p[1],  p[2],  p[3],  p[4], p[5], p[6]};
-  if (g.groups < 1 || g.C % g.groups != 0 || g.O % g.groups != 0 || xs[0] != ys[0] || g.KH < 1 || g.KW < 1)
-    rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
+  const Conv2dGeometry g = packed_geometry(what, x, y, p);
   const int64_t K = g.C / g.groups * g.KH * g.KW, P = g.OH * g.OW;
   const int64_t size = packed_weights_size(g.O, g.groups, K, p[9]);
   if (wp.numel() != size) rt_fail(what, ": the packed weights must hold ", size, " f32, got ", wp.type_str());
@@ -703,14 +712,7 @@ void qconv2d_packed(BuiltinCall& c) {
   if (!is_8bit(x) || (rank != 4 && rank != 3) || y.shape().size() != rank || !(y.dtype() == DType::i32()))
     rt_fail(what, ": needs 8-bit x and i32 y of rank 4 (or 3), got ", x.type_str(), " and ", y.type_str());
   if (p.size() != 9) rt_fail(what, ": needs 9 parameters, got ", shape_str(p));
-  auto as4 = [rank](const std::vector<int64_t>& s) {
-    return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
-  };
-  const std::vector<int64_t> xs = as4(x.shape()), ys = as4(y.shape());
-  const Conv2dGeometry g{xs[0], xs[1], xs[2], xs[3], ys[1], p[7], p[8], ys[2],
-                         ys[3], p[0],  p[1],  p[2],  p[3],  p[4], p[5], p[6]};
-  if (g.groups < 1 || g.C % g.groups != 0 || g.O % g.groups != 0 || xs[0] != ys[0] || g.KH < 1 || g.KW < 1)
-    rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
+  const Conv2dGeometry g = packed_geometry(what, x, y, p);
   const int64_t K = g.C / g.groups * g.KH * g.KW;
   if (!(wp.dtype() == DType::u(8)) || wp.numel() != qconv2d_packed_size(g.O, g.groups, K))
     rt_fail(what, ": the packed weights must hold ", qconv2d_packed_size(g.O, g.groups, K), " u8, got ",

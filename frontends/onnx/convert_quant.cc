@@ -228,7 +228,8 @@ Expr integer_matmul(Context& ctx, size_t a, size_t a_zp, size_t b, size_t b_zp) 
   const DataType da = ctx.dtype(a), db = ctx.dtype(b);
   if (is_8bit(da) && is_8bit(db) && ctx.ndim(a) >= 2 && ctx.ndim(b) >= 2 &&
       (!ctx.has_input(a_zp) || ctx.dtype(a_zp) == da) && (!ctx.has_input(b_zp) || ctx.dtype(b_zp) == db)) {
-    Expr za = ctx.has_input(a_zp) ? per_row(ctx, a_zp, ctx.ndim(a))(ctx.expr(a_zp)) : zero_point_or_zero(ctx, a_zp, da);
+    Expr za = zero_point_or_zero(ctx, a_zp, da);
+    if (ctx.has_input(a_zp)) za = per_row(ctx, a_zp, ctx.ndim(a))(za);
     return ctx.emit_op("matmul_integer", {ctx.expr(a), ctx.expr(b), za, zero_point_or_zero(ctx, b_zp, db)});
   }
   int rb = ctx.ndim(b);

@@ -22,6 +22,7 @@ void register_all_legalizers(LegalizerRegistry& reg) {
   register_attention_legalizers(reg);
   register_dynamic_legalizers(reg);
   register_nn_legalizers(reg);
+  register_pool_legalizers(reg);
   register_image_legalizers(reg);
   register_quant_legalizers(reg);
 }

@@ -72,7 +72,8 @@ void register_scan_sort_legalizers(LegalizerRegistry& reg);    // scan_sort.cc
 void register_random_legalizers(LegalizerRegistry& reg);       // random.cc
 void register_attention_legalizers(LegalizerRegistry& reg);    // attention.cc
 void register_dynamic_legalizers(LegalizerRegistry& reg);      // dynamic.cc (call_builtin)
-void register_nn_legalizers(LegalizerRegistry& reg);           // nn.cc
+void register_nn_legalizers(LegalizerRegistry& reg);           // nn.cc (convolutions)
+void register_pool_legalizers(LegalizerRegistry& reg);         // pool.cc
 void register_image_legalizers(LegalizerRegistry& reg);        // image.cc
 void register_quant_legalizers(LegalizerRegistry& reg);        // quant.cc (+ rnn, gru, lstm)
 
