@@ -10,7 +10,7 @@
 // line is the network's convolution time each way.
 //
 //   build/bin/relax-bench-conv [--reps-ms 200] [--threads 1] [--cold]
-//       [--layer C,H,W,O,K,stride,pad,count ...]
+//       [--layer C,H,W,O,K,stride,pad,count[,batch] ...]
 #include <cblas.h>
 
 #include <algorithm>
@@ -45,7 +45,7 @@ void flush_caches() {
 double best_time(const std::function<void()>& f, double budget) { return relax::bench::best_time(f, budget, flush_caches); }
 
 struct Layer {
-  int64_t C, H, W, O, K, stride, pad, count;
+  int64_t C, H, W, O, K, stride, pad, count, N = 1;
 };
 
 // torchvision ResNet-50, 224x224: the stem, then per stage the first
@@ -70,24 +70,27 @@ std::vector<Layer> resnet50() {
   return l;
 }
 
-// im2col (zeros where the padding is) then cblas_sgemm.
+// Per image, im2col (zeros where the padding is) then cblas_sgemm.
 void im2col_blas(const Conv2dGeometry& g, const float* x, const float* w, float* y, float* col) {
   const int64_t K = g.C * g.KH * g.KW, P = g.OH * g.OW;
-  const float* b = x;
-  if (!relax::rt::conv2d_is_product(g)) {
-    for (int64_t r = 0; r < K; ++r) {
-      int64_t c = r / (g.KH * g.KW), kh = r / g.KW % g.KH, kw = r % g.KW;
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          int64_t ih = oh * g.sh + kh - g.ph, iw = ow * g.sw + kw - g.pw;
-          col[r * P + oh * g.OW + ow] =
-              ih < 0 || ih >= g.H || iw < 0 || iw >= g.W ? 0.0f : x[(c * g.H + ih) * g.W + iw];
-        }
+  for (int64_t n = 0; n < g.N; ++n) {
+    const float* xn = x + n * g.C * g.H * g.W;
+    const float* b = xn;
+    if (!relax::rt::conv2d_is_product(g)) {
+      for (int64_t r = 0; r < K; ++r) {
+        int64_t c = r / (g.KH * g.KW), kh = r / g.KW % g.KH, kw = r % g.KW;
+        for (int64_t oh = 0; oh < g.OH; ++oh)
+          for (int64_t ow = 0; ow < g.OW; ++ow) {
+            int64_t ih = oh * g.sh + kh - g.ph, iw = ow * g.sw + kw - g.pw;
+            col[r * P + oh * g.OW + ow] =
+                ih < 0 || ih >= g.H || iw < 0 || iw >= g.W ? 0.0f : xn[(c * g.H + ih) * g.W + iw];
+          }
+      }
+      b = col;
     }
-    b = col;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.O), int(P), int(K), 1.0f, w, int(K), b, int(P),
+                0.0f, y + n * g.O * P, int(P));
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.O), int(P), int(K), 1.0f, w, int(K), b, int(P), 0.0f,
-              y, int(P));
 }
 
 }  // namespace
@@ -97,7 +100,7 @@ int main(int argc, char** argv) {
   int threads = 1;
   std::vector<Layer> layers;
   for (int i = 1; i < argc; ++i) {
-    long long v[8];
+    long long v[9] = {0, 0, 0, 0, 0, 0, 0, 0, 1};
     if (!std::strcmp(argv[i], "--reps-ms") && i + 1 < argc) {
       budget = std::atof(argv[++i]) / 1000;
     } else if (!std::strcmp(argv[i], "--cold")) {
@@ -105,12 +108,12 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
       threads = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--layer") && i + 1 < argc &&
-               std::sscanf(argv[i + 1], "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld", &v[0], &v[1], &v[2], &v[3], &v[4],
-                           &v[5], &v[6], &v[7]) == 8) {
-      layers.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]});
+               std::sscanf(argv[i + 1], "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld", &v[0], &v[1], &v[2], &v[3], &v[4],
+                           &v[5], &v[6], &v[7], &v[8]) >= 8) {
+      layers.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], std::max(1LL, v[8])});
       ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--reps-ms MS] [--threads N] [--cold] [--layer C,H,W,O,K,stride,pad,count]...\n",
+      std::fprintf(stderr, "usage: %s [--reps-ms MS] [--threads N] [--cold] [--layer C,H,W,O,K,stride,pad,count[,batch]]...\n",
                    argv[0]);
       return 2;
     }
@@ -130,12 +133,12 @@ int main(int argc, char** argv) {
   double total[4] = {0, 0, 0, 0}, best_total = 0;
   for (const Layer& l : layers) {
     int64_t OH = (l.H + 2 * l.pad - l.K) / l.stride + 1, OW = (l.W + 2 * l.pad - l.K) / l.stride + 1;
-    Conv2dGeometry g{1, l.C, l.H, l.W, l.O, l.K, l.K, OH, OW, l.stride, l.stride, l.pad, l.pad, 1, 1, 1};
-    std::vector<float> x(size_t(l.C * l.H * l.W)), w(size_t(l.O * l.C * l.K * l.K)), y(size_t(l.O * OH * OW)),
-        col(size_t(l.C * l.K * l.K * OH * OW));
+    Conv2dGeometry g{l.N, l.C, l.H, l.W, l.O, l.K, l.K, OH, OW, l.stride, l.stride, l.pad, l.pad, 1, 1, 1};
+    std::vector<float> x(size_t(l.N * l.C * l.H * l.W)), w(size_t(l.O * l.C * l.K * l.K)),
+        y(size_t(l.N * l.O * OH * OW)), col(size_t(l.C * l.K * l.K * OH * OW));
     for (float& v : x) v = dist(rng);
     for (float& v : w) v = dist(rng);
-    double flops = 2.0 * double(l.O * OH * OW) * double(l.C * l.K * l.K);
+    double flops = 2.0 * double(l.N * l.O * OH * OW) * double(l.C * l.K * l.K);
     double t[4];
     const int64_t K = l.C * l.K * l.K;
     std::vector<float> packed(size_t(relax::rt::conv2d_packed_size(l.O, 1, K))), scratch;

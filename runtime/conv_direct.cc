@@ -333,6 +333,71 @@ const BlockTiles& block_tiles() {
   return t;
 }
 
+// The padded copy of `planes` planes of H x W: each (Hp, Wp), x's rows
+// at (ph, pw), zeros around them. Small layers have planes of a few
+// short rows, where a library call per row and per stretch of padding
+// (std::copy, std::fill) cost as much as the convolution's sums: here a
+// row is a few masked vector loads and stores (the loads' masked-off
+// lanes are not read, so a row's first and last vectors may reach past x).
+__attribute__((target("avx512f"))) void pad_planes_avx512(const float* x, int64_t planes, int64_t H, int64_t W,
+                                                          int64_t ph, int64_t pw, int64_t Hp, int64_t Wp, float* out) {
+  // Per vector of a row (lane l: column c + l): the lanes read from x,
+  // pw <= c + l < pw + W, and those stored, c + l < Wp; the same for
+  // every row, so reckoned once.
+  const int64_t vectors = (Wp + 15) / 16;
+  auto read_mask = [&](int64_t v) {
+    const int64_t lo = std::clamp<int64_t>(pw - 16 * v, 0, 16), hi = std::clamp<int64_t>(pw + W - 16 * v, 0, 16);
+    return hi > lo ? __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1)) : __mmask16(0);
+  };
+  auto store_mask = [&](int64_t v) { return Wp - 16 * v >= 16 ? __mmask16(0xffff) : __mmask16((1u << (Wp - 16 * v)) - 1); };
+  constexpr int64_t kCached = 8;
+  __mmask16 reads[kCached], stores[kCached];
+  for (int64_t v = 0; v < std::min(vectors, kCached); ++v) reads[v] = read_mask(v), stores[v] = store_mask(v);
+  auto reads_of = [&](int64_t v) { return v < kCached ? reads[v] : read_mask(v); };
+  auto stores_of = [&](int64_t v) { return v < kCached ? stores[v] : store_mask(v); };
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t p = 0; p < planes; ++p) {
+    float* dst = out + p * Hp * Wp;
+    // Rows of padding (above and below) store zeros and load nothing: a
+    // masked-off lane that would fault costs a microcode assist
+    // (hundreds of cycles), and such a row has no address to read at.
+    for (int64_t r = 0; r < Hp; ++r) {
+      const bool inside = r >= ph && r < ph + H;
+      const float* src = inside ? x + (p * H + r - ph) * W - pw : nullptr;
+      float* row = dst + r * Wp;
+      for (int64_t v = 0; v < vectors; ++v) {
+        const __mmask16 m = inside ? reads_of(v) : __mmask16(0);
+        _mm512_mask_storeu_ps(row + 16 * v, stores_of(v), m ? _mm512_maskz_loadu_ps(m, src + 16 * v) : zero);
+      }
+    }
+  }
+}
+__attribute__((target("avx2,fma"))) void pad_planes_avx2(const float* x, int64_t planes, int64_t H, int64_t W,
+                                                         int64_t ph, int64_t pw, int64_t Hp, int64_t Wp, float* out) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t hp = 0; hp < Hp; ++hp) {
+      const float* src = hp >= ph && hp < ph + H ? x + (p * H + hp - ph) * W : nullptr;
+      float* dst = out + (p * Hp + hp) * Wp;
+      for (int64_t c = 0; c < Wp; c += 8) {
+        const __m256i col = _mm256_add_epi32(lane, _mm256_set1_epi32(int(c)));
+        const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(Wp)), col);
+        __m256 v = _mm256_setzero_ps();
+        if (src) {
+          const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(pw)), col),
+                                                 _mm256_cmpgt_epi32(_mm256_set1_epi32(int(pw + W)), col));
+          v = _mm256_maskload_ps(src + (c - pw), in);
+        }
+        _mm256_maskstore_ps(dst + c, keep, v);
+      }
+    }
+}
+void pad_planes(const float* x, int64_t planes, int64_t H, int64_t W, int64_t ph, int64_t pw, int64_t Hp, int64_t Wp,
+                float* out) {
+  if (kernel_isa() == KernelIsa::avx512) return pad_planes_avx512(x, planes, H, W, ph, pw, Hp, Wp, out);
+  pad_planes_avx2(x, planes, H, W, ph, pw, Hp, Wp, out);
+}
+
 using RowTile = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
                          int64_t, float*, int64_t, int64_t, int64_t);
 constexpr int kRowMax = 14;  // positions per tile: 2 x 14 sums, 2 weights and a broadcast fill the 32 registers
@@ -417,8 +482,11 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   const size_t wsize = packed ? 0 : size_t(g.groups * blocks * K * kLanes);
   scratch.resize(wsize + (copy ? size_t(g.N * g.C * Hp * Wp) : 0));
   T* xp = copy ? scratch.data() + wsize : nullptr;
-  // Both cores where the work pays for waking the second.
-  const bool split = pool && pool->num_threads() > 1 && 2.0 * double(g.N * g.O * P) * double(K) >= double(1 << 18);
+  // Both cores where the work pays for waking the second and sharing the
+  // data between two cores: at 2^18 multiply-adds a layer (a 16-channel
+  // 3x3 convolution over 6x5, two images) took longer on two threads
+  // than on one.
+  const bool split = pool && pool->num_threads() > 1 && 2.0 * double(g.N * g.O * P) * double(K) >= double(1 << 20);
   auto run = [&](int64_t n, auto&& body) {
     if (split && n > 1)
       pool->parallel_for(n, body);
@@ -427,20 +495,19 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   };
   // The padded image, one plane per item: zeros where the padding is
   // (rows above and below, columns left and right), the input inside.
-  if (copy)
-    run(g.N * g.C, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) {
-        T* plane = xp + c * Hp * Wp;
-        std::fill(plane, plane + g.ph * Wp, T(0));
-        std::fill(plane + (g.ph + g.H) * Wp, plane + Hp * Wp, T(0));
-        for (int64_t h = 0; h < g.H; ++h) {
-          T* row = plane + (h + g.ph) * Wp;
-          std::fill(row, row + g.pw, T(0));
-          std::copy(x + (c * g.H + h) * g.W, x + (c * g.H + h + 1) * g.W, row + g.pw);
-          std::fill(row + g.pw + g.W, row + Wp, T(0));
-        }
-      }
-    });
+  // The copy is a few masked loads and stores per row: split over the
+  // pool only where it is large (a parallel_for costs microseconds).
+  if (copy) {
+    static_assert(sizeof(T) == sizeof(float), "the rows are copied as 32-bit lanes");
+    auto pad = [&](int64_t begin, int64_t end) {
+      pad_planes(reinterpret_cast<const float*>(x) + begin * g.H * g.W, end - begin, g.H, g.W, g.ph, g.pw, Hp, Wp,
+                 reinterpret_cast<float*>(xp) + begin * Hp * Wp);
+    };
+    if (g.N * g.C * Hp * Wp >= (int64_t(1) << 16))
+      run(g.N * g.C, pad);
+    else
+      pad(0, g.N * g.C);
+  }
   if (!packed) pack_weights(w, g.O, g.groups, K, kLanes, scratch.data(), split ? pool : nullptr);
   const T* wt = packed ? packed : scratch.data();
   const T* image = copy ? xp : x;

@@ -120,7 +120,8 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   // directly (runtime/conv_direct.h conv2d_prefers_direct: at least 8
   // outputs per group and an output plane known to hold fewer than 8
   // positions, or at least 4 and a kernel wider than 1x1 with a reduction
-  // under 4096), else 1 (im2col + GEMM).
+  // under 4096, or a strided 1x1 kernel over at most 128 channels in and
+  // out), else 1 (im2col + GEMM).
   // Depthwise ones with one output per channel over planes known to be
   // small (at most 64 outputs): layout 2, channels in the vector lanes
   // (conv2d_depthwise_packed_f32); the plane-wise kernel zero-fills and
@@ -132,7 +133,10 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
     int64_t Og = ws[0].const_value() / groups, K = ws[1].const_value() * kh.const_value() * kw.const_value();
     const bool small_plane = plane >= 0 && plane < 8;
     const bool wide = !kh.is_const(1) || !kw.is_const(1);
-    int64_t layout = channel_blocks ? 2 : (Og >= 8 && small_plane) || (Og >= 4 && wide && K < 4096) ? 0 : 1;
+    const bool strided = std::any_of(win.strides.begin(), win.strides.end(), [](int64_t s) { return s > 1; });
+    const bool direct = (Og >= 8 && small_plane) || (Og >= 4 && wide && K < 4096) ||
+                        (Og >= 8 && !wide && strided && K <= 128 && Og <= 128);
+    int64_t layout = channel_blocks ? 2 : direct ? 0 : 1;
     if (layout == 0) no_workspace = true;
     for (const char* name : {kConv2dPack, kConv2dPacked})
       if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);

@@ -99,6 +99,11 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
       {5, 17, 1, 1, 300, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 1},
       {1, 64, 3, 3, 130, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
       {2, 20, 2, 3, 40, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 2},
+      // The padded copy: rows of 152 (10 vectors, past the 8 whose masks are reckoned once); a copy of
+      // 16 x 66 x 66, split over the pool; a strided 1x1 kernel (no padding: no copy).
+      {1, 2, 3, 150, 16, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {1, 16, 64, 64, 16, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      {2, 16, 12, 10, 16, 1, 1, 0, 0, 2, 2, 0, 0, 1, 1, 1},
   };
   for (Conv2dGeometry g : cases) {
     g = with_outputs(g);
