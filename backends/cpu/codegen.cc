@@ -232,10 +232,87 @@ void CpuCodegen::emit_prologue(Value* buffers, Value* shape_args) {
   b_.SetInsertPoint(ok_bb);
 }
 
+namespace {
+
+// Scalar operations in an expression: a load, arithmetic or a select 1,
+// a math intrinsic (a polynomial or a library call) 16.
+int64_t expr_work(const tir::TExpr& e) {
+  if (!e) return 0;
+  switch (e->kind) {
+    case tir::TKind::Sym:
+    case tir::TKind::Imm:
+      return 0;
+    case tir::TKind::Load: {
+      int64_t w = 1;
+      for (const tir::TExpr& i : tir::as<tir::LoadNode>(e)->indices) w += expr_work(i);
+      return w;
+    }
+    case tir::TKind::Binary: {
+      const auto* b = tir::as<tir::BinaryNode>(e);
+      return 1 + expr_work(b->a) + expr_work(b->b);
+    }
+    case tir::TKind::Unary:
+      return 1 + expr_work(tir::as<tir::UnaryNode>(e)->a);
+    case tir::TKind::Cast:
+      return 1 + expr_work(tir::as<tir::CastNode>(e)->a);
+    case tir::TKind::Select: {
+      const auto* s = tir::as<tir::SelectNode>(e);
+      return 1 + expr_work(s->cond) + expr_work(s->a) + expr_work(s->b);
+    }
+    case tir::TKind::Call: {
+      int64_t w = 16;
+      for (const tir::TExpr& a : tir::as<tir::CallNodeT>(e)->args) w += expr_work(a);
+      return w;
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+// Loops multiply their body's work by their extent: evaluated here where
+// it names only variables bound outside the parallel loop, else taken as
+// 8 (an extent that depends on an enclosing loop's variable).
+llvm::Value* CpuCodegen::emit_work(const tir::Stmt& s) {
+  if (!s) return i64c(0);
+  switch (s->kind) {
+    case tir::SKind::For: {
+      const auto* f = tir::as<tir::ForNode>(s);
+      bool bound = true;
+      for (const SymExpr& v : free_vars(f->extent))
+        bound = bound && std::any_of(vars_.begin(), vars_.end(), [&](const auto& p) { return p.first == v; });
+      llvm::Value* extent = bound ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, emit_sym(f->extent), i64c(0))
+                                  : static_cast<llvm::Value*>(i64c(8));
+      return b_.CreateMul(extent, emit_work(f->body));
+    }
+    case tir::SKind::Store: {
+      const auto* st = tir::as<tir::StoreNode>(s);
+      int64_t w = 1 + expr_work(st->value);
+      for (const tir::TExpr& i : st->indices) w += expr_work(i);
+      return i64c(w);
+    }
+    case tir::SKind::Seq: {
+      llvm::Value* w = i64c(0);
+      for (const tir::Stmt& c : tir::as<tir::SeqNode>(s)->stmts) w = b_.CreateAdd(w, emit_work(c));
+      return w;
+    }
+    case tir::SKind::IfThenElse: {
+      const auto* i = tir::as<tir::IfThenElseNode>(s);
+      return b_.CreateAdd(i64c(1 + expr_work(i->cond)), b_.CreateAdd(emit_work(i->then_case), emit_work(i->else_case)));
+    }
+    case tir::SKind::Allocate:
+      return emit_work(tir::as<tir::AllocateNode>(s)->body);
+    case tir::SKind::Barrier:
+      return i64c(0);
+  }
+  return i64c(1);
+}
+
 // The loop body becomes `void body(i64 begin, i64 end, ptr ctx)`; ctx points
 // to a struct holding every bound variable and buffer pointer. The kernel
 // hands it to relax_runtime_hooks.parallel_for, or calls it once over the
-// whole range when the runtime installed none.
+// whole range when the runtime installed none or the loop's estimated work
+// is below kParallelMinWork.
 void CpuCodegen::emit_parallel(const tir::ForNode& f) {
   Value* extent = emit_sym(f.extent);
   std::vector<llvm::Type*> fields;
@@ -289,7 +366,10 @@ void CpuCodegen::emit_parallel(const tir::ForNode& f) {
   b_.SetInsertPoint(run_bb);
   auto* hooks = mod_.getNamedGlobal("relax_runtime_hooks");
   Value* pf = b_.CreateLoad(b_.getPtrTy(), b_.CreateStructGEP(hooks_type(ctx_), hooks, 2), "parallel_for");
-  b_.CreateCondBr(b_.CreateIsNotNull(pf), pool_bb, serial_bb);
+  // The pool where there is one and the loop has the work for it.
+  Value* work = b_.CreateMul(extent, emit_work(f.body));
+  b_.CreateCondBr(b_.CreateAnd(b_.CreateIsNotNull(pf), b_.CreateICmpSGE(work, i64c(kParallelMinWork))), pool_bb,
+                  serial_bb);
   b_.SetInsertPoint(pool_bb);
   auto* pf_type = llvm::FunctionType::get(b_.getVoidTy(), {i64, b_.getPtrTy(), b_.getPtrTy()}, false);
   b_.CreateCall(pf_type, pf, {extent, body, ctx});

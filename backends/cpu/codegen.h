@@ -33,6 +33,13 @@
 
 namespace relax::cpu {
 
+// A parallel loop whose estimated work (scalar operations: a load, an
+// arithmetic op or a select 1, a math intrinsic 16, times the loops'
+// extents) is below this runs on the calling thread: waking a worker and
+// sharing the data between two cores costs a few microseconds, more than
+// a small kernel takes.
+constexpr int64_t kParallelMinWork = int64_t(1) << 15;
+
 struct CpuOptions {
   std::string cpu = "host";  // an LLVM CPU name: "host" (the build machine), "x86-64", "x86-64-v3", "znver3", ...
   int opt_level = 3;         // 0..3

@@ -28,6 +28,8 @@ class CpuCodegen : public llvmgen::ProgramCodegen {
 
  private:
   void emit_prologue(llvm::Value* buffers, llvm::Value* shape_args);
+  // An estimate of a statement's scalar operations, as a run-time value.
+  llvm::Value* emit_work(const tir::Stmt& s);
 };
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuOptions& opts);

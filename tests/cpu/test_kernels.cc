@@ -3,9 +3,11 @@
 // gather, sym_params and index arithmetic, loops of every cpu kind.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <numeric>
 #include <random>
 
+#include "backends/cpu/codegen.h"
 #include "cpu_test_util.h"
 #include "passes/passes.h"
 
@@ -71,15 +73,19 @@ TEST_CASE("cpu: every opt level and a named cpu compile and agree") {
   }
 }
 
-TEST_CASE("cpu: broadcast add (add_bias, parallel + vectorized) calls parallel_for") {
+TEST_CASE("cpu: broadcast add (add_bias, parallel + vectorized) calls parallel_for when it has the work") {
   Library lib(compile_programs(corpus_programs("26_call_tir.relax"), {}));
   Kernel k = lib.kernel("add_bias");
-  for (int64_t n : {0, 1, 5, 64}) {
+  // Per element a store, an add and two loads: 4 operations, so 128 * n * 4
+  // against kParallelMinWork (2^15): up to 5 rows on the calling thread, 256
+  // rows on the pool.
+  for (int64_t n : {0, 1, 5, 256}) {
     CAPTURE(n);
     std::vector<float> x = random_floats(size_t(n * 128), 1), b = random_floats(128, 2), y(size_t(n * 128));
     int before = parallel_calls;
     REQUIRE(call(k, {x.data(), b.data(), y.data()}, {n, 128, 128, n, 128}) == 0);
-    CHECK(parallel_calls - before == (n > 0 ? 1 : 0));
+    CHECK(parallel_calls - before == (n * 128 * 4 >= cpu::kParallelMinWork ? 1 : 0));
+    CHECK((n >= 256) == (parallel_calls - before == 1));
     for (int64_t i = 0; i < n; ++i)
       for (int j = 0; j < 128; ++j) CHECK(y[i * 128 + j] == x[i * 128 + j] + b[j]);
   }
@@ -226,11 +232,42 @@ prog @nested(x: Buffer[(n, m), f32]) -> (y: Buffer[(n, m), f32]) {
 }
 )"),
                                {}));
-  std::vector<float> x = random_floats(6 * 9, 15), y(6 * 9);
+  std::vector<float> x = random_floats(64 * 256, 15), y(64 * 256);
   int before = parallel_calls;
-  REQUIRE(call(lib.kernel("nested"), {x.data(), y.data()}, {6, 9, 6, 9}) == 0);
+  REQUIRE(call(lib.kernel("nested"), {x.data(), y.data()}, {64, 256, 64, 256}) == 0);
   CHECK(parallel_calls - before == 1);
-  for (int i = 0; i < 6 * 9; ++i) CHECK(y[i] == x[i] + 1.0f);
+  for (int i = 0; i < 64 * 256; ++i) CHECK(y[i] == x[i] + 1.0f);
+}
+
+TEST_CASE("cpu: a parallel loop with little work runs on the calling thread; a math call weighs 16") {
+  Library lib(compile_programs(programs_of(R"(
+prog @plain(x: Buffer[(n, 64), f32]) -> (y: Buffer[(n, 64), f32]) {
+  for i in parallel(n) {
+    for j in range(64) {
+      y[i, j] = x[i, j] + 1.0f32
+    }
+  }
+}
+prog @expo(x: Buffer[(n, 64), f32]) -> (y: Buffer[(n, 64), f32]) {
+  for i in parallel(n) {
+    for j in range(64) {
+      y[i, j] = exp(x[i, j])
+    }
+  }
+}
+)"),
+                               {}));
+  // 32 rows: plain does 32 * 64 * 3 operations (2^12.6), under the bound;
+  // expo 32 * 64 * 18 (2^15.2), over it.
+  const int64_t n = 32;
+  std::vector<float> x = random_floats(size_t(n * 64), 16), y(size_t(n * 64));
+  int before = parallel_calls;
+  REQUIRE(call(lib.kernel("plain"), {x.data(), y.data()}, {n, 64, n, 64}) == 0);
+  CHECK(parallel_calls == before);
+  for (int64_t i = 0; i < n * 64; ++i) CHECK(y[size_t(i)] == x[size_t(i)] + 1.0f);
+  REQUIRE(call(lib.kernel("expo"), {x.data(), y.data()}, {n, 64, n, 64}) == 0);
+  CHECK(parallel_calls == before + 1);
+  for (int64_t i = 0; i < n * 64; ++i) CHECK(y[size_t(i)] == doctest::Approx(std::exp(x[size_t(i)])).epsilon(1e-6));
 }
 
 TEST_CASE("cpu: kernel symbols are sanitised and unique, one per program in order") {
