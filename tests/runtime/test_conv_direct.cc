@@ -232,9 +232,12 @@ TEST_CASE("conv2d_depthwise_f32 matches a double-precision loop nest; vector and
       {1, 5, 2, 2, 5, 5, 5, 0, 0, 1, 1, 2, 2, 1, 1, 5},
       {1, 7, 2, 2, 7, 5, 5, 0, 0, 2, 2, 2, 2, 1, 1, 7},
       {3, 2, 9, 11, 2, 3, 3, 0, 0, 1, 1, 2, 2, 2, 2, 2},
-      // Many channels (blocks of 16 at once, then one at a time, the last partial): 40 and 83.
+      // Many channels (blocks of 16 at once, then one at a time, the last partial): 40 and 83; the
+      // channels-last copies in 8 x 8 blocks and their edges (83 channels of 3 x 3; 48 of 16 x 16, three
+      // images, as EfficientNet's stride-2 layers).
       {2, 40, 8, 8, 40, 5, 5, 0, 0, 2, 2, 2, 2, 1, 1, 40},
       {1, 83, 3, 3, 83, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 83},
+      {3, 48, 16, 16, 48, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 48},
   };
   for (Conv2dGeometry g : cases) {
     g = with_outputs(g);
