@@ -309,8 +309,11 @@ __attribute__((target("avx2,fma"))) void depthwise_channels_avx2(const float* co
 #ifdef RELAX_X86_KERNELS
 __attribute__((target("avx2"))) void transpose_blocks_avx2(const float* src, int64_t rows, int64_t cols,
                                                            int64_t ld_src, float* dst, int64_t ld_dst) {
-  for (int64_t r0 = 0; r0 + 8 <= rows; r0 += 8)
-    for (int64_t c0 = 0; c0 + 8 <= cols; c0 += 8) {
+  // Columns outer: the 8 rows of dst a step writes are filled whole
+  // (every r0) before the next step's, and src's rows are read 32 bytes
+  // further each step, their lines still in L1.
+  for (int64_t c0 = 0; c0 + 8 <= cols; c0 += 8)
+    for (int64_t r0 = 0; r0 + 8 <= rows; r0 += 8) {
       __m256 v[8], t[8];
       for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(src + (r0 + i) * ld_src + c0);
       for (int i = 0; i < 8; i += 2) {
@@ -346,6 +349,53 @@ void transpose_f32(const float* src, int64_t rows, int64_t cols, int64_t ld_src,
   for (int64_t r = r8; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) dst[c * ld_dst + r] = src[r * ld_src + c];
 }
+
+#ifdef RELAX_X86_KERNELS
+// AVX-512: one output row's positions [ow0, ow1) of one 16-channel block,
+// every tap of each inside the image in width (the row's interior), four
+// positions at a time: per tap one weight load feeds four chains.
+// rows[kh]: input row kh of the window, channels last at the block's
+// first channel, or null in the padding (its taps add w * 0, as the other
+// forms do, so every form gives the same sums bitwise). out: the row's
+// first position at the block.
+__attribute__((target("avx512f"))) void depthwise_row_avx512(const float* const* rows, int64_t KH, int64_t KW,
+                                                             int64_t sw, int64_t dw, int64_t pw, int64_t Cp,
+                                                             const float* wt, int64_t ow0, int64_t ow1, float* out) {
+  const __m512 zero = _mm512_setzero_ps();
+  int64_t ow = ow0;
+  for (; ow + 4 <= ow1; ow += 4) {
+    __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+    const float* w = wt;
+    for (int64_t kh = 0; kh < KH; ++kh) {
+      const float* row = rows[kh];
+      for (int64_t kw = 0; kw < KW; ++kw, w += 16) {
+        const __m512 wv = _mm512_loadu_ps(w);
+        if (!row) {
+          a0 = _mm512_fmadd_ps(wv, zero, a0), a1 = _mm512_fmadd_ps(wv, zero, a1);
+          a2 = _mm512_fmadd_ps(wv, zero, a2), a3 = _mm512_fmadd_ps(wv, zero, a3);
+          continue;
+        }
+        const float* x = row + (ow * sw + kw * dw - pw) * Cp;
+        a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x), a0);
+        a1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + sw * Cp), a1);
+        a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + 2 * sw * Cp), a2);
+        a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + 3 * sw * Cp), a3);
+      }
+    }
+    _mm512_storeu_ps(out + ow * Cp, a0), _mm512_storeu_ps(out + (ow + 1) * Cp, a1);
+    _mm512_storeu_ps(out + (ow + 2) * Cp, a2), _mm512_storeu_ps(out + (ow + 3) * Cp, a3);
+  }
+  for (; ow < ow1; ++ow) {
+    __m512 a = zero;
+    const float* w = wt;
+    for (int64_t kh = 0; kh < KH; ++kh)
+      for (int64_t kw = 0; kw < KW; ++kw, w += 16)
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(w),
+                            rows[kh] ? _mm512_loadu_ps(rows[kh] + (ow * sw + kw * dw - pw) * Cp) : zero, a);
+    _mm512_storeu_ps(out + ow * Cp, a);
+  }
+}
+#endif
 
 // The portable form: the same chains with std::fma.
 void depthwise_channels_plain(const float* const* xs, int64_t taps, const float* wt, int64_t blocks, float* out) {
@@ -392,37 +442,61 @@ void conv2d_depthwise_packed_f32(const Conv2dGeometry& g, const float* x, const 
   if (vector && conv2d_direct_available()) isa = kernel_isa() == KernelIsa::avx512 ? kAvx512 : kAvx2;
 #endif
   (void)vector;
-  auto body = [&](int64_t begin, int64_t end) {
-    std::vector<const float*> xs(static_cast<size_t>(taps));
-    for (int64_t r = begin; r < end; ++r) {  // r: (image, output position)
-      int64_t n = r / P, p = r % P, oh = p / g.OW, ow = p % g.OW;
-      for (int64_t kh = 0; kh < g.KH; ++kh)
-        for (int64_t kw = 0; kw < g.KW; ++kw) {
-          int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
-          xs[size_t(kh * g.KW + kw)] =
-              ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? xt + (n * HW + ih * g.W + iw) * Cp : nullptr;
-        }
-      float* out = yt + r * Cp;
+  // One output position, every block: its taps' inputs (null in the padding), then the blocks' chains.
+  auto position = [&](int64_t n, int64_t oh, int64_t ow, const float** xs) {
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        int64_t ih = oh * g.sh + kh * g.dh - g.ph, iw = ow * g.sw + kw * g.dw - g.pw;
+        xs[kh * g.KW + kw] = ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? xt + (n * HW + ih * g.W + iw) * Cp : nullptr;
+      }
+    float* out = yt + (n * P + oh * g.OW + ow) * Cp;
 #ifdef RELAX_X86_KERNELS
-      int64_t j = 0;
-      // Four blocks at once: four chains in flight.
+    int64_t j = 0;
+    // Four blocks at once: four chains in flight.
+    if (isa == kAvx512) {
+      for (; j + 4 <= blocks; j += 4)
+        depthwise_channels_avx512<4>(xs, 16 * j, taps, packed + j * taps * 16, out + 16 * j);
+      for (; j < blocks; ++j) depthwise_channels_avx512<1>(xs, 16 * j, taps, packed + j * taps * 16, out + 16 * j);
+    } else if (isa == kAvx2) {
+      for (; j + 2 <= blocks; j += 2)
+        depthwise_channels_avx2<2>(xs, 16 * j, taps, packed + j * taps * 16, out + 16 * j);
+      for (; j < blocks; ++j) depthwise_channels_avx2<1>(xs, 16 * j, taps, packed + j * taps * 16, out + 16 * j);
+    }
+#endif
+    if (isa == kPlain) depthwise_channels_plain(xs, taps, packed, blocks, out);
+  };
+  // The row's interior: the positions whose taps all lie inside the image
+  // in width, ow * sw - pw >= 0 and ow * sw + (KW - 1) * dw - pw < W.
+  const int64_t ow_lo = std::min(g.OW, (g.pw + g.sw - 1) / g.sw);
+  const int64_t last = g.W - 1 - (g.KW - 1) * g.dw + g.pw;
+  const int64_t ow_hi = std::max(ow_lo, std::min(g.OW, last < 0 ? 0 : last / g.sw + 1));
+  auto body = [&](int64_t begin, int64_t end) {
+    std::vector<const float*> xs(static_cast<size_t>(taps)), rows(static_cast<size_t>(g.KH));
+    for (int64_t r = begin; r < end; ++r) {  // r: (image, output row)
+      const int64_t n = r / g.OH, oh = r % g.OH;
+#ifdef RELAX_X86_KERNELS
       if (isa == kAvx512) {
-        for (; j + 4 <= blocks; j += 4)
-          depthwise_channels_avx512<4>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
-        for (; j < blocks; ++j)
-          depthwise_channels_avx512<1>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
-      } else if (isa == kAvx2) {
-        for (; j + 2 <= blocks; j += 2)
-          depthwise_channels_avx2<2>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
-        for (; j < blocks; ++j)
-          depthwise_channels_avx2<1>(xs.data(), 16 * j, taps, packed + j * taps * 16, out + 16 * j);
+        // The interior by rows of each block (one weight load a tap for
+        // four positions), the edges position by position.
+        for (int64_t ow = 0; ow < ow_lo; ++ow) position(n, oh, ow, xs.data());
+        for (int64_t ow = ow_hi; ow < g.OW; ++ow) position(n, oh, ow, xs.data());
+        float* out = yt + (n * P + oh * g.OW) * Cp;
+        for (int64_t j = 0; j < blocks; ++j) {
+          for (int64_t kh = 0; kh < g.KH; ++kh) {
+            const int64_t ih = oh * g.sh + kh * g.dh - g.ph;
+            rows[size_t(kh)] = ih >= 0 && ih < g.H ? xt + (n * HW + ih * g.W) * Cp + 16 * j : nullptr;
+          }
+          depthwise_row_avx512(rows.data(), g.KH, g.KW, g.sw, g.dw, g.pw, Cp, packed + j * taps * 16, ow_lo, ow_hi,
+                               out + 16 * j);
+        }
+        continue;
       }
 #endif
-      if (isa == kPlain) depthwise_channels_plain(xs.data(), taps, packed, blocks, out);
+      for (int64_t ow = 0; ow < g.OW; ++ow) position(n, oh, ow, xs.data());
     }
   };
-  const int64_t items = g.N * P;
-  if (pool && pool->num_threads() > 1 && items > 1 && double(items) * double(Cp * taps) >= double(1 << 16))
+  const int64_t items = g.N * g.OH;
+  if (pool && pool->num_threads() > 1 && items > 1 && double(g.N * P) * double(Cp * taps) >= double(1 << 16))
     pool->parallel_for(items, body);
   else
     body(0, items);
