@@ -140,17 +140,21 @@ __attribute__((target("avx512f"))) void row_tile(const float* x0, int64_t xrow, 
 }
 
 // AVX-512, f32, layers of at most 8 output channels per group (the packed
-// 8-lane blocks) at column stride 1: output positions go in the lanes
+// 8-lane blocks) at column stride 1 or 2: output positions go in the lanes
 // instead, V vectors of 16 consecutive positions of one output row by the
 // block's 8 channels, 8 * V sums in registers. Per tap: V loads of the
 // padded input row (the positions' inputs are consecutive) and 8 weight
 // broadcasts feed 8 * V fused multiply-adds; the sums are stored as rows
 // (NCHW), not scattered. `count`: the tile's positions (the last vector
 // masked). x0: the row's first input for channel 0, tap (0, 0).
-template <int V>
+// With column stride S = 2 a vector's 16 positions read every other input
+// of 32: two loads (masked to the 2 * 16 - 1 inputs read) and a permute
+// keeping the even lanes.
+template <int V, int S>
 __attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, int64_t KH, int64_t KW, int64_t cstride,
                                                   int64_t rstride, int64_t dw, const float* wt, float* yb,
                                                   int64_t plane, int64_t oc, int64_t count) {
+  static_assert(S == 1 || S == 2, "column strides 1 and 2");
   __m512 acc[8][V];
 #pragma GCC unroll 8
   for (int l = 0; l < 8; ++l)
@@ -158,6 +162,11 @@ __attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, i
     for (int v = 0; v < V; ++v) acc[l][v] = _mm512_setzero_ps();
   const int64_t rest = count - 16 * (V - 1);
   const __mmask16 last = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
+  // S = 2: the inputs a vector reads, 2 * positions - 1, split over its two loads.
+  const int64_t reads = 2 * std::min<int64_t>(rest, 16) - 1;
+  const __mmask16 lo_last = reads >= 16 ? __mmask16(0xffff) : __mmask16((1u << reads) - 1);
+  const __mmask16 hi_last = reads > 16 ? __mmask16((1u << (reads - 16)) - 1) : __mmask16(0);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   for (int64_t ci = 0; ci < Cg; ++ci) {
     for (int64_t kh = 0; kh < KH; ++kh) {
       const float* row = x0 + ci * cstride + kh * rstride;
@@ -165,8 +174,15 @@ __attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, i
         const float* px = row + kw * dw;
         __m512 xv[V];
 #pragma GCC unroll 3
-        for (int v = 0; v < V; ++v)
-          xv[v] = v + 1 < V ? _mm512_loadu_ps(px + 16 * v) : _mm512_maskz_loadu_ps(last, px + 16 * v);
+        for (int v = 0; v < V; ++v) {
+          if constexpr (S == 1) {
+            xv[v] = v + 1 < V ? _mm512_loadu_ps(px + 16 * v) : _mm512_maskz_loadu_ps(last, px + 16 * v);
+          } else {
+            const __m512 lo = v + 1 < V ? _mm512_loadu_ps(px + 32 * v) : _mm512_maskz_loadu_ps(lo_last, px + 32 * v);
+            const __m512 hi = _mm512_maskz_loadu_ps(v + 1 < V ? __mmask16(0x7fff) : hi_last, px + 32 * v + 16);
+            xv[v] = _mm512_permutex2var_ps(lo, even, hi);
+          }
+        }
 #pragma GCC unroll 8
         for (int l = 0; l < 8; ++l) {
           const __m512 w = _mm512_set1_ps(wt[l]);
@@ -564,7 +580,7 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
     }
   }
   if constexpr (std::is_same_v<Op, F32x8> && kLanes == 8) {
-    if (kernel_isa() == KernelIsa::avx512 && g.sw == 1) {
+    if (kernel_isa() == KernelIsa::avx512 && (g.sw == 1 || g.sw == 2)) {
       // Tiles of up to 48 consecutive positions of one output row, in near-equal parts.
       const int64_t col_tiles = (g.OW + 47) / 48, width = (g.OW + col_tiles - 1) / col_tiles;
       const int64_t per_image = blocks * g.OH * col_tiles;
@@ -574,11 +590,12 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
                   ng = r / per_image, gi = ng % g.groups, n = ng / g.groups;
           int64_t ow0 = ct * width, count = std::min(width, g.OW - ow0);
           int64_t o0 = gi * Og + b * kLanes, oc = std::min<int64_t>(kLanes, Og - b * kLanes);
-          const T* x0 = image + (n * g.C + gi * Cg) * Hp * Wp + oh * g.sh * Wp + ow0;
+          const T* x0 = image + (n * g.C + gi * Cg) * Hp * Wp + oh * g.sh * Wp + ow0 * g.sw;
           const T* wb = wt + (gi * blocks + b) * K * kLanes;
           T* yb = y + (n * g.O + o0) * P + oh * g.OW + ow0;
           int vectors = int((count + 15) / 16);
-          auto f = vectors == 1 ? lane_tile<1> : vectors == 2 ? lane_tile<2> : lane_tile<3>;
+          auto f = g.sw == 1 ? (vectors == 1 ? lane_tile<1, 1> : vectors == 2 ? lane_tile<2, 1> : lane_tile<3, 1>)
+                             : (vectors == 1 ? lane_tile<1, 2> : vectors == 2 ? lane_tile<2, 2> : lane_tile<3, 2>);
           f(x0, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw, wb, yb, P, oc, count);
         }
       });

@@ -91,6 +91,11 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
       {1, 5, 9, 40, 8, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
       {2, 6, 9, 70, 12, 3, 3, 0, 0, 2, 1, 1, 0, 1, 2, 2},
       {1, 3, 5, 5, 4, 3, 3, 0, 0, 1, 1, 1, 1, 1, 1, 1},
+      // ... at column stride 2 (two loads and a permute a vector): a stem's 3 channels of 32 x 32 onto 8,
+      // rows of 36 (three vectors, the last of 4 positions), dilation 2.
+      {1, 3, 32, 32, 8, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
+      {2, 4, 9, 71, 6, 3, 3, 0, 0, 2, 2, 1, 1, 1, 1, 1},
+      {1, 5, 12, 40, 8, 3, 3, 0, 0, 1, 2, 1, 1, 2, 2, 1},
       // Block tiles (fewer than 8 positions per image): a 1x1 plane by 3 blocks; 3 images of 2x2 (12
       // positions in 3 tiles) by 9 blocks; 5 images of 1x1 (tiles of 3 and 2) by 19 blocks, the last
       // partial; a strided 3x3 with padding onto 2x2 by 9 blocks; 2x3 planes in 2 groups of 20.
