@@ -118,9 +118,6 @@ std::unique_ptr<llvm::Module> build_part(llvm::LLVMContext& ctx, const std::vect
     if (!features.empty()) f.addFnAttr("target-features", features);
     f.addFnAttr(llvm::Attribute::NoUnwind);
     if (avx512) f.addFnAttr("prefer-vector-width", "512");
-    // A division marked as allowing a reciprocal (only sigmoid's) is the
-    // reciprocal estimate and one Newton step; all others stay divisions.
-    f.addFnAttr("reciprocal-estimates", "divf:1,vec-divf:1");
   }
   std::string err;
   llvm::raw_string_ostream os(err);

@@ -239,6 +239,31 @@ prog @nested(x: Buffer[(n, m), f32]) -> (y: Buffer[(n, m), f32]) {
   for (int i = 0; i < 64 * 256; ++i) CHECK(y[i] == x[i] + 1.0f);
 }
 
+TEST_CASE("cpu: a fused index [t // 192, t % 192, i, j] is affine in t: the channel loop around a 2x2 plane vectorises") {
+  // simplify-tir leaves this (the plane's loops unrolled); the offset
+  // t * 4 + i * 2 + j comes from simplifying it as one expression.
+  const char* text = R"(
+prog @silu22(x: Buffer[(n, 192, 2, 2), f32]) -> (y: Buffer[(n, 192, 2, 2), f32]) {
+  for t in range(n * 192) {
+    for i in unrolled(2) {
+      for j in unrolled(2) {
+        y[t // 192, t % 192, i, j] = x[t // 192, t % 192, i, j] * sigmoid(x[t // 192, t % 192, i, j])
+      }
+    }
+  }
+}
+)";
+  std::string ir = emit_llvm_ir(programs_of(text), {"x86-64-v3", 3});
+  CHECK(ir.find("x float>") != std::string::npos);
+  CHECK(ir.find("sdiv") == std::string::npos);  // no division left in the addresses
+  Library lib(compile_programs(programs_of(text), {}));
+  const int64_t n = 3;
+  std::vector<float> x = random_floats(size_t(n * 192 * 4), 17), y(x.size());
+  REQUIRE(call(lib.kernel("silu22"), {x.data(), y.data()}, {n, 192, 2, 2, n, 192, 2, 2}) == 0);
+  for (size_t k = 0; k < x.size(); ++k)
+    CHECK(y[k] == doctest::Approx(x[k] / (1 + std::exp(-x[k]))).epsilon(1e-6));
+}
+
 TEST_CASE("cpu: a parallel loop with little work runs on the calling thread; a math call weighs 16") {
   Library lib(compile_programs(programs_of(R"(
 prog @plain(x: Buffer[(n, 64), f32]) -> (y: Buffer[(n, 64), f32]) {
