@@ -15,7 +15,9 @@
 //   around a serial loop of constant extent, or of symbolic extent (a
 //   sequence) whose iterations are independent, becomes one parallel loop
 //   over both, so that one image or one sequence still spreads across the
-//   cores.
+//   cores;
+// - innermost serial loops of 2 to 4 iterations (nests of them up to 16)
+//   are unrolled, so that the loop around them vectorises.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -310,6 +312,37 @@ Stmt mark_vector_loops(const Stmt& s) {
   return map_children(s, mark_vector_loops);
 }
 
+// Innermost serial loops of 2 to 4 iterations (the 2x2 planes of a CNN's
+// last stages, a squeeze-and-excite scale over them) marked unrolled: LLVM
+// unrolls them whole before it vectorises, so the loop around them becomes
+// the innermost and is vectorised across the channels, where their copies
+// share what depends on the channel only (EfficientNet's SE scale,
+// sigmoid(s[c]) * x[c, h, w] over 2x2: one scalar sigmoid per channel
+// before, 16 channels a vector after).
+// The iterations of the loops in `s` if every one is unrolled (1 when
+// there are none), else 0.
+int64_t unrolled_iterations(const Stmt& s) {
+  int64_t n = 1;
+  visit_stmts(s, [&](const Stmt& x) {
+    if (x->kind != SKind::For) return;
+    auto* f = static_cast<const ForNode*>(x.get());
+    n = f->loop_kind == LoopKind::Unrolled && f->extent.is_const() ? n * f->extent.const_value() : 0;
+  });
+  return n;
+}
+Stmt unroll_short_loops(const Stmt& s) {
+  Stmt r = map_children(s, unroll_short_loops);
+  if (r->kind != SKind::For) return r;
+  auto* f = static_cast<const ForNode*>(r.get());
+  if (f->loop_kind != LoopKind::Serial || !f->extent.is_const() || f->extent.const_value() < 2 ||
+      f->extent.const_value() > 4)
+    return r;
+  // Nests of them too (a 2x2 plane's two loops), up to 16 copies of the body.
+  const int64_t inner = unrolled_iterations(f->body);
+  if (inner == 0 || inner * f->extent.const_value() > 16) return r;
+  return make_for(f->var, f->extent, LoopKind::Unrolled, f->body);
+}
+
 // `f` on every node of every symbolic index, extent aside, in `s`.
 void visit_sym_nodes(const Stmt& s, const std::function<void(const SymExpr&)>& f) {
   std::function<void(const SymExpr&)> walk = [&](const SymExpr& e) {
@@ -464,7 +497,7 @@ IRModule simplify_tir(const IRModule& mod) {
     if (mod.attrs.get_string("target", "cpu") == "cpu") {
       body = delinearize(tir::simplify_indices(unswitch_index_selects(drop_unit_loops(body))));
       body = mark_vector_loops(tir::simplify_indices(partition_loops(body)));
-      body = spread_parallel(body);
+      body = unroll_short_loops(spread_parallel(body));
     }
     body = tir::simplify_indices(body);
     if (body != p->body)
