@@ -99,10 +99,16 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   // loop nest, 0.040 ms in the library; 32x32x64 0.29 and 0.10 ms), at
   // row stride 1: strided, the nest gathers every input, and the library
   // ran EfficientNet-B0-like and MobileNetV3-like models 1.4-1.5x faster.
+  // Planes of at most 64 outputs over 16 channels or more go to the
+  // library's channels-in-lanes kernel (layout 2 below) even at stride 1:
+  // EfficientNet's 144 to 288 channels over 2x2 and 1x1 planes, 3x3 and
+  // 5x5 taps, three images, took 11 to 42 us as loop nests (SiLU fused)
+  // and take 5 to 10 us there.
   Window win = library_window("conv", attrs, rank);
   const bool depthwise = ws[1].is_const(1) && ws[0].const_value() / groups < 8;
   if (depthwise && oh.is_const() && ow.is_const() && oh.const_value() * ow.const_value() <= 256 &&
-      win.strides.back() == 1)
+      win.strides.back() == 1 &&
+      !(oh.const_value() * ow.const_value() <= 64 && ws[0].const_value() == groups && groups >= 16))
     return std::nullopt;
   if (!depthwise && ws[0].const_value() / groups < 4) return std::nullopt;
   // No workspace: a plain product (1x1, stride 1, no padding), or i32.
