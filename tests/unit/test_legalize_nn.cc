@@ -72,7 +72,9 @@ TEST_CASE("conv_transpose and deform_conv") {
 
 TEST_CASE("pools, indices, unpool, lrn") {
   check_legalized("max_pool", "x: Tensor[(n, 3, 8, 8), f32]", "Tensor[(n, 3, 4, 4), f32]",
-                  "max_pool(x, pool_size=[2, 2], strides=[2, 2])");
+                  "max_pool(x, pool_size=[2, 2], strides=[2, 2])", "call_library(\"pool.max2d\"");  // f32 2-D
+  check_legalized("max_pool", "x: Tensor[(n, 3, 8, 8), f16]", "Tensor[(n, 3, 4, 4), f16]",
+                  "max_pool(x, pool_size=[2, 2], strides=[2, 2])");  // other dtypes: a loop nest
   check_legalized("max_pool", "x: Tensor[(n, 3, 7), u8]", "Tensor[(n, 3, 4), u8]",
                   "max_pool(x, pool_size=[3], strides=[2], padding=[1, 1])");
   check_legalized("avg_pool", "x: Tensor[(n, 3, 5, 5, 5), f32]", "Tensor[(n, 3, 3, 3, 3), f32]",
