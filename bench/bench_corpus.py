@@ -8,8 +8,11 @@ Prints a table and the geometric mean of the ratios per thread count.
 
 The machine's speed drifts (a shared host: the same package measures 0.37
 and 0.62 ms minutes apart), so each cell takes --rounds rounds, relax and
-ORT alternating, and keeps each side's lowest median: the round least
-disturbed, for both alike.
+ORT back to back in each, and its ratio is the median over the rounds of
+each round's relax/ORT: two medians taken seconds apart see the same
+machine, where each side's lowest median over the rounds may come from a
+fast spell the other side never saw. The ms columns are each side's
+median over the rounds.
 
     (cd bench && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-save onnxruntime-node)
     /usr/bin/python3 bench/bench_corpus.py --bin build/bin [--runs 30] [--rounds 3] [--threads 1,2]
@@ -24,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -126,7 +130,7 @@ def main():
     ap.add_argument("--bin", required=True, help="the folder holding relax-build and relax-run")
     ap.add_argument("--runs", type=int, default=30, help="runs per median")
     ap.add_argument("--rounds", type=int, default=3,
-                    help="medians per side and cell, relax and ORT alternating; the lowest is kept")
+                    help="rounds per cell, relax and ORT back to back in each; the ratio is the median of the rounds' ratios")
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     ap.add_argument("--only", help="models, comma-separated (default: every corpus model)")
     ap.add_argument("--node-path", default=os.environ.get("NODE_PATH"),
@@ -142,7 +146,8 @@ def main():
         print(f"ONNX Runtime's floor here: {floor:.3f} ms per run of a one-node model (Identity of 1 float): "
               "the cost of a session.run from Node, included in every ORT figure below")
     head = f"{'model':<20} {'case':<12}" + "".join(f" {'relax ms':>9} {'ORT ms':>8} {'ratio':>6} " for _ in threads)
-    print(f"lowest of {args.rounds} medians of {args.runs} runs, relax and ORT alternating; threads " + ", ".join(map(str, threads)) + " (column groups, left to right)\n")
+    print(f"{args.rounds} rounds of a median of {args.runs} runs each side: ms the median round, ratio the median of "
+          f"the rounds' relax/ORT; threads " + ", ".join(map(str, threads)) + " (column groups, left to right)\n")
     print(head)
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
@@ -177,10 +182,11 @@ def main():
                             cell["ort_rounds"].append(ms)
                 for side in ("relax", "ort"):
                     if cell[side + "_rounds"]:
-                        cell[side + "_ms"] = min(cell[side + "_rounds"])
+                        cell[side + "_ms"] = statistics.median(cell[side + "_rounds"])
+                paired = [a / b for a, b in zip(cell["relax_rounds"], cell["ort_rounds"])]
                 ok = cell.get("relax_ms") and cell.get("ort_ms") and "relax_error" not in cell
                 if ok:
-                    cell["ratio"] = cell["relax_ms"] / cell["ort_ms"]
+                    cell["ratio"] = statistics.median(paired)
                 fmt = lambda v: f"{v:>9.3f}" if v else f"{'-':>9}"  # noqa: E731
                 line += f" {fmt(cell.get('relax_ms'))} {fmt(cell.get('ort_ms'))[1:]} " + (
                     f"{cell['ratio']:>6.2f} " if ok else f"{'-':>6} ")
