@@ -16,6 +16,9 @@
 //   sequence) whose iterations are independent, becomes one parallel loop
 //   over both, so that one image or one sequence still spreads across the
 //   cores;
+// - a serial loop over a plane's rows around a short vector loop along
+//   them becomes one vector loop over the plane where every access steps
+//   through whole rows (flatten_planes);
 // - innermost serial loops of 2 to 4 iterations (nests of them up to 16)
 //   are unrolled, so that the loop around them vectorises.
 #include <algorithm>
@@ -319,6 +322,63 @@ Stmt mark_vector_loops(const Stmt& s) {
 // share what depends on the channel only (EfficientNet's SE scale,
 // sigmoid(s[c]) * x[c, h, w] over 2x2: one scalar sigmoid per channel
 // before, 16 channels a vector after).
+// Whether `e` mentions the variable `v` in one of its integer parts.
+bool mentions_var(const TExpr& e, const SymExpr& v) {
+  bool found = false;
+  visit_exprs(e, [&](const TExpr& x) {
+    if (auto* s = as<SymNodeT>(x))
+      for (const SymExpr& f : free_vars(s->value)) found = found || f == v;
+  });
+  return found;
+}
+
+// Whether every access of `st` that mentions a or b indexes with them
+// alone as its last two indices, over a buffer whose last two dims are A
+// and B: rows of a plane, contiguous one after the other.
+bool plane_accesses(const StoreNode& st, const SymExpr& a, const SymExpr& b, const SymExpr& A, const SymExpr& B) {
+  auto check = [&](const Buffer& buf, const std::vector<TExpr>& idx) {
+    bool any = false;
+    for (const TExpr& i : idx) any = any || mentions_var(i, a) || mentions_var(i, b);
+    if (!any) return true;
+    const size_t n = idx.size();
+    if (n < 2 || buf->shape.size() != n || !(buf->shape[n - 2] == A) || !(buf->shape[n - 1] == B)) return false;
+    auto *ia = as<SymNodeT>(idx[n - 2]), *ib = as<SymNodeT>(idx[n - 1]);
+    if (!ia || !ib || !(ia->value == a) || !(ib->value == b)) return false;
+    for (size_t k = 0; k + 2 < n; ++k)
+      if (mentions_var(idx[k], a) || mentions_var(idx[k], b)) return false;
+    return true;
+  };
+  bool ok = check(st.buffer, st.indices);
+  visit_exprs(st.value, [&](const TExpr& x) {
+    if (auto* l = as<LoadNode>(x)) ok = ok && check(l->buffer, l->indices);
+  });
+  return ok;
+}
+
+// A serial loop over a plane's rows around a vector loop of fewer than 64
+// along them, whose accesses all step through whole rows of their buffers
+// (plane_accesses), becomes one vector loop over the plane: t = a * B + b.
+// The code generator's offsets simplify [.., t // B, t % B] back to t, so
+// LLVM sees one long contiguous loop, which it unrolls and interleaves: a
+// SiLU over 16x16 planes ran one 16-lane vector per row, its exp and
+// division a chain of 25 dependent steps the core mostly waited on.
+Stmt flatten_planes(const Stmt& s) {
+  Stmt r = map_children(s, flatten_planes);
+  if (r->kind != SKind::For) return r;
+  auto* f = static_cast<const ForNode*>(r.get());
+  if (f->loop_kind != LoopKind::Serial || f->body->kind != SKind::For) return r;
+  auto* g = static_cast<const ForNode*>(f->body.get());
+  if (g->loop_kind != LoopKind::Vectorized || !g->extent.is_const() || g->extent.const_value() >= 64 ||
+      g->body->kind != SKind::Store)
+    return r;
+  if (!plane_accesses(*static_cast<const StoreNode*>(g->body.get()), f->var, g->var, f->extent, g->extent)) return r;
+  SymExpr t = SymExpr::var(f->var.name() + g->var.name());
+  SymMap<SymExpr> map;
+  map.emplace(f->var, floordiv(t, g->extent));
+  map.emplace(g->var, floormod(t, g->extent));
+  return make_for(t, f->extent * g->extent, LoopKind::Vectorized, substitute(g->body, map));
+}
+
 // The iterations of the loops in `s` if every one is unrolled (1 when
 // there are none), else 0.
 int64_t unrolled_iterations(const Stmt& s) {
@@ -497,7 +557,7 @@ IRModule simplify_tir(const IRModule& mod) {
     if (mod.attrs.get_string("target", "cpu") == "cpu") {
       body = delinearize(tir::simplify_indices(unswitch_index_selects(drop_unit_loops(body))));
       body = mark_vector_loops(tir::simplify_indices(partition_loops(body)));
-      body = unroll_short_loops(spread_parallel(body));
+      body = unroll_short_loops(spread_parallel(flatten_planes(body)));
     }
     body = tir::simplify_indices(body);
     if (body != p->body)
