@@ -315,37 +315,20 @@ Stmt mark_vector_loops(const Stmt& s) {
   return map_children(s, mark_vector_loops);
 }
 
-// Innermost serial loops of 2 to 4 iterations (the 2x2 planes of a CNN's
-// last stages, a squeeze-and-excite scale over them) marked unrolled: LLVM
-// unrolls them whole before it vectorises, so the loop around them becomes
-// the innermost and is vectorised across the channels, where their copies
-// share what depends on the channel only (EfficientNet's SE scale,
-// sigmoid(s[c]) * x[c, h, w] over 2x2: one scalar sigmoid per channel
-// before, 16 channels a vector after).
-// Whether `e` mentions the variable `v` in one of its integer parts.
-bool mentions_var(const TExpr& e, const SymExpr& v) {
-  bool found = false;
-  visit_exprs(e, [&](const TExpr& x) {
-    if (auto* s = as<SymNodeT>(x))
-      for (const SymExpr& f : free_vars(s->value)) found = found || f == v;
-  });
-  return found;
-}
-
 // Whether every access of `st` that mentions a or b indexes with them
 // alone as its last two indices, over a buffer whose last two dims are A
 // and B: rows of a plane, contiguous one after the other.
 bool plane_accesses(const StoreNode& st, const SymExpr& a, const SymExpr& b, const SymExpr& A, const SymExpr& B) {
   auto check = [&](const Buffer& buf, const std::vector<TExpr>& idx) {
     bool any = false;
-    for (const TExpr& i : idx) any = any || mentions_var(i, a) || mentions_var(i, b);
+    for (const TExpr& i : idx) any = any || te::texpr_mentions(i, a) || te::texpr_mentions(i, b);
     if (!any) return true;
     const size_t n = idx.size();
     if (n < 2 || buf->shape.size() != n || !(buf->shape[n - 2] == A) || !(buf->shape[n - 1] == B)) return false;
     auto *ia = as<SymNodeT>(idx[n - 2]), *ib = as<SymNodeT>(idx[n - 1]);
     if (!ia || !ib || !(ia->value == a) || !(ib->value == b)) return false;
     for (size_t k = 0; k + 2 < n; ++k)
-      if (mentions_var(idx[k], a) || mentions_var(idx[k], b)) return false;
+      if (te::texpr_mentions(idx[k], a) || te::texpr_mentions(idx[k], b)) return false;
     return true;
   };
   bool ok = check(st.buffer, st.indices);
@@ -390,6 +373,15 @@ int64_t unrolled_iterations(const Stmt& s) {
   });
   return n;
 }
+
+// Innermost serial loops of 2 to 4 iterations (the 2x2 planes of a CNN's
+// last stages, a squeeze-and-excite scale over them) marked unrolled: LLVM
+// unrolls them whole before it vectorises, so the loop around them becomes
+// the innermost and is vectorised across the channels, where their copies
+// share what depends on the channel only (EfficientNet's SE scale,
+// sigmoid(s[c]) * x[c, h, w] over 2x2: one scalar sigmoid per channel
+// before, 16 channels a vector after); nests of them too, up to 16
+// copies of the body.
 Stmt unroll_short_loops(const Stmt& s) {
   Stmt r = map_children(s, unroll_short_loops);
   if (r->kind != SKind::For) return r;
@@ -397,7 +389,6 @@ Stmt unroll_short_loops(const Stmt& s) {
   if (f->loop_kind != LoopKind::Serial || !f->extent.is_const() || f->extent.const_value() < 2 ||
       f->extent.const_value() > 4)
     return r;
-  // Nests of them too (a 2x2 plane's two loops), up to 16 copies of the body.
   const int64_t inner = unrolled_iterations(f->body);
   if (inner == 0 || inner * f->extent.const_value() > 16) return r;
   return make_for(f->var, f->extent, LoopKind::Unrolled, f->body);

@@ -33,20 +33,12 @@ __attribute__((target("avx512f"))) void max_into_avx512(float* row, const float*
   }
 }
 // AVX-512, column stride 2, dilation 1: out[ow] = max over kw < KW of
-// buf[2 * ow + kw] for ow < OW; each vector of 16 outputs takes the even
-// lanes of the 32 inputs from 2 * ow + kw (two masked loads, a permute).
+// buf[2 * ow + kw] for ow < OW, 16 outputs a vector (even_lanes_avx512).
 __attribute__((target("avx512f"))) void stride2_row_avx512(const float* buf, int64_t OW, int64_t KW, float* out) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   for (int64_t o = 0; o < OW; o += 16) {
-    const int64_t count = std::min<int64_t>(16, OW - o), reads = 2 * count - 1;
-    const __mmask16 lo = reads >= 16 ? __mmask16(0xffff) : __mmask16((1u << reads) - 1);
-    const __mmask16 hi = reads > 16 ? __mmask16((1u << (reads - 16)) - 1) : __mmask16(0);
-    __m512 m = _mm512_undefined_ps();
-    for (int64_t kw = 0; kw < KW; ++kw) {
-      const float* b = buf + 2 * o + kw;
-      const __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(lo, b), even, _mm512_maskz_loadu_ps(hi, b + 16));
-      m = kw == 0 ? v : _mm512_max_ps(m, v);
-    }
+    const int64_t count = std::min<int64_t>(16, OW - o);
+    __m512 m = even_lanes_avx512(buf + 2 * o, count);
+    for (int64_t kw = 1; kw < KW; ++kw) m = _mm512_max_ps(m, even_lanes_avx512(buf + 2 * o + kw, count));
     _mm512_mask_storeu_ps(out + o, count == 16 ? __mmask16(0xffff) : __mmask16((1u << count) - 1), m);
   }
 }

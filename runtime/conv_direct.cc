@@ -148,8 +148,7 @@ __attribute__((target("avx512f"))) void row_tile(const float* x0, int64_t xrow, 
 // (NCHW), not scattered. `count`: the tile's positions (the last vector
 // masked). x0: the row's first input for channel 0, tap (0, 0).
 // With column stride S = 2 a vector's 16 positions read every other input
-// of 32: two loads (masked to the 2 * 16 - 1 inputs read) and a permute
-// keeping the even lanes.
+// of 32 (even_lanes_avx512).
 template <int V, int S>
 __attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, int64_t KH, int64_t KW, int64_t cstride,
                                                   int64_t rstride, int64_t dw, const float* wt, float* yb,
@@ -162,11 +161,6 @@ __attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, i
     for (int v = 0; v < V; ++v) acc[l][v] = _mm512_setzero_ps();
   const int64_t rest = count - 16 * (V - 1);
   const __mmask16 last = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
-  // S = 2: the inputs a vector reads, 2 * positions - 1, split over its two loads.
-  const int64_t reads = 2 * std::min<int64_t>(rest, 16) - 1;
-  const __mmask16 lo_last = reads >= 16 ? __mmask16(0xffff) : __mmask16((1u << reads) - 1);
-  const __mmask16 hi_last = reads > 16 ? __mmask16((1u << (reads - 16)) - 1) : __mmask16(0);
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   for (int64_t ci = 0; ci < Cg; ++ci) {
     for (int64_t kh = 0; kh < KH; ++kh) {
       const float* row = x0 + ci * cstride + kh * rstride;
@@ -178,9 +172,7 @@ __attribute__((target("avx512f"))) void lane_tile(const float* x0, int64_t Cg, i
           if constexpr (S == 1) {
             xv[v] = v + 1 < V ? _mm512_loadu_ps(px + 16 * v) : _mm512_maskz_loadu_ps(last, px + 16 * v);
           } else {
-            const __m512 lo = v + 1 < V ? _mm512_loadu_ps(px + 32 * v) : _mm512_maskz_loadu_ps(lo_last, px + 32 * v);
-            const __m512 hi = _mm512_maskz_loadu_ps(v + 1 < V ? __mmask16(0x7fff) : hi_last, px + 32 * v + 16);
-            xv[v] = _mm512_permutex2var_ps(lo, even, hi);
+            xv[v] = even_lanes_avx512(px + 32 * v, v + 1 < V ? 16 : std::min<int64_t>(rest, 16));
           }
         }
 #pragma GCC unroll 8

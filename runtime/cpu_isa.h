@@ -4,6 +4,7 @@
 // same chains of fused multiply-adds, so results are bitwise equal.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 // The runtime's x86 kernels (intrinsics, functions compiled per target
@@ -24,5 +25,19 @@ KernelIsa kernel_isa();
 // Picks the kernels by name; "" restores the widest. False (and nothing
 // changes) for a name unknown or one this CPU cannot run.
 bool set_kernel_isa(const std::string& name);
+
+#ifdef RELAX_X86_KERNELS
+// AVX-512: p[0], p[2], ..., p[2 * (n - 1)] in the first n lanes (n <= 16),
+// zeros after: two loads masked to the 2 * n - 1 floats read (nothing past
+// them is touched) and a permute keeping the even lanes. For kernels that
+// step two inputs per output (stride-2 convolutions and pools).
+__attribute__((target("avx512f"), always_inline)) inline __m512 even_lanes_avx512(const float* p, int64_t n) {
+  const int64_t reads = 2 * n - 1;
+  const __mmask16 lo = reads >= 16 ? __mmask16(0xffff) : __mmask16((1u << reads) - 1);
+  const __mmask16 hi = reads > 16 ? __mmask16((1u << (reads - 16)) - 1) : __mmask16(0);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  return _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(lo, p), even, _mm512_maskz_loadu_ps(hi, p + 16));
+}
+#endif
 
 }  // namespace relax::rt

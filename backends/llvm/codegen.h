@@ -117,7 +117,6 @@ class ProgramCodegen {
   // multiply-adds, so loops of them vectorise instead of calling libm per
   // lane; on targets with a vector unit (GPU targets keep their library's).
   llvm::Value* emit_exp_f32(llvm::Value* x);
-  llvm::Value* emit_sigmoid_f32(llvm::Value* x);
   llvm::Value* emit_tanh_f32(llvm::Value* x);
   llvm::Value* emit_erf_f32(llvm::Value* x);
   llvm::Value* emit_load(const tir::Buffer& buf, const std::vector<tir::TExpr>& indices);

@@ -578,22 +578,6 @@ Value* ProgramCodegen::emit_exp_f32(Value* x) {
   return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, y);
 }
 
-// sigmoid x = 1 / (1 + e) for x >= 0, e / (1 + e) below, e = e^{-|x|}
-// (never overflows, and keeps the tiny results 1 / (1 + e^{-x}) would lose
-// to inf; subnormal ones come out as emit_exp_f32 gives them). One
-// division of the chosen numerator, not both: a vector division takes 10
-// to 16 cycles. It stays a division: a reciprocal estimate refined by a
-// Newton step (2 ulp) moved a GRU's state (1 - z) * n + z * h past the
-// conformance test's tolerance where the terms cancel.
-Value* ProgramCodegen::emit_sigmoid_f32(Value* x) {
-  llvm::Type* ty = x->getType();
-  auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
-  Value* e = emit_exp_f32(b_.CreateFNeg(b_.CreateUnaryIntrinsic(Intr::fabs, x)));
-  Value* d = b_.CreateFAdd(c(1.0), e);
-  Value* num = b_.CreateSelect(b_.CreateFCmpOGE(x, c(0.0)), c(1.0), e);
-  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, b_.CreateFDiv(num, d));
-}
-
 // tanh x: for |x| < 0.5 its odd Taylor series to x^13 (truncation about
 // 1e-7 relative at 0.5), else sign(x) (1 - 2 / (e^{2|x|} + 1)), which is
 // 1 once e^{2|x|} overflows.
@@ -696,16 +680,15 @@ Value* ProgramCodegen::emit_call(const tir::CallNodeT& c) {
       r = inline_f32 ? emit_tanh_f32(x) : emit_libm("tanh", t, args);
       break;
     case I::sigmoid: {
-      if (inline_f32) {
-        r = emit_sigmoid_f32(x);
-        break;
-      }
       // e = e^{-|x|} never overflows: 1 / (1 + e) for x >= 0, e / (1 + e)
-      // below, which keeps the tiny results 1 / (1 + e^{-x}) would lose to inf.
+      // below, which keeps the tiny results 1 / (1 + e^{-x}) would lose to
+      // inf. One division of the chosen numerator (a vector division takes
+      // 10 to 16 cycles); a division still, not a refined reciprocal
+      // estimate (2 ulp), which moved a GRU's (1 - z) * n + z * h past the
+      // conformance tolerance where its terms cancel.
       Value* e = exp_of(b_.CreateFNeg(unary(Intr::fabs)));
-      Value* d = b_.CreateFAdd(one(), e);
-      r = b_.CreateSelect(b_.CreateFCmpOGE(x, llvm::ConstantFP::get(ty, 0.0)), b_.CreateFDiv(one(), d),
-                          b_.CreateFDiv(e, d));
+      Value* num = b_.CreateSelect(b_.CreateFCmpOGE(x, llvm::ConstantFP::get(ty, 0.0)), one(), e);
+      r = b_.CreateFDiv(num, b_.CreateFAdd(one(), e));
       break;
     }
     case I::erf:

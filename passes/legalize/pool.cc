@@ -76,12 +76,7 @@ constexpr const char* kMaxPool2d = "pool.max2d";
 // A 2-D f32 max pool on the cpu: the runtime's pool.max2d (window rows
 // reduced a whole row at a time, runtime/builtins_pool.cc); a loop nest
 // per output element reads its taps with strided scalar loads.
-std::optional<Expr> library_max_pool(LegalizeContext& ctx, const CallNode& call, const PoolSpec& s) {
-  auto* xs = as<TensorSI>(call.args[0]->sinfo);
-  auto* ys = as<TensorSI>(call.sinfo);
-  if (!ctx.libraries() || s.kind != PoolKind::Max || !xs || !ys || !xs->shape || !ys->shape ||
-      xs->shape->size() != 4 || !(xs->dtype == DataType::f32()) || !(ys->dtype == DataType::f32()))
-    return std::nullopt;
+Expr library_max_pool(LegalizeContext& ctx, const CallNode& call, const PoolSpec& s) {
   std::vector<SymExpr> p;
   for (int64_t v : {s.size[0], s.size[1], s.win.strides[0], s.win.strides[1], s.win.pad_begin[0], s.win.pad_begin[1],
                     s.win.dilation[0], s.win.dilation[1]})
@@ -96,9 +91,6 @@ std::optional<Expr> library_max_pool(LegalizeContext& ctx, const CallNode& call,
 std::optional<Expr> legalize_pool(LegalizeContext& ctx, const CallNode& call) {
   const std::string& op = ops::op_name(call);
   Attrs attrs = ops::attrs_of(call);
-  if (op == "max_pool" && as<TensorSI>(call.args[0]->sinfo) && as<TensorSI>(call.args[0]->sinfo)->shape &&
-      as<TensorSI>(call.args[0]->sinfo)->shape->size() == 4)
-    if (std::optional<Expr> lib = library_max_pool(ctx, call, pool_spec(op, attrs, 2))) return lib;
   ProgramBuilder pb(ctx, op);
   Buffer x = pb.input(call.args[0], "x");
   Buffer y = pb.output(call.sinfo, "y");
@@ -107,6 +99,8 @@ std::optional<Expr> legalize_pool(LegalizeContext& ctx, const CallNode& call) {
   if (sp < 1) return std::nullopt;
   PoolSpec s = pool_spec(op, attrs, sp);
   DataType t = y->dtype;
+  if (s.kind == PoolKind::Max && sp == 2 && t == DataType::f32() && x->dtype == t && ctx.libraries())
+    return library_max_pool(ctx, call, s);
   DataType acc = s.kind == PoolKind::Max ? t : compute_dtype(t);
   if (s.kind != PoolKind::Max && !acc.is_float()) return std::nullopt;
   std::vector<SymExpr> window;

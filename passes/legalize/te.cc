@@ -115,13 +115,13 @@ TExpr wrap_clamp_index(const TExpr& i, const SymExpr& dim) {
 
 namespace {
 
-bool texpr_mentions(const TExpr& e, const SymExpr& v);
-
 bool any_mentions(const Index& es, const SymExpr& v) {
   for (const TExpr& e : es)
     if (texpr_mentions(e, v)) return true;
   return false;
 }
+
+}  // namespace
 
 bool texpr_mentions(const TExpr& e, const SymExpr& v) {
   using namespace tir;
@@ -147,6 +147,8 @@ bool texpr_mentions(const TExpr& e, const SymExpr& v) {
   }
   return true;
 }
+
+namespace {
 
 bool is_var_index(const TExpr& e, const SymExpr& v) {
   auto* s = tir::as<tir::SymNodeT>(e);

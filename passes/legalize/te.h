@@ -98,6 +98,8 @@ TExpr wrap_clamp_index(const TExpr& i, const SymExpr& dim);
 // value reads only elements contiguous in `v` (or none that depend on it):
 // a loop over `v` around it vectorises without gathers or reductions.
 bool plain_store(const tir::Stmt& s, const SymExpr& v);
+// Whether `e` mentions the variable `v` (in an index, a load's or its own).
+bool texpr_mentions(const TExpr& e, const SymExpr& v);
 
 struct LoopHints {
   bool parallel = true;   // allow a parallel outermost loop
