@@ -11,11 +11,14 @@
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 
 #include "backends/cuda/kernel_codegen.h"
 #include "backends/cuda/ptxas.h"
@@ -248,6 +251,52 @@ std::string emit_ptx(llvm::Module& m, llvm::TargetMachine& tm) {
   return std::string(buffer.begin(), buffer.end());
 }
 
+// LLVM 16's NVPTX selects `and (sra x, P), 2^L - 1` on i64 as `bfe.u64 x,
+// P, L` even where P + L > 64: it counts the bits left above P with the
+// shift amount's type (i32), which wraps for P > 32. Past bit 63 that field
+// is the sign (sra) but bfe.u64 fills it with zeros, so a select of 0 or 3
+// on an index bit, which the DAG turns into that and-of-sra, read 0 or 1
+// (test_convinteger_without_padding on a GPU: a row offset of 1 instead of
+// 3). A logical shift never reaches it in that form (known-zero bits drop
+// the and), so every such bfe.u64 is the arithmetic one: it becomes the
+// signed field cut to its L bits. LLVM releases that count the bits as
+// signed never emit it.
+std::string repair_sign_fill_bfe(const std::string& ptx) {
+  std::string out;
+  out.reserve(ptx.size());
+  size_t begin = 0;
+  while (begin < ptx.size()) {
+    size_t end = ptx.find('\n', begin);
+    end = end == std::string::npos ? ptx.size() : end + 1;
+    std::string_view line(ptx.data() + begin, end - begin);
+    begin = end;
+    size_t op = line.find("bfe.u64");
+    std::string_view args = op == std::string::npos ? std::string_view() : line.substr(op + 7);
+    std::vector<std::string_view> parts;  // d, a, pos, len
+    while (!args.empty() && parts.size() < 4) {
+      size_t comma = args.find_first_of(",;");
+      std::string_view p = args.substr(0, comma);
+      while (!p.empty() && std::isspace(static_cast<unsigned char>(p.front()))) p.remove_prefix(1);
+      while (!p.empty() && std::isspace(static_cast<unsigned char>(p.back()))) p.remove_suffix(1);
+      parts.push_back(p);
+      args = comma == std::string_view::npos ? std::string_view() : args.substr(comma + 1);
+    }
+    auto literal = [](std::string_view v) {
+      if (v.empty() || v.size() > 3 || !std::all_of(v.begin(), v.end(), ::isdigit)) return -1;
+      return std::stoi(std::string(v));
+    };
+    int pos = parts.size() == 4 ? literal(parts[2]) : -1, len = parts.size() == 4 ? literal(parts[3]) : -1;
+    if (pos < 0 || len <= 0 || len >= 64 || pos + len <= 64) {
+      out.append(line);
+      continue;
+    }
+    std::string indent(line.substr(0, op));
+    out += cat(indent, "bfe.s64 \t", parts[0], ", ", parts[1], ", ", pos, ", ", len, ";\n", indent, "and.b64 \t",
+               parts[0], ", ", parts[0], ", ", (uint64_t(1) << len) - 1, ";\n");
+  }
+  return out;
+}
+
 std::string compile(const std::vector<tir::Program>& programs, const CudaOptions& opts, nlohmann::json* kernels) {
   llvmgen::LlvmTask task("compiling " + std::to_string(programs.size()) + " kernels to PTX for " + opts.arch);
   auto tm = make_target_machine(opts);
@@ -257,7 +306,7 @@ std::string compile(const std::vector<tir::Program>& programs, const CudaOptions
   for (const llvm::Function& f : *b.module)
     if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty())
       fail("cuda codegen: the kernels call '", f.getName().str(), "', which a GPU does not have");
-  std::string ptx = emit_ptx(*b.module, *tm);
+  std::string ptx = repair_sign_fill_bfe(emit_ptx(*b.module, *tm));
   if (kernels) *kernels = std::move(b.kernels);
   return ptx;
 }

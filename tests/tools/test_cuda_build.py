@@ -71,6 +71,26 @@ def mlp():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def small_conv():
+    """A 2x2 convolution over a 3x3 plane: the thread's output row, an index
+    bit, selects a row offset of 0 or 3 in the input, which LLVM 16's NVPTX
+    turned into a bit-field extract that dropped the 3 (before the repair in
+    backends/cuda/codegen.cc)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])
+    w = np.ones((1, 1, 2, 2), dtype=np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "small_conv", [x], [y],
+                          [nh.from_array(w, "w")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def wrapping_bfe(ptx):
+    """bfe.u64 fields reaching past bit 63: zeros where the and-of-sra that
+    LLVM selected them for has the sign."""
+    return [m.group(0) for m in re.finditer(r"bfe\.u64\s+%rd\d+,\s*%rd\d+,\s*(\d+),\s*(\d+);", ptx)
+            if int(m.group(1)) + int(m.group(2)) > 64]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -121,6 +141,13 @@ def main():
         # Matmul stages also as shared-memory tiles: block memory and barriers.
         check(re.search(r"\.shared \.align 16 \.b8 relax_k_\w+_shared_", r.stdout) and "bar.sync" in r.stdout
               and re.search(r"\.entry relax_k_\w*matmul", r.stdout), "no shared-memory tiles in the PTX")
+        # No bit-field extract fills an arithmetic shift's sign with zeros.
+        conv = os.path.join(tmp, "small_conv.onnx")
+        save(small_conv(), conv)
+        r = run(build, conv, "--target", "cuda", "--arch", "sm_90", "--emit", "kernels")
+        check(r.returncode == 0 and ".entry relax_k_conv" in r.stdout, f"small conv: {r.stderr[-500:]}")
+        check(not wrapping_bfe(r.stdout) and "bfe.s64" in r.stdout,
+              f"small conv: bfe.u64 past bit 63: {wrapping_bfe(r.stdout)}")
         for bad in ("sm_20x", "compute_80", "foo"):
             r = run(build, model, "--target", "cuda", "--arch", bad, "-o", os.path.join(tmp, "bad.rpkg"))
             check(r.returncode == 1 and "--arch" in r.stderr and not os.path.exists(os.path.join(tmp, "bad.rpkg")),
