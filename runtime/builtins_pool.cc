@@ -1,7 +1,7 @@
 // The cpu target's f32 max pooling over 2-D planes (pool.max2d): per
-// output row, the window's input rows reduced into one row first (whole
+// plane, each output row's window rows reduced into one row first (whole
 // rows of contiguous maxima, which vectorise), then each output's taps
-// along that row. A loop nest per output element read its window's taps
+// along its row. A loop nest per output element read its window's taps
 // with strided scalar loads: ResNet's 3x3 stride-2 pool over 24x20 planes
 // took 44 us for 3,840 outputs, most of the small model's time outside
 // its convolutions.
@@ -22,14 +22,49 @@ struct PoolGeometry {
   int64_t N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
 };
 
+// The reduced rows of one plane: rows[oh * stride + j] = the max over the
+// window's input rows of column j - pw, -inf in the padding (and past it,
+// up to `stride`).
+void reduce_rows(const PoolGeometry& g, const float* xp, int64_t stride, float* rows) {
+  constexpr float kLow = -std::numeric_limits<float>::infinity();
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    float* r = rows + oh * stride;
+    std::fill(r, r + stride, kLow);
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
+      if (ih < 0 || ih >= g.H) continue;
+      const float* in = xp + ih * g.W;
+      for (int64_t iw = 0; iw < g.W; ++iw) r[g.pw + iw] = std::max(r[g.pw + iw], in[iw]);
+    }
+  }
+}
+
 #ifdef RELAX_X86_KERNELS
-// AVX-512: row[i] = max(row[i], in[i]) for i < n.
-__attribute__((target("avx512f"))) void max_into_avx512(float* row, const float* in, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(row + i, _mm512_max_ps(_mm512_loadu_ps(row + i), _mm512_loadu_ps(in + i)));
-  if (i < n) {
-    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(row + i, m, _mm512_max_ps(_mm512_maskz_loadu_ps(m, row + i), _mm512_maskz_loadu_ps(m, in + i)));
+// vmaxps without the undefined pass-through operand of _mm512_max_ps (GCC
+// 12 warns of it as maybe uninitialised).
+__attribute__((target("avx512f"), always_inline)) inline __m512 max16(__m512 a, __m512 b) {
+  return _mm512_maskz_max_ps(__mmask16(0xffff), a, b);
+}
+// reduce_rows 16 columns at a time, each vector of the row kept in a
+// register over the window's rows and stored once (stride a multiple of
+// 16): reducing into memory row by row reloaded each vector from stores
+// just made, masked or of other widths, which cannot be forwarded, and
+// stalled on every one (ResNet's stem pool: 14.5 us for 3,840 outputs).
+__attribute__((target("avx512f"))) void reduce_rows_avx512(const PoolGeometry& g, const float* xp, int64_t stride,
+                                                          float* rows) {
+  const __m512 low = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < stride; j += 16) {
+    // Lanes l whose column j + l - pw lies inside the row.
+    const int64_t first = std::clamp<int64_t>(g.pw - j, 0, 16), last = std::clamp<int64_t>(g.pw + g.W - j, 0, 16);
+    const __mmask16 inside = __mmask16(((1u << last) - 1) & ~((1u << first) - 1));
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      __m512 m = low;
+      for (int64_t kh = 0; kh < g.KH; ++kh) {
+        const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
+        if (ih >= 0 && ih < g.H) m = max16(m, _mm512_mask_loadu_ps(low, inside, xp + ih * g.W + j - g.pw));
+      }
+      _mm512_storeu_ps(rows + oh * stride + j, m);
+    }
   }
 }
 // AVX-512, column stride 2, dilation 1: out[ow] = max over kw < KW of
@@ -38,7 +73,7 @@ __attribute__((target("avx512f"))) void stride2_row_avx512(const float* buf, int
   for (int64_t o = 0; o < OW; o += 16) {
     const int64_t count = std::min<int64_t>(16, OW - o);
     __m512 m = even_lanes_avx512(buf + 2 * o, count);
-    for (int64_t kw = 1; kw < KW; ++kw) m = _mm512_max_ps(m, even_lanes_avx512(buf + 2 * o + kw, count));
+    for (int64_t kw = 1; kw < KW; ++kw) m = max16(m, even_lanes_avx512(buf + 2 * o + kw, count));
     _mm512_mask_storeu_ps(out + o, count == 16 ? __mmask16(0xffff) : __mmask16((1u << count) - 1), m);
   }
 }
@@ -50,42 +85,35 @@ void max_pool2d_f32(const PoolGeometry& g, const float* x, float* y, ThreadPool*
 #else
   const bool avx512 = false;
 #endif
-  constexpr float kLow = -std::numeric_limits<float>::infinity();
-  // The reduced row, at column iw + pw: -inf in the padding around the
-  // input, as far as the last window reaches.
+  // A reduced row holds column iw at iw + pw, as far as the last window
+  // reaches; with AVX-512 rounded up to whole vectors.
   const int64_t span = std::max(g.pw + g.W, (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1);
+  const int64_t stride = avx512 ? (span + 15) / 16 * 16 : span;
   auto body = [&](int64_t p0, int64_t p1) {
-    std::vector<float> buf(size_t(std::max<int64_t>(span, 1)), kLow);
-    float* row = buf.data() + g.pw;
+    // A plane's rows are all reduced before any output reads them, so
+    // the reads find the stores written back.
+    std::vector<float> buf(size_t(std::max<int64_t>(g.OH * stride, 1)));
     for (int64_t p = p0; p < p1; ++p) {
       const float* xp = x + p * g.H * g.W;
       float* yp = y + p * g.OH * g.OW;
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        bool first = true;
-        for (int64_t kh = 0; kh < g.KH; ++kh) {
-          const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
-          if (ih < 0 || ih >= g.H) continue;
-          const float* in = xp + ih * g.W;
-          if (first)
-            std::copy(in, in + g.W, row);
 #ifdef RELAX_X86_KERNELS
-          else if (avx512)
-            max_into_avx512(row, in, g.W);
-#endif
-          else
-            for (int64_t iw = 0; iw < g.W; ++iw) row[iw] = std::max(row[iw], in[iw]);
-          first = false;
-        }
-        if (first) std::fill(row, row + g.W, kLow);  // every row of the window in the padding
-        float* out = yp + oh * g.OW;
-#ifdef RELAX_X86_KERNELS
-        if (avx512 && g.sw == 2 && g.dw == 1) {
-          stride2_row_avx512(buf.data(), g.OW, g.KW, out);
+      if (avx512) {
+        reduce_rows_avx512(g, xp, stride, buf.data());
+        if (g.sw == 2 && g.dw == 1) {
+          for (int64_t oh = 0; oh < g.OH; ++oh) stride2_row_avx512(buf.data() + oh * stride, g.OW, g.KW, yp + oh * g.OW);
           continue;
         }
+      } else {
+        reduce_rows(g, xp, stride, buf.data());
+      }
+#else
+      reduce_rows(g, xp, stride, buf.data());
 #endif
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const float* r = buf.data() + oh * stride;
+        float* out = yp + oh * g.OW;
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const float* w = buf.data() + ow * g.sw;
+          const float* w = r + ow * g.sw;
           float m = w[0];
           for (int64_t kw = 1; kw < g.KW; ++kw) m = std::max(m, w[kw * g.dw]);
           out[ow] = m;

@@ -58,6 +58,7 @@ TEST_CASE("pool.max2d matches each window's maximum over the taps inside the inp
       {1, 2, 12, 16, 3, 3, 2, 2, 2, 2, 2, 2, false},    // dilation 2
       {2, 3, 5, 1, 3, 1, 2, 1, 1, 0, 1, 1, false},     // rows of one
       {1, 1, 3, 3, 1, 1, 1, 1, 0, 0, 1, 1, false},      // 1x1
+      {1, 2, 6, 5, 5, 5, 1, 1, 2, 2, 1, 1, false},      // padding of 2 on both sides of a row shorter than a vector
       {4, 40, 33, 33, 3, 3, 2, 2, 1, 1, 1, 1, false},   // large enough to split over the pool
   };
   ThreadPool pool2(2);
