@@ -54,6 +54,10 @@ IRModule fuse_ops(const IRModule& mod);
 // computes, running elementwise epilogues in place) and calls it with
 // call_tir.
 IRModule fuse_tir(const IRModule& mod);
+// A library convolution (gemm.conv2d_packed) whose only reader is an
+// elementwise kernel adding per-channel biases and a residual and
+// clamping takes that kernel's work as its epilogue, one call for the two.
+IRModule fuse_library_epilogues(const IRModule& mod);
 // Simplifies index arithmetic in every tensor program under the bounds its
 // loops give their variables (tir::simplify_indices).
 IRModule simplify_tir(const IRModule& mod);

@@ -18,6 +18,9 @@ const std::vector<Pass>& all_passes() {
        eliminate_common_subexpr},
       {"fuse-ops", "group call_tir bindings one kernel can compute into primitive functions", fuse_ops},
       {"fuse-tir", "merge each primitive function into one tensor program", fuse_tir},
+      {"fuse-library-epilogues",
+       "a library convolution read only by a bias, residual and clamp kernel applies them itself",
+       fuse_library_epilogues},
       {"simplify-tir", "simplify index arithmetic in tensor programs under their loop bounds", simplify_tir},
       {"dedupe-programs", "tensor programs equal but for their names and their buffers' names become one",
        dedupe_programs},
@@ -63,7 +66,7 @@ std::vector<std::string> pipeline(const std::string& name, const std::string& ta
     add(graph);
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
     add({"legalize", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params", "fuse-ops",
-         "fuse-tir", "simplify-tir", "dedupe-programs",
+         "fuse-tir", "fuse-library-epilogues", "simplify-tir", "dedupe-programs",
          "lift-workspaces", "canonicalize-bindings", "dead-code-elimination", "static-plan-memory",
          "rewrite-cuda-graph"});
   } else {

@@ -451,23 +451,50 @@ Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& 
 // (or both of rank 3: a 1-D convolution, KH 1), from w packed by
 // gemm.conv2d_pack: layout 0 by the direct kernel; 1 as im2col into ws
 // (absent for a plain product) and the runtime's GEMM per image and group;
-// 2 by the channels-in-lanes depthwise kernel.
+// 2 by the channels-in-lanes depthwise kernel. With three parameters more
+// (an epilogue fused from the elementwise kernel after it,
+// passes/fuse_library_epilogues.cc: bits 0-1 of the first the number of
+// per-channel biases, bit 2 a residual; then the lower and upper clamps
+// as f32 bits), those tensors come after the parameters: biases of O
+// elements, a residual of y's shape (runtime/conv_direct.h ConvEpilogue).
 void conv2d_packed(BuiltinCall& c) {
   const char* what = "gemm.conv2d_packed";
-  if (c.num_args != 4 && c.num_args != 5) rt_fail(what, ": takes 4 or 5 arguments, got ", c.num_args);
+  const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
+  if ((p.size() != 10 && p.size() != 13) || !known_layout(p[9]) || (p.size() == 13 && (p[10] < 0 || p[10] > 6)))
+    rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), or 13 with an epilogue, got ", shape_str(p));
+  const int64_t biases = p.size() == 13 ? p[10] & 3 : 0, residuals = p.size() == 13 ? p[10] >> 2 : 0;
+  const size_t extra = size_t(biases + residuals);
+  if (biases > 2 || (c.num_args != 4 + extra && c.num_args != 5 + extra))
+    rt_fail(what, ": takes ", 4 + extra, " or ", 5 + extra, " arguments, got ", c.num_args);
   const Tensor& x = c.arg(0).tensor("gemm.conv2d_packed x");
   const Tensor& wp = c.arg(1).tensor("gemm.conv2d_packed weights");
-  const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
-  const Tensor& y = c.arg(3).tensor("gemm.conv2d_packed y");
-  const Tensor* ws = c.num_args == 5 ? &c.arg(4).tensor("gemm.conv2d_packed workspace") : nullptr;
+  const Tensor& y = c.arg(3 + extra).tensor("gemm.conv2d_packed y");
+  const Tensor* ws = c.num_args == 5 + extra ? &c.arg(4 + extra).tensor("gemm.conv2d_packed workspace") : nullptr;
   size_t rank = x.shape().size();
   for (const Tensor* t : {&x, &wp, &y})
     if (!(t->dtype() == DType::f32())) rt_fail(what, ": needs f32 tensors, got ", t->type_str());
   if ((rank != 4 && rank != 3) || y.shape().size() != rank)
     rt_fail(what, ": needs x and y of rank 4 (or 3), got ", x.type_str(), " and ", y.type_str());
-  if (p.size() != 10 || !known_layout(p[9]))
-    rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), got ", shape_str(p));
   const Conv2dGeometry g = packed_geometry(what, x, y, p);
+  ConvEpilogue epilogue;
+  for (int64_t k = 0; k < int64_t(extra); ++k) {
+    const Tensor& t = c.arg(3 + size_t(k)).tensor(k < biases ? "gemm.conv2d_packed bias" : "gemm.conv2d_packed residual");
+    const bool ok = t.dtype() == DType::f32() && (k < biases ? t.numel() == g.O : t.shape() == y.shape());
+    if (!ok)
+      rt_fail(what, ": ", k < biases ? rt_str("a bias must hold ", g.O, " f32") : rt_str("the residual must be ", y.type_str()),
+              ", got ", t.type_str());
+    (k < biases ? epilogue.bias[k] : epilogue.residual) = static_cast<const float*>(t.data());
+  }
+  if (p.size() == 13) {
+    auto as_float = [](int64_t bits) {
+      const uint32_t u = uint32_t(bits);
+      float f;
+      std::memcpy(&f, &u, sizeof f);
+      return f;
+    };
+    epilogue.lo = as_float(p[11]), epilogue.hi = as_float(p[12]);
+  }
+  const ConvEpilogue* ep = p.size() == 13 ? &epilogue : nullptr;
   const int64_t K = g.C / g.groups * g.KH * g.KW, P = g.OH * g.OW;
   const int64_t size = packed_weights_size(g.O, g.groups, K, p[9]);
   if (wp.numel() != size) rt_fail(what, ": the packed weights must hold ", size, " f32, got ", wp.type_str());
@@ -482,16 +509,17 @@ void conv2d_packed(BuiltinCall& c) {
   ThreadPool* pool = ThreadPool::global().get();
   if (p[9] == kDirectLayout) {
     thread_local std::vector<float> scratch;
-    return conv2d_direct_packed_f32(g, xd, wd, yd, scratch, pool);
-  }
-  if (p[9] == kDepthwiseLayout) {
+    conv2d_direct_packed_f32(g, xd, wd, yd, scratch, pool);
+  } else if (p[9] == kDepthwiseLayout) {
     if (g.groups != g.C || g.O != g.C)
       rt_fail(what, ": layout 2 needs one input channel and one output per group, got x ", x.type_str(), " and y ",
               y.type_str(), " in ", g.groups, " groups");
     thread_local std::vector<float> scratch;
-    return conv2d_depthwise_packed_f32(g, xd, wd, yd, scratch, pool);
+    conv2d_depthwise_packed_f32(g, xd, wd, yd, scratch, pool);
+  } else {
+    im2col_gemm(g, xd, nullptr, wd, yd, ws ? static_cast<float*>(ws->data()) : nullptr, pool);
   }
-  im2col_gemm(g, xd, nullptr, wd, yd, ws ? static_cast<float*>(ws->data()) : nullptr, pool);
+  if (ep) ep->apply_all(yd, g.N, g.O, P, pool);
 }
 
 // gemm.conv_transpose2d(x, w, shape(sh, sw, ph, pw, dh, dw, groups), y, ws):

@@ -434,7 +434,42 @@ const RowTiles& row_tiles() {
 }
 #endif
 
+#ifdef RELAX_X86_KERNELS
+__attribute__((target("avx512f"))) void epilogue_avx512(float* y, const float* r, float b, float lo, float hi,
+                                                        int64_t n) {
+  const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), vb);
+    if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r + i));
+    v = _mm512_maskz_min_ps(m, _mm512_maskz_max_ps(m, v, vlo), vhi);
+    _mm512_mask_storeu_ps(y + i, m, v);
+  }
+}
+#endif
+
 }  // namespace
+
+void ConvEpilogue::apply(float* y, int64_t off, int64_t o, int64_t n) const {
+  float b = bias[0] ? bias[0][o] : 0.0f;
+  if (bias[1]) b += bias[1][o];
+  const float* r = residual ? residual + off : nullptr;
+  y += off;
+#ifdef RELAX_X86_KERNELS
+  if (kernel_isa() == KernelIsa::avx512) return epilogue_avx512(y, r, b, lo, hi, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i] + b + (r ? r[i] : 0.0f), lo), hi);
+}
+
+void ConvEpilogue::apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* pool) const {
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) apply(y, plane * P, plane % O, P);
+  };
+  if (pool && pool->num_threads() > 1 && N * O > 1 && N * O * P >= (int64_t(1) << 16))
+    pool->parallel_for(N * O, body);
+  else
+    body(0, N * O);
+}
 
 bool conv2d_direct_available() {
 #ifdef RELAX_X86_KERNELS
@@ -509,7 +544,7 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   // data between two cores: at 2^18 multiply-adds a layer (a 16-channel
   // 3x3 convolution over 6x5, two images) took longer on two threads
   // than on one.
-  const bool split = pool && pool->num_threads() > 1 && 2.0 * double(g.N * g.O * P) * double(K) >= double(1 << 20);
+  const bool split = pool && pool->num_threads() > 1 && 2.0 * double(g.N * g.O * P) * double(K) >= double(int64_t(1) << (getenv("XSPLIT") ? atoi(getenv("XSPLIT")) : 20));
   auto run = [&](int64_t n, auto&& body) {
     if (split && n > 1)
       pool->parallel_for(n, body);

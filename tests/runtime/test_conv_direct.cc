@@ -9,9 +9,11 @@
 // build folds), vector and plain forms, bitwise equal to the above. The
 // depthwise kernel against the
 // same loop nest, its vector and plain forms bitwise equal, and so the
-// channels-in-lanes depthwise kernel from packed weights.
+// channels-in-lanes depthwise kernel from packed weights. A fused
+// epilogue (biases, residual, clamps) bitwise as its formula says.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -146,6 +148,26 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
         conv2d_direct_f32(g, x.data(), w.data(), yr.data(), scratch, p);
         CHECK(std::memcmp(yp.data(), y.data(), y.size() * sizeof(float)) == 0);
         CHECK(std::memcmp(yr.data(), y.data(), y.size() * sizeof(float)) == 0);
+      }
+      REQUIRE(set_kernel_isa(""));
+      // An epilogue (two biases, a residual, both clamps) over the sums, as
+      // gemm.conv2d_packed applies one fused into it: bitwise the formula.
+      const int64_t P = g.OH * g.OW;
+      std::vector<float> b0 = random_floats(rng, g.O), b1 = random_floats(rng, g.O),
+                         res = random_floats(rng, int64_t(y.size())), want_ep(y.size());
+      ConvEpilogue ep;
+      ep.bias[0] = b0.data(), ep.bias[1] = b1.data(), ep.residual = res.data(), ep.lo = -0.5f, ep.hi = 0.7f;
+      for (size_t i = 0; i < y.size(); ++i) {
+        size_t o = i / size_t(P) % size_t(g.O);
+        want_ep[i] = std::min(std::max(y[i] + (b0[o] + b1[o]) + res[i], -0.5f), 0.7f);
+      }
+      for (KernelIsa isa : {KernelIsa::avx512, KernelIsa::avx2}) {
+        if (!cpu_runs(isa)) continue;
+        REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
+        CAPTURE(kernel_isa_name(isa));
+        std::vector<float> yp = y;
+        ep.apply_all(yp.data(), g.N, g.O, P, p);
+        CHECK(std::memcmp(yp.data(), want_ep.data(), y.size() * sizeof(float)) == 0);
       }
       REQUIRE(set_kernel_isa(""));
     }

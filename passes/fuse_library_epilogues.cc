@@ -1,0 +1,247 @@
+// fuse-library-epilogues: a library convolution (gemm.conv2d_packed, the
+// cpu target's) whose result only an elementwise kernel reads, and reads
+// as a bias, residual and clamp would,
+//   y = call_library("gemm.conv2d_packed", (x, w, shape(p...)), out=T)
+//   z = call_tir(@f, (.., y, .., b, .., r, ..), out=T)
+//   @f: z[i] = max(y[i] + b[i1, 0, 0] + r[i], 0.0)   (terms in any order)
+// becomes one call that applies it to its output planes right after
+// summing them, while they are in cache (runtime/conv_direct.h
+// ConvEpilogue):
+//   z = call_library("gemm.conv2d_packed", (x, w, shape(p..., e, lo, hi), b, r), out=T)
+// e: bits 0-1 the number of per-channel biases (up to 2), bit 2 a
+// residual; lo and hi the clamps as f32 bits (-inf and inf when absent).
+// What @f may store: a sum of loads, each one of y at the stored index, a
+// tensor of y's shape at the stored index (at most one), or a tensor of
+// the output channels' size, all of its dims 1 but the one read at the
+// channel index (at most two); under max(., lo), min(., hi) or both, with
+// constant bounds. ResNet's conv + bias + relu, and its conv + bias +
+// (downsample + bias) + relu, are each one call instead of two and a
+// tensor. The additions may round in another order than @f's (the biases
+// first, then the residual).
+//
+// A convolution with a workspace (the im2col form, a tuple result) is left
+// alone, as is a result read twice or by anything else.
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/mutator.h"
+#include "ir/op.h"
+#include "passes/analysis/graph_util.h"
+#include "passes/passes.h"
+
+namespace relax {
+namespace {
+
+constexpr const char* kConv = "gemm.conv2d_packed";
+
+struct Epilogue {
+  std::vector<size_t> biases;  // inputs of @f
+  int residual = -1;
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+};
+
+bool is_zero(const tir::TExpr& e) {
+  if (const auto* s = tir::as<tir::SymNodeT>(e)) return s->value.is_const() && s->value.const_value() == 0;
+  if (const auto* i = tir::as<tir::ImmNode>(e)) return !i->dtype.is_float() && i->int_value == 0;
+  return false;
+}
+bool is_var(const tir::TExpr& e, const SymExpr& v) {
+  const auto* s = tir::as<tir::SymNodeT>(e);
+  return s && s->value == v;
+}
+bool same_shape(const std::vector<SymExpr>& a, const std::vector<SymExpr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i])) return false;
+  return true;
+}
+int input_index(const tir::Program& p, const tir::Buffer& b) {
+  for (size_t i = 0; i < p->inputs.size(); ++i)
+    if (p->inputs[i] == b) return int(i);
+  return -1;
+}
+
+// What @f does to its input `conv`, if it is such an epilogue.
+std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
+  if (p->outputs.size() != 1 || conv >= p->inputs.size()) return std::nullopt;
+  const tir::Buffer &out = p->outputs[0], &y = p->inputs[conv];
+  if (!(out->dtype == DataType::f32()) || !(y->dtype == DataType::f32()) || !same_shape(out->shape, y->shape) ||
+      out->shape.size() < 2)
+    return std::nullopt;
+  // Loops over every dim of the output in order, then one store.
+  std::vector<SymExpr> vars;
+  tir::Stmt s = p->body;
+  while (const auto* f = tir::as<tir::ForNode>(s)) {
+    if (vars.size() >= out->shape.size() || !(f->extent == out->shape[vars.size()])) return std::nullopt;
+    vars.push_back(f->var);
+    s = f->body;
+  }
+  const auto* store = tir::as<tir::StoreNode>(s);
+  if (!store || store->buffer != out || vars.size() != out->shape.size()) return std::nullopt;
+  for (size_t d = 0; d < vars.size(); ++d)
+    if (!is_var(store->indices[d], vars[d])) return std::nullopt;
+  auto at_store_index = [&](const tir::LoadNode& l) {
+    if (l.indices.size() != vars.size()) return false;
+    for (size_t d = 0; d < vars.size(); ++d)
+      if (!is_var(l.indices[d], vars[d])) return false;
+    return true;
+  };
+  Epilogue e;
+  // The clamps: max(., lo) and min(., hi), either side constant, each at most once.
+  tir::TExpr v = store->value;
+  bool has_lo = false, has_hi = false;
+  for (;;) {
+    const auto* b = tir::as<tir::BinaryNode>(v);
+    if (!b || (b->op != tir::BinOp::Max && b->op != tir::BinOp::Min)) break;
+    const auto* imm = tir::as<tir::ImmNode>(b->b);
+    tir::TExpr rest = b->a;
+    if (!imm) imm = tir::as<tir::ImmNode>(b->a), rest = b->b;
+    if (!imm || !imm->dtype.is_float()) return std::nullopt;
+    bool& seen = b->op == tir::BinOp::Max ? has_lo : has_hi;
+    if (seen) return std::nullopt;
+    seen = true;
+    (b->op == tir::BinOp::Max ? e.lo : e.hi) = float(imm->float_value);
+    v = rest;
+  }
+  // The sum's terms.
+  std::vector<tir::TExpr> terms, todo{v};
+  while (!todo.empty()) {
+    tir::TExpr t = todo.back();
+    todo.pop_back();
+    const auto* b = tir::as<tir::BinaryNode>(t);
+    if (b && b->op == tir::BinOp::Add) {
+      todo.push_back(b->b), todo.push_back(b->a);
+      continue;
+    }
+    terms.push_back(t);
+  }
+  bool seen_conv = false;
+  for (const tir::TExpr& t : terms) {
+    const auto* l = tir::as<tir::LoadNode>(t);
+    if (!l || !(l->buffer->dtype == DataType::f32())) return std::nullopt;
+    int input = input_index(p, l->buffer);
+    if (input < 0) return std::nullopt;
+    if (size_t(input) == conv && at_store_index(*l) && !seen_conv) {
+      seen_conv = true;
+      continue;
+    }
+    if (size_t(input) != conv && same_shape(l->buffer->shape, out->shape) && at_store_index(*l)) {
+      if (e.residual >= 0) return std::nullopt;
+      e.residual = input;
+      continue;
+    }
+    // A bias: one element per output channel, read at the channel index.
+    int channel_dims = 0;
+    for (size_t d = 0; d < l->indices.size(); ++d) {
+      if (is_var(l->indices[d], vars[1]) && l->buffer->shape[d] == out->shape[1]) {
+        ++channel_dims;
+      } else if (!is_zero(l->indices[d]) || !(l->buffer->shape[d] == SymExpr(1))) {
+        return std::nullopt;
+      }
+    }
+    if (channel_dims != 1 || size_t(input) == conv || e.biases.size() == 2) return std::nullopt;
+    e.biases.push_back(size_t(input));
+  }
+  if (!seen_conv || (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi)) return std::nullopt;
+  return e;
+}
+
+int64_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return int64_t(u);
+}
+
+// The convolution's call, if `value` is one without an epilogue or workspace.
+const CallNode* plain_conv(const Expr& value) {
+  const CallNode* c = as_op_call(value, "call_library");
+  if (!c || c->args.size() != 2) return nullptr;
+  const auto* name = as<StringImmNode>(c->args[0]);
+  const auto* args = as<TupleNode>(c->args[1]);
+  if (!name || name->value != kConv || !args || args->fields.size() != 3) return nullptr;
+  const auto* params = as<ShapeExprNode>(args->fields[2]);
+  if (!params || params->values.size() != 10) return nullptr;
+  const auto* t = value->sinfo ? dynamic_cast<const TensorSI*>(value->sinfo.get()) : nullptr;
+  return t ? c : nullptr;
+}
+
+class Fuser : public ExprMutator {
+ public:
+  explicit Fuser(const IRModule& mod) : ExprMutator(&mod) {}
+
+  Function run(const Function& f) {
+    uses_.clear(), fused_.clear(), dropped_.clear();
+    visit_exprs(f->body, [&](const Expr& e) {
+      if (const auto* v = as<VarNode>(e)) ++uses_[v];
+    });
+    visit_exprs(f->body, [&](const Expr& e) {
+      const auto* seq = as<SeqExprNode>(e);
+      if (!seq) return;
+      for (const BindingBlock& block : seq->blocks) plan(block);
+    });
+    if (fused_.empty()) return f;
+    return visit_function(f);
+  }
+
+  void visit_binding(const Binding& b, std::vector<Binding>& out) override {
+    if (dropped_.count(b.var.get())) return;
+    auto it = fused_.find(b.var.get());
+    if (it == fused_.end()) return ExprMutator::visit_binding(b, out);
+    Expr call = visit(it->second);
+    out.push_back(Binding{b.var, call, nullptr});
+  }
+
+ private:
+  void plan(const BindingBlock& block) {
+    std::unordered_map<const VarNode*, const CallNode*> convs;  // in this block
+    for (const Binding& b : block.bindings) {
+      if (b.is_match_cast()) continue;
+      if (const CallNode* c = plain_conv(b.value)) {
+        convs[b.var.get()] = c;
+        continue;
+      }
+      const CallNode* c = as_op_call(b.value, "call_tir");
+      if (!c || c->args.size() < 2) continue;
+      const auto* g = as<GlobalVarNode>(c->args[0]);
+      const auto* args = as<TupleNode>(c->args[1]);
+      if (!g || !args || !mod_->program(g->name)) continue;
+      for (size_t k = 0; k < args->fields.size(); ++k) {
+        const auto* y = as<VarNode>(args->fields[k]);
+        auto conv = y ? convs.find(y) : convs.end();
+        if (conv == convs.end() || uses_[y] != 1) continue;
+        std::optional<Epilogue> e = match_epilogue(mod_->program(g->name), k);
+        if (!e) continue;
+        const auto* conv_args = as<TupleNode>(conv->second->args[1]);
+        std::vector<SymExpr> p = as<ShapeExprNode>(conv_args->fields[2])->values;
+        p.push_back(SymExpr(int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0)));
+        p.push_back(SymExpr(float_bits(e->lo)));
+        p.push_back(SymExpr(float_bits(e->hi)));
+        std::vector<Expr> fields = {conv_args->fields[0], conv_args->fields[1], make_shape(p)};
+        for (size_t i : e->biases) fields.push_back(args->fields[i]);
+        if (e->residual >= 0) fields.push_back(args->fields[size_t(e->residual)]);
+        Expr call = make_op_call("call_library", {make_string(kConv), make_tuple(fields)}, {}, {b.var->sinfo});
+        call->sinfo = b.var->sinfo;
+        fused_[b.var.get()] = call;
+        dropped_.insert(y);
+        convs.erase(conv);
+        break;
+      }
+    }
+  }
+
+  std::unordered_map<const VarNode*, int> uses_;
+  std::unordered_map<const VarNode*, Expr> fused_;
+  std::unordered_set<const VarNode*> dropped_;
+};
+
+}  // namespace
+
+IRModule fuse_library_epilogues(const IRModule& mod) {
+  Fuser fuser(mod);
+  return map_functions(mod, [&](const std::string&, const Function& f) { return fuser.run(f); });
+}
+
+}  // namespace relax

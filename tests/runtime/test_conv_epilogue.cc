@@ -1,0 +1,116 @@
+// gemm.conv2d_packed with an epilogue fused in (runtime/builtins_blas.cc,
+// passes/fuse_library_epilogues.cc): the direct and the depthwise layouts,
+// biases, a residual and clamps, bitwise what the plain call followed by
+// the formula gives, at one and two threads; and its refusals of operands
+// that do not fit.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "runtime/conv_direct.h"
+#include "runtime/error.h"
+#include "runtime/thread_pool.h"
+#include "runtime/vm.h"
+
+using namespace relax::rt;
+
+namespace {
+
+Value shape_value(std::vector<int64_t> v) { return Value(Shape(std::make_shared<const std::vector<int64_t>>(std::move(v)))); }
+
+void call(const char* name, std::vector<Value> args) {
+  static VirtualMachine vm(
+      Executable{}, [](const std::string&) { return Tensor(); }, nullptr);
+  const Builtin* fn = find_builtin(name);
+  REQUIRE(fn);
+  std::vector<const Value*> argp;
+  for (const Value& a : args) argp.push_back(&a);
+  std::vector<int64_t> heap;
+  Value out;
+  BuiltinCall c{vm, heap, argp.data(), argp.size(), out};
+  (*fn)(c);
+}
+
+Tensor random_tensor(std::mt19937& rng, std::vector<int64_t> shape) {
+  Tensor t = Tensor::empty(DType::f32(), shape);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) static_cast<float*>(t.data())[i] = d(rng);
+  return t;
+}
+
+int64_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return int64_t(u);
+}
+
+}  // namespace
+
+TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clamps") {
+  std::mt19937 rng(5);
+  struct Layer {
+    int64_t N, C, H, W, O, K, groups, layout;
+  };
+  // Direct (layout 0) 3x3 over 12x10, two images; depthwise (layout 2) over 4x4.
+  for (Layer l : {Layer{2, 16, 12, 10, 16, 3, 1, 0}, Layer{1, 32, 4, 4, 32, 3, 32, 2}}) {
+    CAPTURE(l.layout);
+    const int64_t Kc = l.C / l.groups * l.K * l.K;
+    Tensor x = random_tensor(rng, {l.N, l.C, l.H, l.W}), w = random_tensor(rng, {l.O, l.C / l.groups, l.K, l.K});
+    const int64_t size = l.layout == 2 ? conv2d_depthwise_packed_size(l.O, l.K * l.K) : conv2d_packed_size(l.O, 1, Kc);
+    Tensor packed = Tensor::empty(DType::f32(), {size});
+    call("gemm.conv2d_pack", {Value(w), shape_value({l.groups, l.layout}), Value(packed)});
+    std::vector<int64_t> p = {1, 1, 1, 1, 1, 1, l.groups, l.K, l.K, l.layout};
+    Tensor b0 = random_tensor(rng, {l.O, 1, 1}), b1 = random_tensor(rng, {l.O});
+    Tensor r = random_tensor(rng, {l.N, l.O, l.H, l.W});
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      ThreadPool::set_global_num_threads(threads);
+      Tensor plain = Tensor::empty(DType::f32(), {l.N, l.O, l.H, l.W});
+      call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(p), Value(plain)});
+      const float* y = static_cast<const float*>(plain.data());
+      const float *c0 = static_cast<const float*>(b0.data()), *c1 = static_cast<const float*>(b1.data()),
+                  *rd = static_cast<const float*>(r.data());
+      const int64_t P = l.H * l.W;
+      // One bias and relu; two biases, a residual and both clamps.
+      std::vector<int64_t> relu = p, full = p;
+      for (int64_t v : {int64_t(1), bits(0.0f), bits(std::numeric_limits<float>::infinity())}) relu.push_back(v);
+      for (int64_t v : {int64_t(6), bits(-0.25f), bits(0.5f)}) full.push_back(v);
+      Tensor y1 = Tensor::empty(DType::f32(), plain.shape()), y2 = Tensor::empty(DType::f32(), plain.shape());
+      call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(relu), Value(b0), Value(y1)});
+      call("gemm.conv2d_packed",
+           {Value(x), Value(packed), shape_value(full), Value(b0), Value(b1), Value(r), Value(y2)});
+      int64_t wrong1 = 0, wrong2 = 0;
+      for (int64_t i = 0; i < plain.numel(); ++i) {
+        const int64_t o = i / P % l.O;
+        float want1 = std::min(std::max(y[i] + c0[o], 0.0f), std::numeric_limits<float>::infinity());
+        float want2 = std::min(std::max(y[i] + (c0[o] + c1[o]) + rd[i], -0.25f), 0.5f);
+        wrong1 += static_cast<const float*>(y1.data())[i] != want1;
+        wrong2 += static_cast<const float*>(y2.data())[i] != want2;
+      }
+      CHECK(wrong1 == 0);
+      CHECK(wrong2 == 0);
+    }
+  }
+  ThreadPool::set_global_num_threads(0);
+}
+
+TEST_CASE("gemm.conv2d_packed refuses epilogue operands that do not fit") {
+  std::mt19937 rng(6);
+  Tensor x = random_tensor(rng, {1, 8, 5, 5}), w = random_tensor(rng, {8, 8, 3, 3});
+  Tensor packed = Tensor::empty(DType::f32(), {conv2d_packed_size(8, 1, 72)});
+  call("gemm.conv2d_pack", {Value(w), shape_value({1, 0}), Value(packed)});
+  Tensor y = Tensor::empty(DType::f32(), {1, 8, 5, 5});
+  auto params = [](int64_t flags) { return shape_value({1, 1, 1, 1, 1, 1, 1, 3, 3, 0, flags, 0, 0}); };
+  Tensor short_bias = random_tensor(rng, {7}), bias = random_tensor(rng, {8}), small = random_tensor(rng, {1, 8, 5, 4});
+  CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(1), Value(short_bias), Value(y)}),
+                       doctest::Contains("a bias must hold 8 f32"), Error);
+  CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(4), Value(small), Value(y)}),
+                       doctest::Contains("the residual must be"), Error);
+  CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(2), Value(bias), Value(y)}),
+                       doctest::Contains("takes 6 or 7 arguments"), Error);
+  CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(7), Value(bias), Value(y)}),
+                       doctest::Contains("13 with an epilogue"), Error);
+}
