@@ -544,7 +544,7 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   // data between two cores: at 2^18 multiply-adds a layer (a 16-channel
   // 3x3 convolution over 6x5, two images) took longer on two threads
   // than on one.
-  const bool split = pool && pool->num_threads() > 1 && 2.0 * double(g.N * g.O * P) * double(K) >= double(int64_t(1) << (getenv("XSPLIT") ? atoi(getenv("XSPLIT")) : 20));
+  const bool split = pool && pool->num_threads() > 1 && 2.0 * double(g.N * g.O * P) * double(K) >= double(1 << 20);
   auto run = [&](int64_t n, auto&& body) {
     if (split && n > 1)
       pool->parallel_for(n, body);
