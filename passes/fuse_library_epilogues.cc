@@ -9,12 +9,14 @@
 // ConvEpilogue):
 //   z = call_library("gemm.conv2d_packed", (x, w, shape(p..., e, lo, hi), b, r), out=T)
 // e: bits 0-1 the number of per-channel biases (up to 2), bit 2 a
-// residual; lo and hi the clamps as f32 bits (-inf and inf when absent).
+// residual, bit 3 a SiLU; lo and hi the clamps as f32 bits (-inf and inf
+// when absent).
 // What @f may store: a sum of loads, each one of y at the stored index, a
 // tensor of y's shape at the stored index (at most one), or a tensor of
 // the output channels' size, all of its dims 1 but the one read at the
 // channel index (at most two); under max(., lo), min(., hi) or both, with
-// constant bounds. ResNet's conv + bias + relu, and its conv + bias +
+// constant bounds, or as s * sigmoid(s) of that sum s (a SiLU:
+// EfficientNet's and YOLO's convolutions). ResNet's conv + bias + relu, and its conv + bias +
 // (downsample + bias) + relu, are each one call instead of two and a
 // tensor. The additions may round in another order than @f's (the biases
 // first, then the residual).
@@ -29,6 +31,7 @@
 
 #include "ir/mutator.h"
 #include "ir/op.h"
+#include "ir/printer.h"
 #include "passes/analysis/graph_util.h"
 #include "passes/passes.h"
 
@@ -40,6 +43,7 @@ constexpr const char* kConv = "gemm.conv2d_packed";
 struct Epilogue {
   std::vector<size_t> biases;  // inputs of @f
   int residual = -1;
+  bool silu = false;  // the sum s as s * sigmoid(s)
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
 };
 
@@ -106,6 +110,17 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
     (b->op == tir::BinOp::Max ? e.lo : e.hi) = float(imm->float_value);
     v = rest;
   }
+  // A SiLU, s * sigmoid(s) (either order), with no clamp: the sum is s.
+  if (const auto* m = tir::as<tir::BinaryNode>(v); m && m->op == tir::BinOp::Mul && !has_lo && !has_hi) {
+    for (auto [s, g] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
+      const auto* call = tir::as<tir::CallNodeT>(g);
+      if (call && call->fn == tir::Intrinsic::sigmoid && print_texpr(call->args[0]) == print_texpr(s)) {
+        e.silu = true;
+        v = s;
+        break;
+      }
+    }
+  }
   // The sum's terms.
   std::vector<tir::TExpr> terms, todo{v};
   while (!todo.empty()) {
@@ -145,7 +160,7 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
     if (channel_dims != 1 || size_t(input) == conv || e.biases.size() == 2) return std::nullopt;
     e.biases.push_back(size_t(input));
   }
-  if (!seen_conv || (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi)) return std::nullopt;
+  if (!seen_conv || (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.silu)) return std::nullopt;
   return e;
 }
 
@@ -216,7 +231,7 @@ class Fuser : public ExprMutator {
         if (!e) continue;
         const auto* conv_args = as<TupleNode>(conv->second->args[1]);
         std::vector<SymExpr> p = as<ShapeExprNode>(conv_args->fields[2])->values;
-        p.push_back(SymExpr(int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0)));
+        p.push_back(SymExpr(int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) | (e->silu ? 8 : 0)));
         p.push_back(SymExpr(float_bits(e->lo)));
         p.push_back(SymExpr(float_bits(e->hi)));
         std::vector<Expr> fields = {conv_args->fields[0], conv_args->fields[1], make_shape(p)};

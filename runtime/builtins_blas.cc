@@ -454,17 +454,18 @@ Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& 
 // 2 by the channels-in-lanes depthwise kernel. With three parameters more
 // (an epilogue fused from the elementwise kernel after it,
 // passes/fuse_library_epilogues.cc: bits 0-1 of the first the number of
-// per-channel biases, bit 2 a residual; then the lower and upper clamps
-// as f32 bits), those tensors come after the parameters: biases of O
-// elements, a residual of y's shape (runtime/conv_direct.h ConvEpilogue).
+// per-channel biases, bit 2 a residual, bit 3 a SiLU; then the lower and
+// upper clamps as f32 bits), those tensors come after the parameters:
+// biases of O elements, a residual of y's shape (runtime/conv_direct.h
+// ConvEpilogue).
 void conv2d_packed(BuiltinCall& c) {
   const char* what = "gemm.conv2d_packed";
   const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
-  if ((p.size() != 10 && p.size() != 13) || !known_layout(p[9]) || (p.size() == 13 && (p[10] < 0 || p[10] > 6)))
+  if ((p.size() != 10 && p.size() != 13) || !known_layout(p[9]) || (p.size() == 13 && (p[10] < 0 || p[10] > 15 || (p[10] & 3) == 3)))
     rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), or 13 with an epilogue, got ", shape_str(p));
-  const int64_t biases = p.size() == 13 ? p[10] & 3 : 0, residuals = p.size() == 13 ? p[10] >> 2 : 0;
+  const int64_t biases = p.size() == 13 ? p[10] & 3 : 0, residuals = p.size() == 13 ? p[10] >> 2 & 1 : 0;
   const size_t extra = size_t(biases + residuals);
-  if (biases > 2 || (c.num_args != 4 + extra && c.num_args != 5 + extra))
+  if (c.num_args != 4 + extra && c.num_args != 5 + extra)
     rt_fail(what, ": takes ", 4 + extra, " or ", 5 + extra, " arguments, got ", c.num_args);
   const Tensor& x = c.arg(0).tensor("gemm.conv2d_packed x");
   const Tensor& wp = c.arg(1).tensor("gemm.conv2d_packed weights");
@@ -493,6 +494,7 @@ void conv2d_packed(BuiltinCall& c) {
       return f;
     };
     epilogue.lo = as_float(p[11]), epilogue.hi = as_float(p[12]);
+    epilogue.silu = (p[10] >> 3 & 1) != 0;
   }
   const ConvEpilogue* ep = p.size() == 13 ? &epilogue : nullptr;
   const int64_t K = g.C / g.groups * g.KH * g.KW, P = g.OH * g.OW;

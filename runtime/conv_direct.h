@@ -85,18 +85,20 @@ void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const flo
 
 // What a convolution's outputs go through once summed, fused into it from
 // the elementwise kernel that followed (gemm.conv2d_packed's epilogue,
-// passes/fuse_library_epilogues.cc): y = min(max(y + bias[0][o] +
-// bias[1][o] + residual, lo), hi), for output channel o, a residual of y's
-// shape read at y's offset; a null pointer is absent. The library applies
-// it plane by plane after the sums, while they are in cache: applied tile
-// by tile, a call per channel and output row of 10 cost more than it saved
-// (resnet_small 0.285 -> 0.302 ms, against 0.268 plane by plane).
+// passes/fuse_library_epilogues.cc): v = y + bias[0][o] + bias[1][o] +
+// residual, for output channel o, a residual of y's shape read at y's
+// offset (a null pointer is absent); v * sigmoid(v) where `silu` (exp on
+// vectors, about 1 ulp); then y = min(max(v, lo), hi). The library applies
+// it over all of y right after the sums, while they are in cache, the
+// biases spread over an image's outputs so that any plane size is one
+// vector loop. Applied tile by tile it cost more than it saved (a call per
+// channel and output row of 10: resnet_small 0.285 -> 0.302 ms, against
+// 0.268 after the sums).
 struct ConvEpilogue {
   const float* bias[2] = {nullptr, nullptr};
   const float* residual = nullptr;
+  bool silu = false;
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-  // y[off, off + n), all of output channel o.
-  void apply(float* y, int64_t off, int64_t o, int64_t n) const;
   // All of y (N, O, P), split over the pool where it is large.
   void apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* pool) const;
 };

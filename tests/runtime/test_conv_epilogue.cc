@@ -1,16 +1,19 @@
 // gemm.conv2d_packed with an epilogue fused in (runtime/builtins_blas.cc,
 // passes/fuse_library_epilogues.cc): the direct and the depthwise layouts,
 // biases, a residual and clamps, bitwise what the plain call followed by
-// the formula gives, at one and two threads; and its refusals of operands
-// that do not fit.
+// the formula gives, on each ISA at one and two threads, a SiLU within 2
+// ulp; and its
+// refusals of operands that do not fit.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 
 #include "runtime/conv_direct.h"
+#include "runtime/cpu_isa.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 #include "runtime/vm.h"
@@ -65,7 +68,13 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
     std::vector<int64_t> p = {1, 1, 1, 1, 1, 1, l.groups, l.K, l.K, l.layout};
     Tensor b0 = random_tensor(rng, {l.O, 1, 1}), b1 = random_tensor(rng, {l.O});
     Tensor r = random_tensor(rng, {l.N, l.O, l.H, l.W});
-    for (int threads : {1, 2}) {
+    for (int run = 0; run < 6; ++run) {
+      // Each ISA this CPU runs (the epilogue's AVX-512, AVX2 and plain loops), at 1 and 2 threads.
+      const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
+      if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
+      REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
+      const int threads = 1 + run % 2;
+      CAPTURE(kernel_isa_name(isa));
       CAPTURE(threads);
       ThreadPool::set_global_num_threads(threads);
       Tensor plain = Tensor::empty(DType::f32(), {l.N, l.O, l.H, l.W});
@@ -82,18 +91,29 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
       call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(relu), Value(b0), Value(y1)});
       call("gemm.conv2d_packed",
            {Value(x), Value(packed), shape_value(full), Value(b0), Value(b1), Value(r), Value(y2)});
-      int64_t wrong1 = 0, wrong2 = 0;
+      // A bias and a SiLU (bit 3): exp on vectors, within 2 ulp of the formula in double.
+      std::vector<int64_t> silu = p;
+      for (int64_t v : {int64_t(1 | 8), bits(-std::numeric_limits<float>::infinity()),
+                        bits(std::numeric_limits<float>::infinity())})
+        silu.push_back(v);
+      Tensor y3 = Tensor::empty(DType::f32(), plain.shape());
+      call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(silu), Value(b0), Value(y3)});
+      int64_t wrong1 = 0, wrong2 = 0, wrong3 = 0;
       for (int64_t i = 0; i < plain.numel(); ++i) {
         const int64_t o = i / P % l.O;
         float want1 = std::min(std::max(y[i] + c0[o], 0.0f), std::numeric_limits<float>::infinity());
         float want2 = std::min(std::max(y[i] + (c0[o] + c1[o]) + rd[i], -0.25f), 0.5f);
+        double s = double(y[i] + c0[o]), want3 = s / (1.0 + std::exp(-s));
         wrong1 += static_cast<const float*>(y1.data())[i] != want1;
         wrong2 += static_cast<const float*>(y2.data())[i] != want2;
+        wrong3 += std::abs(static_cast<const float*>(y3.data())[i] - want3) > 2.4e-7 * std::max(1.0, std::abs(want3));
       }
       CHECK(wrong1 == 0);
       CHECK(wrong2 == 0);
+      CHECK(wrong3 == 0);
     }
   }
+  REQUIRE(set_kernel_isa(""));
   ThreadPool::set_global_num_threads(0);
 }
 
@@ -111,6 +131,7 @@ TEST_CASE("gemm.conv2d_packed refuses epilogue operands that do not fit") {
                        doctest::Contains("the residual must be"), Error);
   CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(2), Value(bias), Value(y)}),
                        doctest::Contains("takes 6 or 7 arguments"), Error);
-  CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(7), Value(bias), Value(y)}),
-                       doctest::Contains("13 with an epilogue"), Error);
+  for (int64_t flags : {3, 7, 16, -1})  // three biases; bits past the SiLU's
+    CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(flags), Value(bias), Value(y)}),
+                         doctest::Contains("13 with an epilogue"), Error);
 }
