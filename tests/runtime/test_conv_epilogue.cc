@@ -1,5 +1,5 @@
 // gemm.conv2d_packed with an epilogue fused in (runtime/builtins_blas.cc,
-// passes/fuse_library_epilogues.cc): the direct and the depthwise layouts,
+// passes/fuse_library_epilogues.cc): the direct, depthwise and product layouts,
 // biases, a residual and clamps, bitwise what the plain call followed by
 // the formula gives, on each ISA at one and two threads, a SiLU within 2
 // ulp; and its
@@ -14,6 +14,7 @@
 
 #include "runtime/conv_direct.h"
 #include "runtime/cpu_isa.h"
+#include "runtime/gemm.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 #include "runtime/vm.h"
@@ -57,15 +58,19 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
   struct Layer {
     int64_t N, C, H, W, O, K, groups, layout;
   };
-  // Direct (layout 0) 3x3 over 12x10, two images; depthwise (layout 2) over 4x4.
-  for (Layer l : {Layer{2, 16, 12, 10, 16, 3, 1, 0}, Layer{1, 32, 4, 4, 32, 3, 32, 2}}) {
+  // Direct (layout 0) 3x3 over 12x10, two images; depthwise (layout 2) over 4x4; a 1x1 product (layout 1, no
+  // workspace) over 5x5.
+  for (Layer l : {Layer{2, 16, 12, 10, 16, 3, 1, 0}, Layer{1, 32, 4, 4, 32, 3, 32, 2}, Layer{2, 16, 5, 5, 24, 1, 1, 1}}) {
     CAPTURE(l.layout);
     const int64_t Kc = l.C / l.groups * l.K * l.K;
     Tensor x = random_tensor(rng, {l.N, l.C, l.H, l.W}), w = random_tensor(rng, {l.O, l.C / l.groups, l.K, l.K});
-    const int64_t size = l.layout == 2 ? conv2d_depthwise_packed_size(l.O, l.K * l.K) : conv2d_packed_size(l.O, 1, Kc);
+    const int64_t size = l.layout == 2   ? conv2d_depthwise_packed_size(l.O, l.K * l.K)
+                         : l.layout == 0 ? conv2d_packed_size(l.O, 1, Kc)
+                                         : gemm_packed_a_size(l.O, Kc);
     Tensor packed = Tensor::empty(DType::f32(), {size});
     call("gemm.conv2d_pack", {Value(w), shape_value({l.groups, l.layout}), Value(packed)});
-    std::vector<int64_t> p = {1, 1, 1, 1, 1, 1, l.groups, l.K, l.K, l.layout};
+    const int64_t pad = l.K / 2;
+    std::vector<int64_t> p = {1, 1, pad, pad, 1, 1, l.groups, l.K, l.K, l.layout};
     Tensor b0 = random_tensor(rng, {l.O, 1, 1}), b1 = random_tensor(rng, {l.O});
     Tensor r = random_tensor(rng, {l.N, l.O, l.H, l.W});
     for (int run = 0; run < 6; ++run) {
