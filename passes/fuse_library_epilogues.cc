@@ -9,14 +9,19 @@
 // ConvEpilogue):
 //   z = call_library("gemm.conv2d_packed", (x, w, shape(p..., e, lo, hi), b, r), out=T)
 // e: bits 0-1 the number of per-channel biases (up to 2), bit 2 a
-// residual, bit 3 a SiLU; lo and hi the clamps as f32 bits (-inf and inf
-// when absent).
+// residual, bit 3 a SiLU, bits 4 and 5 the lower and upper clamp read from
+// a scalar tensor, bit 6 a leaky ReLU (its threshold and slope two scalar
+// tensors); lo and hi the constant clamps as f32 bits (-inf and inf when
+// absent). The tensors follow the parameters in that order: biases,
+// residual, lower and upper bound, threshold and slope.
 // What @f may store: a sum of loads, each one of y at the stored index, a
 // tensor of y's shape at the stored index (at most one), or a tensor of
 // the output channels' size, all of its dims 1 but the one read at the
 // channel index (at most two); under max(., lo), min(., hi) or both, with
-// constant bounds, or as s * sigmoid(s) of that sum s (a SiLU:
-// EfficientNet's and YOLO's convolutions). ResNet's conv + bias + relu, and its conv + bias +
+// bounds constant or read from a scalar tensor (an exported Clip's min and
+// max), as s * sigmoid(s) of that sum s (a SiLU: EfficientNet's and
+// YOLO's convolutions), or as s < t ? a * s : s (a leaky ReLU: t and a
+// scalar tensors, RetinaFace's convolutions). ResNet's conv + bias + relu, and its conv + bias +
 // (downsample + bias) + relu, are each one call instead of two and a
 // tensor. The additions may round in another order than @f's (the biases
 // first, then the residual).
@@ -44,6 +49,9 @@ struct Epilogue {
   std::vector<size_t> biases;  // inputs of @f
   int residual = -1;
   bool silu = false;  // the sum s as s * sigmoid(s)
+  // Scalars read from inputs of @f (rank 0, or one element): the clamps'
+  // bounds, and a leaky ReLU's threshold and slope (s < t ? a * s : s).
+  int lo_input = -1, hi_input = -1, leak_at = -1, slope = -1;
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
 };
 
@@ -93,22 +101,53 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
       if (!is_var(l.indices[d], vars[d])) return false;
     return true;
   };
+  // An input of @f read as one f32 scalar (a rank-0 tensor, or one element
+  // at index 0): its index, or -1.
+  auto scalar_input = [&](const tir::TExpr& t) {
+    const auto* l = tir::as<tir::LoadNode>(t);
+    if (!l || !(l->buffer->dtype == DataType::f32())) return -1;
+    for (size_t d = 0; d < l->indices.size(); ++d)
+      if (!is_zero(l->indices[d]) || !(l->buffer->shape[d] == SymExpr(1))) return -1;
+    int input = input_index(p, l->buffer);
+    return size_t(input) == conv ? -1 : input;
+  };
   Epilogue e;
-  // The clamps: max(., lo) and min(., hi), either side constant, each at most once.
+  // The clamps: max(., lo) and min(., hi), the other side a constant or a
+  // scalar input, each at most once.
   tir::TExpr v = store->value;
   bool has_lo = false, has_hi = false;
   for (;;) {
     const auto* b = tir::as<tir::BinaryNode>(v);
     if (!b || (b->op != tir::BinOp::Max && b->op != tir::BinOp::Min)) break;
-    const auto* imm = tir::as<tir::ImmNode>(b->b);
-    tir::TExpr rest = b->a;
-    if (!imm) imm = tir::as<tir::ImmNode>(b->a), rest = b->b;
-    if (!imm || !imm->dtype.is_float()) return std::nullopt;
-    bool& seen = b->op == tir::BinOp::Max ? has_lo : has_hi;
+    const bool lower = b->op == tir::BinOp::Max;
+    bool& seen = lower ? has_lo : has_hi;
     if (seen) return std::nullopt;
     seen = true;
-    (b->op == tir::BinOp::Max ? e.lo : e.hi) = float(imm->float_value);
+    const auto* imm = tir::as<tir::ImmNode>(b->b);
+    tir::TExpr bound = b->b, rest = b->a;
+    if (!imm && scalar_input(b->b) < 0) bound = b->a, rest = b->b, imm = tir::as<tir::ImmNode>(b->a);
+    if (imm && imm->dtype.is_float())
+      (lower ? e.lo : e.hi) = float(imm->float_value);
+    else if (int input = scalar_input(bound); input >= 0)
+      (lower ? e.lo_input : e.hi_input) = input;
+    else
+      return std::nullopt;
     v = rest;
+  }
+  // A leaky ReLU, s < t ? a * s : s (either order of the product), with t
+  // and a scalar inputs (ONNX LeakyRelu as the legaliser writes it).
+  if (const auto* sel = tir::as<tir::SelectNode>(v); sel && !has_lo && !has_hi) {
+    const auto* lt = tir::as<tir::BinaryNode>(sel->cond);
+    const auto* mul = tir::as<tir::BinaryNode>(sel->a);
+    if (!lt || lt->op != tir::BinOp::LT || !mul || mul->op != tir::BinOp::Mul) return std::nullopt;
+    tir::TExpr scaled = mul->b;
+    int slope = scalar_input(mul->a);
+    if (slope < 0) slope = scalar_input(mul->b), scaled = mul->a;
+    const std::string sum = print_texpr(sel->b);
+    if (slope < 0 || scalar_input(lt->b) < 0 || print_texpr(lt->a) != sum || print_texpr(scaled) != sum)
+      return std::nullopt;
+    e.leak_at = scalar_input(lt->b), e.slope = slope;
+    v = sel->b;
   }
   // A SiLU, s * sigmoid(s) (either order), with no clamp: the sum is s.
   if (const auto* m = tir::as<tir::BinaryNode>(v); m && m->op == tir::BinOp::Mul && !has_lo && !has_hi) {
@@ -160,7 +199,8 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
     if (channel_dims != 1 || size_t(input) == conv || e.biases.size() == 2) return std::nullopt;
     e.biases.push_back(size_t(input));
   }
-  if (!seen_conv || (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.silu)) return std::nullopt;
+  if (!seen_conv || (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.silu && e.slope < 0))
+    return std::nullopt;
   return e;
 }
 
@@ -231,12 +271,14 @@ class Fuser : public ExprMutator {
         if (!e) continue;
         const auto* conv_args = as<TupleNode>(conv->second->args[1]);
         std::vector<SymExpr> p = as<ShapeExprNode>(conv_args->fields[2])->values;
-        p.push_back(SymExpr(int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) | (e->silu ? 8 : 0)));
+        p.push_back(SymExpr(int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) | (e->silu ? 8 : 0) |
+                            (e->lo_input >= 0 ? 16 : 0) | (e->hi_input >= 0 ? 32 : 0) | (e->slope >= 0 ? 64 : 0)));
         p.push_back(SymExpr(float_bits(e->lo)));
         p.push_back(SymExpr(float_bits(e->hi)));
         std::vector<Expr> fields = {conv_args->fields[0], conv_args->fields[1], make_shape(p)};
         for (size_t i : e->biases) fields.push_back(args->fields[i]);
-        if (e->residual >= 0) fields.push_back(args->fields[size_t(e->residual)]);
+        for (int i : {e->residual, e->lo_input, e->hi_input, e->leak_at, e->slope})
+          if (i >= 0) fields.push_back(args->fields[size_t(i)]);
         Expr call = make_op_call("call_library", {make_string(kConv), make_tuple(fields)}, {}, {b.var->sinfo});
         call->sinfo = b.var->sinfo;
         fused_[b.var.get()] = call;

@@ -454,17 +454,20 @@ Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& 
 // 2 by the channels-in-lanes depthwise kernel. With three parameters more
 // (an epilogue fused from the elementwise kernel after it,
 // passes/fuse_library_epilogues.cc: bits 0-1 of the first the number of
-// per-channel biases, bit 2 a residual, bit 3 a SiLU; then the lower and
-// upper clamps as f32 bits), those tensors come after the parameters:
-// biases of O elements, a residual of y's shape (runtime/conv_direct.h
+// per-channel biases, bit 2 a residual, bit 3 a SiLU, bits 4 and 5 the
+// lower and upper clamp from a tensor, bit 6 a leaky ReLU; then the lower
+// and upper clamps as f32 bits), those tensors come after the parameters:
+// biases of O elements, a residual of y's shape, then one-element tensors:
+// the bounds, the leaky ReLU's threshold and slope (runtime/conv_direct.h
 // ConvEpilogue).
 void conv2d_packed(BuiltinCall& c) {
   const char* what = "gemm.conv2d_packed";
   const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
-  if ((p.size() != 10 && p.size() != 13) || !known_layout(p[9]) || (p.size() == 13 && (p[10] < 0 || p[10] > 15 || (p[10] & 3) == 3)))
+  if ((p.size() != 10 && p.size() != 13) || !known_layout(p[9]) || (p.size() == 13 && (p[10] < 0 || p[10] > 127 || (p[10] & 3) == 3)))
     rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), or 13 with an epilogue, got ", shape_str(p));
-  const int64_t biases = p.size() == 13 ? p[10] & 3 : 0, residuals = p.size() == 13 ? p[10] >> 2 & 1 : 0;
-  const size_t extra = size_t(biases + residuals);
+  const int64_t flags = p.size() == 13 ? p[10] : 0, biases = flags & 3, residuals = flags >> 2 & 1;
+  const int64_t scalars = (flags >> 4 & 1) + (flags >> 5 & 1) + 2 * (flags >> 6 & 1);
+  const size_t extra = size_t(biases + residuals + scalars);
   if (c.num_args != 4 + extra && c.num_args != 5 + extra)
     rt_fail(what, ": takes ", 4 + extra, " or ", 5 + extra, " arguments, got ", c.num_args);
   const Tensor& x = c.arg(0).tensor("gemm.conv2d_packed x");
@@ -478,7 +481,17 @@ void conv2d_packed(BuiltinCall& c) {
     rt_fail(what, ": needs x and y of rank 4 (or 3), got ", x.type_str(), " and ", y.type_str());
   const Conv2dGeometry g = packed_geometry(what, x, y, p);
   ConvEpilogue epilogue;
-  for (int64_t k = 0; k < int64_t(extra); ++k) {
+  auto as_float = [](int64_t bits) {
+    const uint32_t u = uint32_t(bits);
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  if (p.size() == 13) {
+    epilogue.lo = as_float(p[11]), epilogue.hi = as_float(p[12]);
+    epilogue.silu = (flags >> 3 & 1) != 0, epilogue.leaky = (flags >> 6 & 1) != 0;
+  }
+  for (int64_t k = 0; k < biases + residuals; ++k) {
     const Tensor& t = c.arg(3 + size_t(k)).tensor(k < biases ? "gemm.conv2d_packed bias" : "gemm.conv2d_packed residual");
     const bool ok = t.dtype() == DType::f32() && (k < biases ? t.numel() == g.O : t.shape() == y.shape());
     if (!ok)
@@ -486,15 +499,16 @@ void conv2d_packed(BuiltinCall& c) {
               ", got ", t.type_str());
     (k < biases ? epilogue.bias[k] : epilogue.residual) = static_cast<const float*>(t.data());
   }
-  if (p.size() == 13) {
-    auto as_float = [](int64_t bits) {
-      const uint32_t u = uint32_t(bits);
-      float f;
-      std::memcpy(&f, &u, sizeof f);
-      return f;
-    };
-    epilogue.lo = as_float(p[11]), epilogue.hi = as_float(p[12]);
-    epilogue.silu = (p[10] >> 3 & 1) != 0;
+  // The scalars, in order: the tensor bounds, the leaky ReLU's threshold and slope.
+  std::vector<float*> scalar_slots;
+  if (flags >> 4 & 1) scalar_slots.push_back(&epilogue.lo);
+  if (flags >> 5 & 1) scalar_slots.push_back(&epilogue.hi);
+  if (flags >> 6 & 1) scalar_slots.push_back(&epilogue.leak_at), scalar_slots.push_back(&epilogue.slope);
+  for (size_t k = 0; k < scalar_slots.size(); ++k) {
+    const Tensor& t = c.arg(3 + size_t(biases + residuals) + k).tensor("gemm.conv2d_packed scalar");
+    if (!(t.dtype() == DType::f32()) || t.numel() != 1)
+      rt_fail(what, ": an epilogue's bound, threshold or slope must be one f32, got ", t.type_str());
+    *scalar_slots[k] = *static_cast<const float*>(t.data());
   }
   const ConvEpilogue* ep = p.size() == 13 ? &epilogue : nullptr;
   const int64_t K = g.C / g.groups * g.KH * g.KW, P = g.OH * g.OW;

@@ -469,30 +469,34 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 exp_avx2(__m256
 
 // The epilogue over y[0, n): + b[i] (the biases' sum of i's channel) where
 // there are biases, + r[i] where there is a residual, then v * sigmoid(v)
-// for a SiLU, then the clamps.
-__attribute__((target("avx512f"))) void epilogue_avx512(float* y, const float* b, const float* r, bool silu, float lo,
-                                                        float hi, int64_t n) {
-  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), one = _mm512_set1_ps(1.0f);
+// for a SiLU, the leaky ReLU's slope below its threshold, then the clamps.
+__attribute__((target("avx512f"))) void epilogue_avx512(float* y, const float* b, const float* r, const ConvEpilogue& e,
+                                                        int64_t n) {
+  const __m512 vlo = _mm512_set1_ps(e.lo), vhi = _mm512_set1_ps(e.hi), one = _mm512_set1_ps(1.0f);
+  const __m512 at = _mm512_set1_ps(e.leak_at), slope = _mm512_set1_ps(e.slope);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
     __m512 v = _mm512_maskz_loadu_ps(m, y + i);
     if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b + i));
     if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r + i));
-    if (silu) v = _mm512_div_ps(v, _mm512_add_ps(one, exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+    if (e.silu) v = _mm512_div_ps(v, _mm512_add_ps(one, exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+    if (e.leaky) v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, at, _CMP_LT_OQ), v, slope);
     v = _mm512_maskz_min_ps(m, _mm512_maskz_max_ps(m, v, vlo), vhi);
     _mm512_mask_storeu_ps(y + i, m, v);
   }
 }
-__attribute__((target("avx2,fma"))) void epilogue_avx2(float* y, const float* b, const float* r, bool silu, float lo,
-                                                       float hi, int64_t n) {
-  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi), one = _mm256_set1_ps(1.0f);
+__attribute__((target("avx2,fma"))) void epilogue_avx2(float* y, const float* b, const float* r, const ConvEpilogue& e,
+                                                       int64_t n) {
+  const __m256 vlo = _mm256_set1_ps(e.lo), vhi = _mm256_set1_ps(e.hi), one = _mm256_set1_ps(1.0f);
+  const __m256 at = _mm256_set1_ps(e.leak_at), slope = _mm256_set1_ps(e.slope);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t i = 0; i < n; i += 8) {
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<int64_t>(n - i, 8))), lane);
     __m256 v = _mm256_maskload_ps(y + i, m);
     if (b) v = _mm256_add_ps(v, _mm256_maskload_ps(b + i, m));
     if (r) v = _mm256_add_ps(v, _mm256_maskload_ps(r + i, m));
-    if (silu) v = _mm256_div_ps(v, _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+    if (e.silu) v = _mm256_div_ps(v, _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+    if (e.leaky) v = _mm256_blendv_ps(v, _mm256_mul_ps(v, slope), _mm256_cmp_ps(v, at, _CMP_LT_OQ));
     v = _mm256_min_ps(_mm256_max_ps(v, vlo), vhi);
     _mm256_maskstore_ps(y + i, m, v);
   }
@@ -525,14 +529,15 @@ void ConvEpilogue::apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPo
       const float *b = row ? row + j : nullptr, *r = residual ? residual + begin : nullptr;
 #ifdef RELAX_X86_KERNELS
       if (kernel_isa() == KernelIsa::avx512)
-        epilogue_avx512(yj, b, r, silu, lo, hi, len);
+        epilogue_avx512(yj, b, r, *this, len);
       else if (kernel_isa() == KernelIsa::avx2)
-        epilogue_avx2(yj, b, r, silu, lo, hi, len);
+        epilogue_avx2(yj, b, r, *this, len);
       else
 #endif
         for (int64_t i = 0; i < len; ++i) {
           float v = yj[i] + (b ? b[i] : 0.0f) + (r ? r[i] : 0.0f);
           if (silu) v = v / (1.0f + std::exp(-v));
+          if (leaky && v < leak_at) v *= slope;
           yj[i] = std::min(std::max(v, lo), hi);
         }
       begin += len;

@@ -88,7 +88,8 @@ void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const flo
 // passes/fuse_library_epilogues.cc): v = y + bias[0][o] + bias[1][o] +
 // residual, for output channel o, a residual of y's shape read at y's
 // offset (a null pointer is absent); v * sigmoid(v) where `silu` (exp on
-// vectors, about 1 ulp); then y = min(max(v, lo), hi). The library applies
+// vectors, about 1 ulp); v < leak_at ? slope * v : v where `leaky`; then
+// y = min(max(v, lo), hi). The library applies
 // it over all of y right after the sums, while they are in cache, the
 // biases spread over an image's outputs so that any plane size is one
 // vector loop. Applied tile by tile it cost more than it saved (a call per
@@ -97,7 +98,8 @@ void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const flo
 struct ConvEpilogue {
   const float* bias[2] = {nullptr, nullptr};
   const float* residual = nullptr;
-  bool silu = false;
+  bool silu = false, leaky = false;
+  float leak_at = 0.0f, slope = 0.0f;
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
   // All of y (N, O, P), split over the pool where it is large.
   void apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* pool) const;

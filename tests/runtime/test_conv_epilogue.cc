@@ -1,8 +1,8 @@
 // gemm.conv2d_packed with an epilogue fused in (runtime/builtins_blas.cc,
 // passes/fuse_library_epilogues.cc): the direct, depthwise and product layouts,
 // biases, a residual and clamps, bitwise what the plain call followed by
-// the formula gives, on each ISA at one and two threads, a SiLU within 2
-// ulp; and its
+// the formula gives, on each ISA at one and two threads (clamps from
+// tensors and a leaky ReLU too), a SiLU within 2 ulp; and its
 // refusals of operands that do not fit.
 #include <doctest/doctest.h>
 
@@ -103,7 +103,17 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
         silu.push_back(v);
       Tensor y3 = Tensor::empty(DType::f32(), plain.shape());
       call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(silu), Value(b0), Value(y3)});
-      int64_t wrong1 = 0, wrong2 = 0, wrong3 = 0;
+      // Bounds from tensors (bits 4, 5) and a leaky ReLU (bit 6): its threshold and slope tensors.
+      std::vector<int64_t> tensors = p;
+      for (int64_t v : {int64_t(1 | 16 | 32 | 64), bits(0.0f), bits(0.0f)}) tensors.push_back(v);
+      Tensor lo = Tensor::empty(DType::f32(), {}), hi = Tensor::empty(DType::f32(), {1}),
+             at = Tensor::empty(DType::f32(), {}), slope = Tensor::empty(DType::f32(), {});
+      *static_cast<float*>(lo.data()) = -0.3f, *static_cast<float*>(hi.data()) = 0.8f;
+      *static_cast<float*>(at.data()) = 0.1f, *static_cast<float*>(slope.data()) = 0.25f;
+      Tensor y4 = Tensor::empty(DType::f32(), plain.shape());
+      call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(tensors), Value(b0), Value(lo), Value(hi),
+                                  Value(at), Value(slope), Value(y4)});
+      int64_t wrong1 = 0, wrong2 = 0, wrong3 = 0, wrong4 = 0;
       for (int64_t i = 0; i < plain.numel(); ++i) {
         const int64_t o = i / P % l.O;
         float want1 = std::min(std::max(y[i] + c0[o], 0.0f), std::numeric_limits<float>::infinity());
@@ -112,10 +122,14 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
         wrong1 += static_cast<const float*>(y1.data())[i] != want1;
         wrong2 += static_cast<const float*>(y2.data())[i] != want2;
         wrong3 += std::abs(static_cast<const float*>(y3.data())[i] - want3) > 2.4e-7 * std::max(1.0, std::abs(want3));
+        float v4 = y[i] + c0[o];
+        float want4 = std::min(std::max(v4 < 0.1f ? v4 * 0.25f : v4, -0.3f), 0.8f);
+        wrong4 += static_cast<const float*>(y4.data())[i] != want4;
       }
       CHECK(wrong1 == 0);
       CHECK(wrong2 == 0);
       CHECK(wrong3 == 0);
+      CHECK(wrong4 == 0);
     }
   }
   REQUIRE(set_kernel_isa(""));
@@ -136,7 +150,9 @@ TEST_CASE("gemm.conv2d_packed refuses epilogue operands that do not fit") {
                        doctest::Contains("the residual must be"), Error);
   CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(2), Value(bias), Value(y)}),
                        doctest::Contains("takes 6 or 7 arguments"), Error);
-  for (int64_t flags : {3, 7, 16, -1})  // three biases; bits past the SiLU's
+  CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(16), Value(bias), Value(y)}),
+                       doctest::Contains("bound, threshold or slope must be one f32"), Error);
+  for (int64_t flags : {3, 7, 128, -1})  // three biases; bits past the leaky ReLU's
     CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(flags), Value(bias), Value(y)}),
                          doctest::Contains("13 with an epilogue"), Error);
 }
