@@ -330,7 +330,8 @@ void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* 
     std::fill(y, y + g.N * g.O * P, 0.0f);
     return;
   }
-  if (method == ConvMethod::direct || (method == ConvMethod::automatic && use_direct(g.KH, g.KW, Og, K, P, g.sh > 1 || g.sw > 1))) {
+  if (method == ConvMethod::direct ||
+      (method == ConvMethod::automatic && use_direct(g.KH, g.KW, Og, K, P, g.sh > 1 || g.sw > 1))) {
     thread_local std::vector<float> scratch;
     return conv2d_direct_f32(g, x, w, y, scratch, pool);
   }
@@ -463,7 +464,8 @@ Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& 
 void conv2d_packed(BuiltinCall& c) {
   const char* what = "gemm.conv2d_packed";
   const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
-  if ((p.size() != 10 && p.size() != 13) || !known_layout(p[9]) || (p.size() == 13 && (p[10] < 0 || p[10] > 127 || (p[10] & 3) == 3)))
+  if ((p.size() != 10 && p.size() != 13) || !known_layout(p[9]) ||
+      (p.size() == 13 && (p[10] < 0 || p[10] > 127 || (p[10] & 3) == 3)))
     rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), or 13 with an epilogue, got ", shape_str(p));
   const int64_t flags = p.size() == 13 ? p[10] : 0, biases = flags & 3, residuals = flags >> 2 & 1;
   const int64_t scalars = (flags >> 4 & 1) + (flags >> 5 & 1) + 2 * (flags >> 6 & 1);
@@ -492,10 +494,12 @@ void conv2d_packed(BuiltinCall& c) {
     epilogue.silu = (flags >> 3 & 1) != 0, epilogue.leaky = (flags >> 6 & 1) != 0;
   }
   for (int64_t k = 0; k < biases + residuals; ++k) {
-    const Tensor& t = c.arg(3 + size_t(k)).tensor(k < biases ? "gemm.conv2d_packed bias" : "gemm.conv2d_packed residual");
+    const Tensor& t =
+        c.arg(3 + size_t(k)).tensor(k < biases ? "gemm.conv2d_packed bias" : "gemm.conv2d_packed residual");
     const bool ok = t.dtype() == DType::f32() && (k < biases ? t.numel() == g.O : t.shape() == y.shape());
     if (!ok)
-      rt_fail(what, ": ", k < biases ? rt_str("a bias must hold ", g.O, " f32") : rt_str("the residual must be ", y.type_str()),
+      rt_fail(what, ": ",
+              k < biases ? rt_str("a bias must hold ", g.O, " f32") : rt_str("the residual must be ", y.type_str()),
               ", got ", t.type_str());
     (k < biases ? epilogue.bias[k] : epilogue.residual) = static_cast<const float*>(t.data());
   }
@@ -678,9 +682,8 @@ void qmatmul_packed(BuiltinCall& c) {
   check_i32_out(out, what, M * N);
   c.flops = 2.0 * double(M) * double(N) * double(K);
   c.integer_ops = true;
-  qgemm_packed(M, N, K, qmatrix(a, what, "a", K), za.data(), int64_t(za.size()),
-               static_cast<const uint8_t*>(bp.data()), static_cast<int32_t*>(out.data()), N,
-               ThreadPool::global().get());
+  qgemm_packed(M, N, K, qmatrix(a, what, "a", K), za.data(), int64_t(za.size()), static_cast<const uint8_t*>(bp.data()),
+               static_cast<int32_t*>(out.data()), N, ThreadPool::global().get());
 }
 
 // gemm.qmatmul(a, b, a_zp, b_zp, out): out (..., M, N) i32 = (a - a_zp)
@@ -696,8 +699,8 @@ void qmatmul(BuiltinCall& c) {
   const Tensor& bzp = c.arg(3).tensor("gemm.qmatmul b_zp");
   const Tensor& out = c.arg(4).tensor("gemm.qmatmul out");
   const std::vector<int64_t>&as = a.shape(), &bs = b.shape();
-  if (as.size() < 2 || bs.size() < 2) rt_fail(what, ": operands must have rank >= 2, got ", a.type_str(), " and ",
-                                              b.type_str());
+  if (as.size() < 2 || bs.size() < 2)
+    rt_fail(what, ": operands must have rank >= 2, got ", a.type_str(), " and ", b.type_str());
   const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
   if (bs[bs.size() - 2] != K) rt_fail(what, ": inner dims ", K, " and ", bs[bs.size() - 2], " differ");
   const MatmulBatch mb = matmul_batch(what, as, bs);
@@ -764,8 +767,7 @@ void qconv2d_packed(BuiltinCall& c) {
   const Conv2dGeometry g = packed_geometry(what, x, y, p);
   const int64_t K = g.C / g.groups * g.KH * g.KW;
   if (!(wp.dtype() == DType::u(8)) || wp.numel() != qconv2d_packed_size(g.O, g.groups, K))
-    rt_fail(what, ": the packed weights must hold ", qconv2d_packed_size(g.O, g.groups, K), " u8, got ",
-            wp.type_str());
+    rt_fail(what, ": the packed weights must hold ", qconv2d_packed_size(g.O, g.groups, K), " u8, got ", wp.type_str());
   std::vector<int32_t> zx = zero_points(zp, what, "x_zp", 1);
   c.flops = 2.0 * double(g.N) * double(g.O) * double(g.OH * g.OW) * double(K);
   c.integer_ops = true;

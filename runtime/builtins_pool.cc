@@ -51,7 +51,7 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 max16(__m512 a, 
 // just made, masked or of other widths, which cannot be forwarded, and
 // stalled on every one (ResNet's stem pool: 14.5 us for 3,840 outputs).
 __attribute__((target("avx512f"))) void reduce_rows_avx512(const PoolGeometry& g, const float* xp, int64_t stride,
-                                                          float* rows) {
+                                                           float* rows) {
   const __m512 low = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < stride; j += 16) {
     // Lanes l whose column j + l - pw lies inside the row.
@@ -100,7 +100,8 @@ void max_pool2d_f32(const PoolGeometry& g, const float* x, float* y, ThreadPool*
       if (avx512) {
         reduce_rows_avx512(g, xp, stride, buf.data());
         if (g.sw == 2 && g.dw == 1) {
-          for (int64_t oh = 0; oh < g.OH; ++oh) stride2_row_avx512(buf.data() + oh * stride, g.OW, g.KW, yp + oh * g.OW);
+          for (int64_t oh = 0; oh < g.OH; ++oh)
+            stride2_row_avx512(buf.data() + oh * stride, g.OW, g.KW, yp + oh * g.OW);
           continue;
         }
       } else {

@@ -357,7 +357,9 @@ __attribute__((target("avx512f"))) void pad_planes_avx512(const float* x, int64_
     const int64_t lo = std::clamp<int64_t>(pw - 16 * v, 0, 16), hi = std::clamp<int64_t>(pw + W - 16 * v, 0, 16);
     return hi > lo ? __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1)) : __mmask16(0);
   };
-  auto store_mask = [&](int64_t v) { return Wp - 16 * v >= 16 ? __mmask16(0xffff) : __mmask16((1u << (Wp - 16 * v)) - 1); };
+  auto store_mask = [&](int64_t v) {
+    return Wp - 16 * v >= 16 ? __mmask16(0xffff) : __mmask16((1u << (Wp - 16 * v)) - 1);
+  };
   constexpr int64_t kCached = 8;
   __mmask16 reads[kCached], stores[kCached];
   for (int64_t v = 0; v < std::min(vectors, kCached); ++v) reads[v] = read_mask(v), stores[v] = store_mask(v);
@@ -457,7 +459,8 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 exp_avx512(__m51
 }
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 exp_avx2(__m256 x) {
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpMin)), _mm256_set1_ps(kExpMax));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
   __m256 p = _mm256_set1_ps(kExpPoly[0]);
@@ -671,8 +674,10 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
           for (int64_t j = 0; j < cnt; ++j) {
             px[j] = image + (n * g.C + gi * Cg) * Hp * Wp + oh * g.sh * Wp + ow * g.sw;
             yoff[j] = n * g.O * P + p;
-            if (++p == P) p = 0, oh = 0, ow = 0, ++n;  // the next position, maybe of the next image
-            else if (++ow == g.OW) ow = 0, ++oh;
+            if (++p == P)
+              p = 0, oh = 0, ow = 0, ++n;  // the next position, maybe of the next image
+            else if (++ow == g.OW)
+              ow = 0, ++oh;
           }
           int64_t o0 = gi * Og + b0 * kLanes, oc = std::min<int64_t>(nb * kLanes, Og - b0 * kLanes);
           table.f[wide][nb - 1][cnt - 1](px, yoff, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw,
@@ -719,8 +724,12 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
           const T* wb = wt + (gi * blocks + b) * K * kLanes;
           T* yb = y + (n * g.O + o0) * P + oh * g.OW + ow0;
           int vectors = int((count + 15) / 16);
-          auto f = g.sw == 1 ? (vectors == 1 ? lane_tile<1, 1> : vectors == 2 ? lane_tile<2, 1> : lane_tile<3, 1>)
-                             : (vectors == 1 ? lane_tile<1, 2> : vectors == 2 ? lane_tile<2, 2> : lane_tile<3, 2>);
+          auto f = g.sw == 1 ? (vectors == 1   ? lane_tile<1, 1>
+                                : vectors == 2 ? lane_tile<2, 1>
+                                               : lane_tile<3, 1>)
+                             : (vectors == 1   ? lane_tile<1, 2>
+                                : vectors == 2 ? lane_tile<2, 2>
+                                               : lane_tile<3, 2>);
           f(x0, Cg, g.KH, g.KW, Hp * Wp, g.dh * Wp, g.dw, wb, yb, P, oc, count);
         }
       });

@@ -35,9 +35,9 @@ namespace relax::rt {
 class ThreadPool;
 
 struct Conv2dGeometry {
-  int64_t N, C, H, W;       // x
-  int64_t O, KH, KW;        // w: (O, C / groups, KH, KW)
-  int64_t OH, OW;           // y: (N, O, OH, OW)
+  int64_t N, C, H, W;  // x
+  int64_t O, KH, KW;   // w: (O, C / groups, KH, KW)
+  int64_t OH, OW;      // y: (N, O, OH, OW)
   int64_t sh, sw, ph, pw, dh, dw, groups;
 };
 

@@ -14,8 +14,8 @@
 
 #include "runtime/conv_direct.h"
 #include "runtime/cpu_isa.h"
-#include "runtime/gemm.h"
 #include "runtime/error.h"
+#include "runtime/gemm.h"
 #include "runtime/thread_pool.h"
 #include "runtime/vm.h"
 
@@ -23,7 +23,9 @@ using namespace relax::rt;
 
 namespace {
 
-Value shape_value(std::vector<int64_t> v) { return Value(Shape(std::make_shared<const std::vector<int64_t>>(std::move(v)))); }
+Value shape_value(std::vector<int64_t> v) {
+  return Value(Shape(std::make_shared<const std::vector<int64_t>>(std::move(v))));
+}
 
 void call(const char* name, std::vector<Value> args) {
   static VirtualMachine vm(
@@ -60,7 +62,8 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
   };
   // Direct (layout 0) 3x3 over 12x10, two images; depthwise (layout 2) over 4x4; a 1x1 product (layout 1, no
   // workspace) over 5x5.
-  for (Layer l : {Layer{2, 16, 12, 10, 16, 3, 1, 0}, Layer{1, 32, 4, 4, 32, 3, 32, 2}, Layer{2, 16, 5, 5, 24, 1, 1, 1}}) {
+  for (Layer l :
+       {Layer{2, 16, 12, 10, 16, 3, 1, 0}, Layer{1, 32, 4, 4, 32, 3, 32, 2}, Layer{2, 16, 5, 5, 24, 1, 1, 1}}) {
     CAPTURE(l.layout);
     const int64_t Kc = l.C / l.groups * l.K * l.K;
     Tensor x = random_tensor(rng, {l.N, l.C, l.H, l.W}), w = random_tensor(rng, {l.O, l.C / l.groups, l.K, l.K});
