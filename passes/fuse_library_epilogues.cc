@@ -187,12 +187,17 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
       e.residual = input;
       continue;
     }
-    // A bias: one element per output channel, read at the channel index.
+    // A bias: one element per output channel, read at the channel index
+    // (its other dims of size 1 read at 0, or at a loop variable of extent
+    // 1: `b[i1, i2, i3]` over a 1x1 plane).
     int channel_dims = 0;
     for (size_t d = 0; d < l->indices.size(); ++d) {
+      bool unit_var = false;
+      for (size_t k = 0; k < vars.size(); ++k)
+        unit_var |= is_var(l->indices[d], vars[k]) && out->shape[k] == SymExpr(1);
       if (is_var(l->indices[d], vars[1]) && l->buffer->shape[d] == out->shape[1]) {
         ++channel_dims;
-      } else if (!is_zero(l->indices[d]) || !(l->buffer->shape[d] == SymExpr(1))) {
+      } else if (!(is_zero(l->indices[d]) || unit_var) || !(l->buffer->shape[d] == SymExpr(1))) {
         return std::nullopt;
       }
     }
