@@ -19,7 +19,8 @@ const std::vector<Pass>& all_passes() {
       {"fuse-ops", "group call_tir bindings one kernel can compute into primitive functions", fuse_ops},
       {"fuse-tir", "merge each primitive function into one tensor program", fuse_tir},
       {"fuse-library-epilogues",
-       "a library convolution read only by a bias, residual and clamp kernel applies them itself",
+       "a library convolution read only by a kernel of biases, a residual and a clamp, SiLU or leaky ReLU applies "
+       "that itself",
        fuse_library_epilogues},
       {"simplify-tir", "simplify index arithmetic in tensor programs under their loop bounds", simplify_tir},
       {"dedupe-programs", "tensor programs equal but for their names and their buffers' names become one",
