@@ -21,9 +21,9 @@
 // bounds constant or read from a scalar tensor (an exported Clip's min and
 // max), as s * sigmoid(s) of that sum s (a SiLU: EfficientNet's and
 // YOLO's convolutions), or as s < t ? a * s : s (a leaky ReLU: t and a
-// scalar tensors, RetinaFace's convolutions). ResNet's conv + bias + relu, and its conv + bias +
-// (downsample + bias) + relu, are each one call instead of two and a
-// tensor. The additions may round in another order than @f's (the biases
+// scalar tensors, RetinaFace's convolutions). ResNet's conv + bias + relu,
+// and its conv + bias + (downsample + bias) + relu, are each one call
+// instead of two and a tensor. The additions may round in another order than @f's (the biases
 // first, then the residual).
 //
 // A convolution with a workspace (the im2col form, a tuple result) is left
@@ -91,16 +91,15 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
     vars.push_back(f->var);
     s = f->body;
   }
-  const auto* store = tir::as<tir::StoreNode>(s);
-  if (!store || store->buffer != out || vars.size() != out->shape.size()) return std::nullopt;
-  for (size_t d = 0; d < vars.size(); ++d)
-    if (!is_var(store->indices[d], vars[d])) return std::nullopt;
-  auto at_store_index = [&](const tir::LoadNode& l) {
-    if (l.indices.size() != vars.size()) return false;
+  // Indices that are the loop variables in order: the stored element.
+  auto at_store_index = [&](const std::vector<tir::TExpr>& indices) {
+    if (indices.size() != vars.size()) return false;
     for (size_t d = 0; d < vars.size(); ++d)
-      if (!is_var(l.indices[d], vars[d])) return false;
+      if (!is_var(indices[d], vars[d])) return false;
     return true;
   };
+  const auto* store = tir::as<tir::StoreNode>(s);
+  if (!store || store->buffer != out || !at_store_index(store->indices)) return std::nullopt;
   // An input of @f read as one f32 scalar (a rank-0 tensor, or one element
   // at index 0): its index, or -1.
   auto scalar_input = [&](const tir::TExpr& t) {
@@ -144,9 +143,9 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
     int slope = scalar_input(mul->a);
     if (slope < 0) slope = scalar_input(mul->b), scaled = mul->a;
     const std::string sum = print_texpr(sel->b);
-    if (slope < 0 || scalar_input(lt->b) < 0 || print_texpr(lt->a) != sum || print_texpr(scaled) != sum)
-      return std::nullopt;
-    e.leak_at = scalar_input(lt->b), e.slope = slope;
+    const int leak_at = scalar_input(lt->b);
+    if (slope < 0 || leak_at < 0 || print_texpr(lt->a) != sum || print_texpr(scaled) != sum) return std::nullopt;
+    e.leak_at = leak_at, e.slope = slope;
     v = sel->b;
   }
   // A SiLU, s * sigmoid(s) (either order), with no clamp: the sum is s.
@@ -178,11 +177,11 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
     if (!l || !(l->buffer->dtype == DataType::f32())) return std::nullopt;
     int input = input_index(p, l->buffer);
     if (input < 0) return std::nullopt;
-    if (size_t(input) == conv && at_store_index(*l) && !seen_conv) {
+    if (size_t(input) == conv && at_store_index(l->indices) && !seen_conv) {
       seen_conv = true;
       continue;
     }
-    if (size_t(input) != conv && same_shape(l->buffer->shape, out->shape) && at_store_index(*l)) {
+    if (size_t(input) != conv && same_shape(l->buffer->shape, out->shape) && at_store_index(l->indices)) {
       if (e.residual >= 0) return std::nullopt;
       e.residual = input;
       continue;

@@ -504,11 +504,12 @@ void conv2d_packed(BuiltinCall& c) {
     (k < biases ? epilogue.bias[k] : epilogue.residual) = static_cast<const float*>(t.data());
   }
   // The scalars, in order: the tensor bounds, the leaky ReLU's threshold and slope.
-  std::vector<float*> scalar_slots;
-  if (flags >> 4 & 1) scalar_slots.push_back(&epilogue.lo);
-  if (flags >> 5 & 1) scalar_slots.push_back(&epilogue.hi);
-  if (flags >> 6 & 1) scalar_slots.push_back(&epilogue.leak_at), scalar_slots.push_back(&epilogue.slope);
-  for (size_t k = 0; k < scalar_slots.size(); ++k) {
+  float* scalar_slots[4];
+  size_t slots = 0;
+  if (flags >> 4 & 1) scalar_slots[slots++] = &epilogue.lo;
+  if (flags >> 5 & 1) scalar_slots[slots++] = &epilogue.hi;
+  if (flags >> 6 & 1) scalar_slots[slots++] = &epilogue.leak_at, scalar_slots[slots++] = &epilogue.slope;
+  for (size_t k = 0; k < slots; ++k) {
     const Tensor& t = c.arg(3 + size_t(biases + residuals) + k).tensor("gemm.conv2d_packed scalar");
     if (!(t.dtype() == DType::f32()) || t.numel() != 1)
       rt_fail(what, ": an epilogue's bound, threshold or slope must be one f32, got ", t.type_str());

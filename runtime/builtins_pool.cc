@@ -92,7 +92,9 @@ void max_pool2d_f32(const PoolGeometry& g, const float* x, float* y, ThreadPool*
   auto body = [&](int64_t p0, int64_t p1) {
     // A plane's rows are all reduced before any output reads them, so
     // the reads find the stores written back.
-    std::vector<float> buf(size_t(std::max<int64_t>(g.OH * stride, 1)));
+    // Every element is written before it is read: kept per thread, never cleared.
+    thread_local std::vector<float> buf;
+    buf.resize(std::max(buf.size(), size_t(std::max<int64_t>(g.OH * stride, 1))));
     for (int64_t p = p0; p < p1; ++p) {
       const float* xp = x + p * g.H * g.W;
       float* yp = y + p * g.OH * g.OW;

@@ -470,17 +470,18 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 exp_avx2(__m256
   return _mm256_mul_ps(e, _mm256_castsi256_ps(two_n));
 }
 
-// The epilogue over y[0, n): + b[i] (the biases' sum of i's channel) where
-// there are biases, + r[i] where there is a residual, then v * sigmoid(v)
+// The epilogue over y[0, n): + b[i] where there is a row of biases (else +
+// bc, one channel's), + r[i] where there is a residual, then v * sigmoid(v)
 // for a SiLU, the leaky ReLU's slope below its threshold, then the clamps.
-__attribute__((target("avx512f"))) void epilogue_avx512(float* y, const float* b, const float* r, const ConvEpilogue& e,
-                                                        int64_t n) {
-  const __m512 vlo = _mm512_set1_ps(e.lo), vhi = _mm512_set1_ps(e.hi), one = _mm512_set1_ps(1.0f);
+__attribute__((target("avx512f"))) void epilogue_avx512(float* y, const float* b, float bc, const float* r,
+                                                        const ConvEpilogue& e, int64_t n) {
+  const __m512 vbc = _mm512_set1_ps(bc), vlo = _mm512_set1_ps(e.lo), vhi = _mm512_set1_ps(e.hi),
+               one = _mm512_set1_ps(1.0f);
   const __m512 at = _mm512_set1_ps(e.leak_at), slope = _mm512_set1_ps(e.slope);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
     __m512 v = _mm512_maskz_loadu_ps(m, y + i);
-    if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b + i));
+    v = _mm512_add_ps(v, b ? _mm512_maskz_loadu_ps(m, b + i) : vbc);
     if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r + i));
     if (e.silu) v = _mm512_div_ps(v, _mm512_add_ps(one, exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
     if (e.leaky) v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, at, _CMP_LT_OQ), v, slope);
@@ -488,15 +489,16 @@ __attribute__((target("avx512f"))) void epilogue_avx512(float* y, const float* b
     _mm512_mask_storeu_ps(y + i, m, v);
   }
 }
-__attribute__((target("avx2,fma"))) void epilogue_avx2(float* y, const float* b, const float* r, const ConvEpilogue& e,
-                                                       int64_t n) {
-  const __m256 vlo = _mm256_set1_ps(e.lo), vhi = _mm256_set1_ps(e.hi), one = _mm256_set1_ps(1.0f);
+__attribute__((target("avx2,fma"))) void epilogue_avx2(float* y, const float* b, float bc, const float* r,
+                                                       const ConvEpilogue& e, int64_t n) {
+  const __m256 vbc = _mm256_set1_ps(bc), vlo = _mm256_set1_ps(e.lo), vhi = _mm256_set1_ps(e.hi),
+               one = _mm256_set1_ps(1.0f);
   const __m256 at = _mm256_set1_ps(e.leak_at), slope = _mm256_set1_ps(e.slope);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t i = 0; i < n; i += 8) {
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<int64_t>(n - i, 8))), lane);
     __m256 v = _mm256_maskload_ps(y + i, m);
-    if (b) v = _mm256_add_ps(v, _mm256_maskload_ps(b + i, m));
+    v = _mm256_add_ps(v, b ? _mm256_maskload_ps(b + i, m) : vbc);
     if (r) v = _mm256_add_ps(v, _mm256_maskload_ps(r + i, m));
     if (e.silu) v = _mm256_div_ps(v, _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
     if (e.leaky) v = _mm256_blendv_ps(v, _mm256_mul_ps(v, slope), _mm256_cmp_ps(v, at, _CMP_LT_OQ));
@@ -509,36 +511,38 @@ __attribute__((target("avx2,fma"))) void epilogue_avx2(float* y, const float* b,
 }  // namespace
 
 void ConvEpilogue::apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* pool) const {
-  // The biases' sum spread over one image's (O, P) outputs, so that every
-  // run of outputs is one vector loop whatever the plane's size (per plane,
-  // EfficientNet's 2x2 and 1x1 planes of 144 to 288 channels ran a vector
-  // of 16 lanes for 4 or 1 outputs).
+  auto channel_bias = [&](int64_t o) { return (bias[0] ? bias[0][o] : 0.0f) + (bias[1] ? bias[1][o] : 0.0f); };
+  // Planes of fewer than 64 outputs take the biases spread over an image's
+  // (O, P) outputs, so that a run of outputs is one vector loop across
+  // channels (plane by plane, EfficientNet's 2x2 and 1x1 planes of 144 to
+  // 288 channels ran a 16-lane vector for 4 or 1 outputs); longer planes
+  // add their channel's bias as a constant (spreading would write as much
+  // again as the output).
   const int64_t L = O * P;
+  const bool spread_bias = (bias[0] || bias[1]) && P < 64;
   thread_local std::vector<float> spread;
-  const float* row = nullptr;
-  if (bias[0] || bias[1]) {
+  if (spread_bias) {
     spread.resize(size_t(L));
-    for (int64_t o = 0; o < O; ++o) {
-      const float b = (bias[0] ? bias[0][o] : 0.0f) + (bias[1] ? bias[1][o] : 0.0f);
-      std::fill(spread.begin() + o * P, spread.begin() + (o + 1) * P, b);
-    }
-    row = spread.data();
+    for (int64_t o = 0; o < O; ++o) std::fill(spread.begin() + o * P, spread.begin() + (o + 1) * P, channel_bias(o));
   }
-  // [begin, end) of the flat (N, O * P) outputs, image by image.
+  // [begin, end) of the flat (N, O, P) outputs, by runs within an image
+  // (spread biases) or within a plane (a constant bias).
   auto body = [&](int64_t begin, int64_t end) {
     while (begin < end) {
-      const int64_t j = begin % L, len = std::min(end - begin, L - j);
+      const int64_t run = spread_bias ? L : P, j = begin % run, len = std::min(end - begin, run - j);
+      const float* b = spread_bias ? spread.data() + j : nullptr;
+      const float bc = spread_bias ? 0.0f : channel_bias(begin / P % O);
       float* yj = y + begin;
-      const float *b = row ? row + j : nullptr, *r = residual ? residual + begin : nullptr;
+      const float* r = residual ? residual + begin : nullptr;
 #ifdef RELAX_X86_KERNELS
       if (kernel_isa() == KernelIsa::avx512)
-        epilogue_avx512(yj, b, r, *this, len);
+        epilogue_avx512(yj, b, bc, r, *this, len);
       else if (kernel_isa() == KernelIsa::avx2)
-        epilogue_avx2(yj, b, r, *this, len);
+        epilogue_avx2(yj, b, bc, r, *this, len);
       else
 #endif
         for (int64_t i = 0; i < len; ++i) {
-          float v = yj[i] + (b ? b[i] : 0.0f) + (r ? r[i] : 0.0f);
+          float v = yj[i] + (b ? b[i] : bc) + (r ? r[i] : 0.0f);
           if (silu) v = v / (1.0f + std::exp(-v));
           if (leaky && v < leak_at) v *= slope;
           yj[i] = std::min(std::max(v, lo), hi);
@@ -548,7 +552,7 @@ void ConvEpilogue::apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPo
   };
   // Over the pool in runs of 1,024 outputs where there is the work for it
   // (a SiLU's exponential counts as 16 operations, as the code generator's
-  // estimate does).
+  // estimate does, backends/cpu/codegen.h kParallelMinWork).
   const int64_t total = N * L, runs = (total + 1023) / 1024;
   const double work = double(total) * (silu ? 16.0 : 1.0);
   if (pool && pool->num_threads() > 1 && runs > 1 && work >= double(1 << 15))
