@@ -1,29 +1,35 @@
-// fuse-library-epilogues: a library convolution (gemm.conv2d_packed, the
-// cpu target's) whose result only an elementwise kernel reads, and reads
-// as a bias, residual and clamp would,
+// fuse-library-epilogues: a library convolution (gemm.conv2d_packed) or
+// product (blas.matmul, f32), the cpu target's, whose result only an
+// elementwise kernel reads, and reads as a bias, residual, activation and
+// clamp would,
 //   y = call_library("gemm.conv2d_packed", (x, w, shape(p...)), out=T)
 //   z = call_tir(@f, (.., y, .., b, .., r, ..), out=T)
 //   @f: z[i] = max(y[i] + b[i1, 0, 0] + r[i], 0.0)   (terms in any order)
-// becomes one call that applies it to its output planes right after
-// summing them, while they are in cache (runtime/conv_direct.h
-// ConvEpilogue):
-//   z = call_library("gemm.conv2d_packed", (x, w, shape(p..., e, lo, hi), b, r), out=T)
-// e: bits 0-1 the number of per-channel biases (up to 2), bit 2 a
-// residual, bit 3 a SiLU, bits 4 and 5 the lower and upper clamp read from
-// a scalar tensor, bit 6 a leaky ReLU (its threshold and slope two scalar
-// tensors); lo and hi the constant clamps as f32 bits (-inf and inf when
-// absent). The tensors follow the parameters in that order: biases,
-// residual, lower and upper bound, threshold and slope.
+// becomes one call that applies it to its outputs right after summing
+// them, while they are in cache (runtime/epilogue.h):
+//   z = call_library("gemm.conv2d_packed", (x, w, shape(p..., e, lo, hi, k1, k2, k3), b, r), out=T)
+// (a product: (a, b, shape(e, lo, hi, k1, k2, k3), tensors...)). e: bits
+// 0-1 the number of per-channel biases (up to 2), bit 2 a residual, bit 3
+// a SiLU, bits 4 and 5 the lower and upper clamp read from a scalar
+// tensor, bit 6 a leaky ReLU (its threshold and slope two scalar
+// tensors), bit 7 tanh, bit 8 GELU's erf form s * (erf(s / k1) + k2) * k3
+// (bit 9: k1 divides, else multiplies), bits 10-12 k1, k2, k3 from scalar
+// tensors; lo, hi and the k's as f32 bits where constant. The tensors
+// follow the parameters in that order: biases, residual, lower and upper
+// bound, threshold and slope, k1, k2, k3.
 // What @f may store: a sum of loads, each one of y at the stored index, a
 // tensor of y's shape at the stored index (at most one), or a tensor of
-// the output channels' size, all of its dims 1 but the one read at the
-// channel index (at most two); under max(., lo), min(., hi) or both, with
-// bounds constant or read from a scalar tensor (an exported Clip's min and
-// max), as s * sigmoid(s) of that sum s (a SiLU: EfficientNet's and
-// YOLO's convolutions), or as s < t ? a * s : s (a leaky ReLU: t and a
-// scalar tensors, RetinaFace's convolutions). ResNet's conv + bias + relu,
-// and its conv + bias + (downsample + bias) + relu, are each one call
-// instead of two and a tensor. The additions may round in another order than @f's (the biases
+// the output channels' size (a convolution's dim 1, a product's last), all
+// of its dims 1 but the one read at the channel index (at most two);
+// under max(., lo), min(., hi) or both, with bounds constant or read from
+// a scalar tensor (an exported Clip's min and max), as s * sigmoid(s) of
+// that sum s (a SiLU: EfficientNet's and YOLO's convolutions), as s < t ?
+// a * s : s (a leaky ReLU: t and a scalar tensors, RetinaFace's
+// convolutions), as tanh(s), or as GELU (the transformers' MLPs: torch
+// exports (s * (erf(s / 1.414) + 1)) * 0.5, the legaliser writes s * 0.5 *
+// (1 + erf(s * 0.7071))). ResNet's conv + bias + relu, and its conv + bias
+// + (downsample + bias) + relu, are each one call instead of two and a
+// tensor. The additions may round in another order than @f's (the biases
 // first, then the residual).
 //
 // A convolution with a workspace (the im2col form, a tuple result) is left
@@ -34,9 +40,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/analyzer.h"
 #include "ir/mutator.h"
 #include "ir/op.h"
 #include "ir/printer.h"
+#include "ir/tir_functor.h"
 #include "passes/analysis/graph_util.h"
 #include "passes/passes.h"
 
@@ -44,22 +52,28 @@ namespace relax {
 namespace {
 
 constexpr const char* kConv = "gemm.conv2d_packed";
+constexpr const char* kMatmul = "blas.matmul";
+
+// A scalar operand: a constant, or an input of @f read as one f32.
+struct Scalar {
+  float value = 0.0f;
+  int input = -1;
+};
 
 struct Epilogue {
   std::vector<size_t> biases;  // inputs of @f
   int residual = -1;
   bool silu = false;  // the sum s as s * sigmoid(s)
+  bool tanh = false;  // as tanh(s)
+  // GELU's erf form: s * (erf(s / k1) + k2) * k3 (s * k1 where not gelu_div).
+  bool gelu = false, gelu_div = false;
+  Scalar k1{1.0f}, k2{0.0f}, k3{1.0f};
   // Scalars read from inputs of @f (rank 0, or one element): the clamps'
   // bounds, and a leaky ReLU's threshold and slope (s < t ? a * s : s).
   int lo_input = -1, hi_input = -1, leak_at = -1, slope = -1;
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
 };
 
-bool is_zero(const tir::TExpr& e) {
-  if (const auto* s = tir::as<tir::SymNodeT>(e)) return s->value.is_const() && s->value.const_value() == 0;
-  if (const auto* i = tir::as<tir::ImmNode>(e)) return !i->dtype.is_float() && i->int_value == 0;
-  return false;
-}
 bool is_var(const tir::TExpr& e, const SymExpr& v) {
   const auto* s = tir::as<tir::SymNodeT>(e);
   return s && s->value == v;
@@ -76,21 +90,60 @@ int input_index(const tir::Program& p, const tir::Buffer& b) {
   return -1;
 }
 
-// What @f does to its input `conv`, if it is such an epilogue.
-std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
+// What @f does to its input `conv` (the library call's result), if it is
+// such an epilogue; biases are read at the output's channel dim (a
+// convolution's 1, a product's last).
+//
+// A product's result may be read through a reshape that keeps its rows
+// (GPT-2's Gemm output (B * S, N) read as (B, S, N)): its last dim is the
+// output's, and the read's offset is provably the store's under the
+// loops' bounds.
+std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool product) {
   if (p->outputs.size() != 1 || conv >= p->inputs.size()) return std::nullopt;
   const tir::Buffer &out = p->outputs[0], &y = p->inputs[conv];
-  if (!(out->dtype == DataType::f32()) || !(y->dtype == DataType::f32()) || !same_shape(out->shape, y->shape) ||
-      out->shape.size() < 2)
+  if (!(out->dtype == DataType::f32()) || !(y->dtype == DataType::f32()) || out->shape.size() < (product ? 1 : 2))
     return std::nullopt;
-  // Loops over every dim of the output in order, then one store.
+  const size_t channel = product ? out->shape.size() - 1 : 1;
+  const bool reshaped = !same_shape(out->shape, y->shape);
+  if (reshaped && (!product || y->shape.empty() || !(y->shape.back() == out->shape.back()))) return std::nullopt;
+  // Loops over every dim of the output in order, then one store; indices
+  // simplified under their bounds (inlining a reshape leaves i2 // 32 and
+  // i2 % 32 for i2 < 32).
   std::vector<SymExpr> vars;
-  tir::Stmt s = p->body;
+  Analyzer az;
+  tir::Stmt s = tir::simplify_indices(p->body);
   while (const auto* f = tir::as<tir::ForNode>(s)) {
     if (vars.size() >= out->shape.size() || !(f->extent == out->shape[vars.size()])) return std::nullopt;
     vars.push_back(f->var);
+    az.bind_below(f->var, f->extent);
+    if (f->extent.is_const()) az.bind(f->var, 0, f->extent.const_value() - 1);
     s = f->body;
   }
+  auto numel = [](const std::vector<SymExpr>& shape) {
+    SymExpr n(1);
+    for (const SymExpr& d : shape) n = n * d;
+    return n;
+  };
+  if (reshaped && !az.can_prove_equal(numel(out->shape), numel(y->shape))) return std::nullopt;
+  // An index provably equal to v.
+  auto index_is = [&](const tir::TExpr& e, const SymExpr& v) {
+    const auto* sym = tir::as<tir::SymNodeT>(e);
+    return sym && az.can_prove_equal(sym->value, v);
+  };
+  // The row-major offset of `indices` into `shape`, if they are symbolic.
+  auto offset = [&](const std::vector<tir::TExpr>& indices,
+                    const std::vector<SymExpr>& shape) -> std::optional<SymExpr> {
+    if (indices.size() != shape.size()) return std::nullopt;
+    SymExpr o(0);
+    for (size_t d = 0; d < indices.size(); ++d) {
+      const auto* sym = tir::as<tir::SymNodeT>(indices[d]);
+      if (!sym) return std::nullopt;
+      o = o * shape[d] + sym->value;
+    }
+    return o;
+  };
+  SymExpr stored(0);  // the store's offset into the output
+  for (size_t d = 0; d < vars.size(); ++d) stored = stored * out->shape[d] + vars[d];
   // Indices that are the loop variables in order: the stored element.
   auto at_store_index = [&](const std::vector<tir::TExpr>& indices) {
     if (indices.size() != vars.size()) return false;
@@ -100,15 +153,34 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
   };
   const auto* store = tir::as<tir::StoreNode>(s);
   if (!store || store->buffer != out || !at_store_index(store->indices)) return std::nullopt;
+  // A read of y (or of a tensor of the output's shape) at the stored element.
+  auto reads_stored = [&](const tir::LoadNode& l) {
+    if (same_shape(l.buffer->shape, out->shape)) {
+      if (l.indices.size() != vars.size()) return false;
+      for (size_t d = 0; d < vars.size(); ++d)
+        if (!index_is(l.indices[d], vars[d])) return false;
+      return true;
+    }
+    if (l.buffer != y) return false;
+    std::optional<SymExpr> at = offset(l.indices, y->shape);
+    return at && az.can_prove_equal(*at, stored);
+  };
   // An input of @f read as one f32 scalar (a rank-0 tensor, or one element
   // at index 0): its index, or -1.
   auto scalar_input = [&](const tir::TExpr& t) {
     const auto* l = tir::as<tir::LoadNode>(t);
     if (!l || !(l->buffer->dtype == DataType::f32())) return -1;
     for (size_t d = 0; d < l->indices.size(); ++d)
-      if (!is_zero(l->indices[d]) || !(l->buffer->shape[d] == SymExpr(1))) return -1;
+      if (!index_is(l->indices[d], SymExpr(0)) || !(l->buffer->shape[d] == SymExpr(1))) return -1;
     int input = input_index(p, l->buffer);
     return size_t(input) == conv ? -1 : input;
+  };
+  // A constant or a scalar input.
+  auto scalar = [&](const tir::TExpr& t) -> std::optional<Scalar> {
+    if (const auto* imm = tir::as<tir::ImmNode>(t); imm && imm->dtype.is_float())
+      return Scalar{float(imm->float_value)};
+    if (int input = scalar_input(t); input >= 0) return Scalar{0.0f, input};
+    return std::nullopt;
   };
   Epilogue e;
   // The clamps: max(., lo) and min(., hi), the other side a constant or a
@@ -159,6 +231,69 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
       }
     }
   }
+  // tanh(s), with no clamp.
+  if (const auto* call = tir::as<tir::CallNodeT>(v);
+      call && call->fn == tir::Intrinsic::tanh && !has_lo && !has_hi && !e.silu && e.slope < 0) {
+    e.tanh = true;
+    v = call->args[0];
+  }
+  // GELU's erf form, with no clamp: a product (in any grouping and order)
+  // of s, erf(s / k1) + k2 (or s * k1, either order of each), and at most
+  // one scalar k3.
+  if (const auto* m = tir::as<tir::BinaryNode>(v);
+      m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.tanh) {
+    std::vector<tir::TExpr> factors, todo{v};
+    while (!todo.empty()) {
+      tir::TExpr t = todo.back();
+      todo.pop_back();
+      const auto* b = tir::as<tir::BinaryNode>(t);
+      if (b && b->op == tir::BinOp::Mul) {
+        todo.push_back(b->b), todo.push_back(b->a);
+        continue;
+      }
+      factors.push_back(t);
+    }
+    Epilogue g = e;
+    std::optional<tir::TExpr> sum, erf_sum;
+    int erfs = 0, k3s = 0;
+    for (const tir::TExpr& f : factors) {
+      const auto* add = tir::as<tir::BinaryNode>(f);
+      const tir::CallNodeT* erf = nullptr;
+      std::optional<Scalar> k2;
+      if (add && add->op == tir::BinOp::Add) {
+        for (auto [c, k] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
+          const auto* call = tir::as<tir::CallNodeT>(c);
+          if (call && call->fn == tir::Intrinsic::erf && (k2 = scalar(k))) {
+            erf = call;
+            break;
+          }
+        }
+      }
+      if (erf) {
+        // erf's argument: s / k1, s * k1 or k1 * s.
+        const auto* arg = tir::as<tir::BinaryNode>(erf->args[0]);
+        if (!arg || (arg->op != tir::BinOp::Div && arg->op != tir::BinOp::Mul)) return std::nullopt;
+        std::optional<Scalar> k1 = scalar(arg->b);
+        erf_sum = arg->a;
+        if (!k1 && arg->op == tir::BinOp::Mul) k1 = scalar(arg->a), erf_sum = arg->b;
+        if (!k1) return std::nullopt;
+        g.gelu_div = arg->op == tir::BinOp::Div, g.k1 = *k1, g.k2 = *k2;
+        ++erfs;
+      } else if (std::optional<Scalar> k3 = scalar(f)) {
+        g.k3 = *k3;
+        ++k3s;
+      } else if (!sum) {
+        sum = f;
+      } else {
+        return std::nullopt;
+      }
+    }
+    if (erfs == 1 && k3s <= 1 && sum && print_texpr(*sum) == print_texpr(*erf_sum)) {
+      g.gelu = true;
+      e = g;
+      v = *sum;
+    }
+  }
   // The sum's terms.
   std::vector<tir::TExpr> terms, todo{v};
   while (!todo.empty()) {
@@ -177,11 +312,11 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
     if (!l || !(l->buffer->dtype == DataType::f32())) return std::nullopt;
     int input = input_index(p, l->buffer);
     if (input < 0) return std::nullopt;
-    if (size_t(input) == conv && at_store_index(l->indices) && !seen_conv) {
+    if (size_t(input) == conv && reads_stored(*l) && !seen_conv) {
       seen_conv = true;
       continue;
     }
-    if (size_t(input) != conv && same_shape(l->buffer->shape, out->shape) && at_store_index(l->indices)) {
+    if (size_t(input) != conv && same_shape(l->buffer->shape, out->shape) && reads_stored(*l)) {
       if (e.residual >= 0) return std::nullopt;
       e.residual = input;
       continue;
@@ -194,16 +329,17 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv) {
       bool unit_var = false;
       for (size_t k = 0; k < vars.size(); ++k)
         unit_var |= is_var(l->indices[d], vars[k]) && out->shape[k] == SymExpr(1);
-      if (is_var(l->indices[d], vars[1]) && l->buffer->shape[d] == out->shape[1]) {
+      if (index_is(l->indices[d], vars[channel]) && l->buffer->shape[d] == out->shape[channel]) {
         ++channel_dims;
-      } else if (!(is_zero(l->indices[d]) || unit_var) || !(l->buffer->shape[d] == SymExpr(1))) {
+      } else if (!(index_is(l->indices[d], SymExpr(0)) || unit_var) || !(l->buffer->shape[d] == SymExpr(1))) {
         return std::nullopt;
       }
     }
     if (channel_dims != 1 || size_t(input) == conv || e.biases.size() == 2) return std::nullopt;
     e.biases.push_back(size_t(input));
   }
-  if (!seen_conv || (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.silu && e.slope < 0))
+  if (!seen_conv ||
+      (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.tanh && !e.gelu))
     return std::nullopt;
   return e;
 }
@@ -214,17 +350,29 @@ int64_t float_bits(float f) {
   return int64_t(u);
 }
 
-// The convolution's call, if `value` is one without an epilogue or workspace.
-const CallNode* plain_conv(const Expr& value) {
+// A library call that can take an epilogue, as the legaliser wrote it:
+// the convolution without an epilogue or workspace, or the product
+// (f32).
+struct LibraryCall {
+  const CallNode* call;
+  std::string name;
+};
+std::optional<LibraryCall> plain_library_call(const Expr& value) {
   const CallNode* c = as_op_call(value, "call_library");
-  if (!c || c->args.size() != 2) return nullptr;
+  if (!c || c->args.size() != 2) return std::nullopt;
   const auto* name = as<StringImmNode>(c->args[0]);
   const auto* args = as<TupleNode>(c->args[1]);
-  if (!name || name->value != kConv || !args || args->fields.size() != 3) return nullptr;
-  const auto* params = as<ShapeExprNode>(args->fields[2]);
-  if (!params || params->values.size() != 10) return nullptr;
   const auto* t = value->sinfo ? dynamic_cast<const TensorSI*>(value->sinfo.get()) : nullptr;
-  return t ? c : nullptr;
+  if (!name || !args || !t) return std::nullopt;
+  if (name->value == kConv && args->fields.size() == 3) {
+    const auto* params = as<ShapeExprNode>(args->fields[2]);
+    if (!params || params->values.size() != 10) return std::nullopt;
+    return LibraryCall{c, kConv};
+  }
+  if (name->value == kMatmul && args->fields.size() == 2 && t->dtype == DataType::f32() && t->shape &&
+      !t->shape->empty())
+    return LibraryCall{c, kMatmul};
+  return std::nullopt;
 }
 
 class Fuser : public ExprMutator {
@@ -255,11 +403,11 @@ class Fuser : public ExprMutator {
 
  private:
   void plan(const BindingBlock& block) {
-    std::unordered_map<const VarNode*, const CallNode*> convs;  // in this block
+    std::unordered_map<const VarNode*, LibraryCall> calls;  // in this block
     for (const Binding& b : block.bindings) {
       if (b.is_match_cast()) continue;
-      if (const CallNode* c = plain_conv(b.value)) {
-        convs[b.var.get()] = c;
+      if (std::optional<LibraryCall> lib = plain_library_call(b.value)) {
+        calls.emplace(b.var.get(), *lib);
         continue;
       }
       const CallNode* c = as_op_call(b.value, "call_tir");
@@ -269,25 +417,33 @@ class Fuser : public ExprMutator {
       if (!g || !args || !mod_->program(g->name)) continue;
       for (size_t k = 0; k < args->fields.size(); ++k) {
         const auto* y = as<VarNode>(args->fields[k]);
-        auto conv = y ? convs.find(y) : convs.end();
-        if (conv == convs.end() || uses_[y] != 1) continue;
-        std::optional<Epilogue> e = match_epilogue(mod_->program(g->name), k);
+        auto lib = y ? calls.find(y) : calls.end();
+        if (lib == calls.end() || uses_[y] != 1) continue;
+        std::optional<Epilogue> e = match_epilogue(mod_->program(g->name), k, lib->second.name == kMatmul);
         if (!e) continue;
-        const auto* conv_args = as<TupleNode>(conv->second->args[1]);
-        std::vector<SymExpr> p = as<ShapeExprNode>(conv_args->fields[2])->values;
-        p.push_back(SymExpr(int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) | (e->silu ? 8 : 0) |
-                            (e->lo_input >= 0 ? 16 : 0) | (e->hi_input >= 0 ? 32 : 0) | (e->slope >= 0 ? 64 : 0)));
-        p.push_back(SymExpr(float_bits(e->lo)));
-        p.push_back(SymExpr(float_bits(e->hi)));
-        std::vector<Expr> fields = {conv_args->fields[0], conv_args->fields[1], make_shape(p)};
+        const auto* lib_args = as<TupleNode>(lib->second.call->args[1]);
+        std::vector<Expr> fields = {lib_args->fields[0], lib_args->fields[1]};
+        std::vector<SymExpr> p;
+        if (lib->second.name == kConv) p = as<ShapeExprNode>(lib_args->fields[2])->values;
+        const int64_t flags = int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) | (e->silu ? 8 : 0) |
+                              (e->lo_input >= 0 ? 16 : 0) | (e->hi_input >= 0 ? 32 : 0) | (e->slope >= 0 ? 64 : 0) |
+                              (e->tanh ? 128 : 0) | (e->gelu ? 256 : 0) | (e->gelu_div ? 512 : 0) |
+                              (e->k1.input >= 0 ? 1024 : 0) | (e->k2.input >= 0 ? 2048 : 0) |
+                              (e->k3.input >= 0 ? 4096 : 0);
+        for (int64_t v : {flags, float_bits(e->lo), float_bits(e->hi), float_bits(e->k1.value), float_bits(e->k2.value),
+                          float_bits(e->k3.value)})
+          p.push_back(SymExpr(v));
+        fields.push_back(make_shape(p));
         for (size_t i : e->biases) fields.push_back(args->fields[i]);
-        for (int i : {e->residual, e->lo_input, e->hi_input, e->leak_at, e->slope})
+        for (int i :
+             {e->residual, e->lo_input, e->hi_input, e->leak_at, e->slope, e->k1.input, e->k2.input, e->k3.input})
           if (i >= 0) fields.push_back(args->fields[size_t(i)]);
-        Expr call = make_op_call("call_library", {make_string(kConv), make_tuple(fields)}, {}, {b.var->sinfo});
+        Expr call =
+            make_op_call("call_library", {make_string(lib->second.name), make_tuple(fields)}, {}, {b.var->sinfo});
         call->sinfo = b.var->sinfo;
         fused_[b.var.get()] = call;
         dropped_.insert(y);
-        convs.erase(conv);
+        calls.erase(lib);
         break;
       }
     }

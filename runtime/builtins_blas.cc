@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "runtime/conv_direct.h"
+#include "runtime/epilogue.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
 #include "runtime/qgemm.h"
@@ -118,11 +119,24 @@ std::pair<int64_t, int64_t> inside(int64_t off, int64_t stride, int64_t limit, i
   return {lo, hi};
 }
 
-// blas.matmul(a, b, out)
+// blas.matmul(a, b, out), or blas.matmul(a, b, shape(e, lo, hi, k1, k2,
+// k3), tensors..., out) with an epilogue fused from the elementwise kernel
+// after it (passes/fuse_library_epilogues.cc; runtime/epilogue.h
+// read_epilogue: biases of N elements, one per column, a residual of
+// out's shape, one-element scalars), f32 only. Each worker applies it to
+// its slice of the product right after computing it.
 void matmul(BuiltinCall& c) {
+  const char* what = "blas.matmul";
+  const bool fused = c.num_args > 3;
+  const std::vector<int64_t>* ep_params = fused ? &c.arg(2).shape("blas.matmul epilogue parameters") : nullptr;
+  if (fused && (ep_params->size() != size_t(kEpilogueParams) || epilogue_tensors((*ep_params)[0]) < 0 ||
+                c.num_args != 4 + size_t(epilogue_tensors((*ep_params)[0]))))
+    rt_fail(what, ": an epilogue needs ", kEpilogueParams, " parameters and the tensors its flags name, got ",
+            shape_str(*ep_params), " and ", c.num_args, " arguments");
+  if (!fused && c.num_args != 3) rt_fail(what, ": takes 3 arguments, got ", c.num_args);
   const Tensor& a = c.arg(0).tensor("blas.matmul a");
   const Tensor& b = c.arg(1).tensor("blas.matmul b");
-  const Tensor& out = c.arg(2).tensor("blas.matmul out");
+  const Tensor& out = c.arg(c.num_args - 1).tensor("blas.matmul out");
   DType d = a.dtype();
   if (!(b.dtype() == d) || !(out.dtype() == d) || !(d == DType::f32() || d == DType::f(64)))
     rt_fail("blas.matmul: needs f32 or f64 operands of one dtype, got ", a.type_str(), " and ", b.type_str());
@@ -135,11 +149,17 @@ void matmul(BuiltinCall& c) {
   const MatmulBatch mb = matmul_batch("blas.matmul", as, bs);
   const int64_t batch = mb.count;
   if (out.numel() != batch * M * N) rt_fail("blas.matmul: the output ", out.type_str(), " has the wrong size");
+  Epilogue epilogue;
+  if (fused) {
+    if (!(d == DType::f32())) rt_fail(what, ": an epilogue needs f32 operands, got ", a.type_str());
+    read_epilogue(what, c, ep_params->data(), 3, N, out.shape(), epilogue);
+  }
   c.flops = 2.0 * double(batch) * double(M) * double(N) * double(K);
   if (M == 0 || N == 0 || batch == 0) return;
   size_t esize = size_t(d.bits / 8);
   if (K == 0) {
     std::memset(out.data(), 0, out.nbytes());
+    if (fused) epilogue.apply_rows(static_cast<float*>(out.data()), N, 0, batch * M, 0, N, epilogue.residual);
     return;
   }
   // Work items: each output matrix, in column slices when there are fewer
@@ -166,6 +186,10 @@ void matmul(BuiltinCall& c) {
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(K), 1.0,
                   reinterpret_cast<const double*>(pa), blasint(K), reinterpret_cast<const double*>(pb), blasint(N), 0.0,
                   reinterpret_cast<double*>(pc), blasint(N));
+    if (fused) {
+      float* y = static_cast<float*>(out.data()) + i * M * N;
+      epilogue.apply_rows(y, N, 0, M, j0, j0 + nj, epilogue.residual ? epilogue.residual + i * M * N : nullptr);
+    }
   };
   for_items(*pool, batch * slices, work >= double(1 << 17), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) one(t);
@@ -454,22 +478,19 @@ Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& 
 // (absent for a plain product) and the runtime's GEMM per image and group;
 // 2 by the channels-in-lanes depthwise kernel. With three parameters more
 // (an epilogue fused from the elementwise kernel after it,
-// passes/fuse_library_epilogues.cc: bits 0-1 of the first the number of
-// per-channel biases, bit 2 a residual, bit 3 a SiLU, bits 4 and 5 the
-// lower and upper clamp from a tensor, bit 6 a leaky ReLU; then the lower
-// and upper clamps as f32 bits), those tensors come after the parameters:
-// biases of O elements, a residual of y's shape, then one-element tensors:
-// the bounds, the leaky ReLU's threshold and slope (runtime/conv_direct.h
-// ConvEpilogue).
+// passes/fuse_library_epilogues.cc: its flags, bounds and constants,
+// runtime/epilogue.h read_epilogue), its tensors come after the
+// parameters: biases of O elements, a residual of y's shape, one-element
+// scalars.
 void conv2d_packed(BuiltinCall& c) {
   const char* what = "gemm.conv2d_packed";
   const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
-  if ((p.size() != 10 && p.size() != 13) || !known_layout(p[9]) ||
-      (p.size() == 13 && (p[10] < 0 || p[10] > 127 || (p[10] & 3) == 3)))
-    rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), or 13 with an epilogue, got ", shape_str(p));
-  const int64_t flags = p.size() == 13 ? p[10] : 0, biases = flags & 3, residuals = flags >> 2 & 1;
-  const int64_t scalars = (flags >> 4 & 1) + (flags >> 5 & 1) + 2 * (flags >> 6 & 1);
-  const size_t extra = size_t(biases + residuals + scalars);
+  const size_t fused = 10 + kEpilogueParams;
+  if ((p.size() != 10 && p.size() != fused) || !known_layout(p[9]) ||
+      (p.size() == fused && epilogue_tensors(p[10]) < 0))
+    rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), or ", fused, " with an epilogue, got ",
+            shape_str(p));
+  const size_t extra = p.size() == fused ? size_t(epilogue_tensors(p[10])) : 0;
   if (c.num_args != 4 + extra && c.num_args != 5 + extra)
     rt_fail(what, ": takes ", 4 + extra, " or ", 5 + extra, " arguments, got ", c.num_args);
   const Tensor& x = c.arg(0).tensor("gemm.conv2d_packed x");
@@ -482,40 +503,9 @@ void conv2d_packed(BuiltinCall& c) {
   if ((rank != 4 && rank != 3) || y.shape().size() != rank)
     rt_fail(what, ": needs x and y of rank 4 (or 3), got ", x.type_str(), " and ", y.type_str());
   const Conv2dGeometry g = packed_geometry(what, x, y, p);
-  ConvEpilogue epilogue;
-  auto as_float = [](int64_t bits) {
-    const uint32_t u = uint32_t(bits);
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-  };
-  if (p.size() == 13) {
-    epilogue.lo = as_float(p[11]), epilogue.hi = as_float(p[12]);
-    epilogue.silu = (flags >> 3 & 1) != 0, epilogue.leaky = (flags >> 6 & 1) != 0;
-  }
-  for (int64_t k = 0; k < biases + residuals; ++k) {
-    const Tensor& t =
-        c.arg(3 + size_t(k)).tensor(k < biases ? "gemm.conv2d_packed bias" : "gemm.conv2d_packed residual");
-    const bool ok = t.dtype() == DType::f32() && (k < biases ? t.numel() == g.O : t.shape() == y.shape());
-    if (!ok)
-      rt_fail(what, ": ",
-              k < biases ? rt_str("a bias must hold ", g.O, " f32") : rt_str("the residual must be ", y.type_str()),
-              ", got ", t.type_str());
-    (k < biases ? epilogue.bias[k] : epilogue.residual) = static_cast<const float*>(t.data());
-  }
-  // The scalars, in order: the tensor bounds, the leaky ReLU's threshold and slope.
-  float* scalar_slots[4];
-  size_t slots = 0;
-  if (flags >> 4 & 1) scalar_slots[slots++] = &epilogue.lo;
-  if (flags >> 5 & 1) scalar_slots[slots++] = &epilogue.hi;
-  if (flags >> 6 & 1) scalar_slots[slots++] = &epilogue.leak_at, scalar_slots[slots++] = &epilogue.slope;
-  for (size_t k = 0; k < slots; ++k) {
-    const Tensor& t = c.arg(3 + size_t(biases + residuals) + k).tensor("gemm.conv2d_packed scalar");
-    if (!(t.dtype() == DType::f32()) || t.numel() != 1)
-      rt_fail(what, ": an epilogue's bound, threshold or slope must be one f32, got ", t.type_str());
-    *scalar_slots[k] = *static_cast<const float*>(t.data());
-  }
-  const ConvEpilogue* ep = p.size() == 13 ? &epilogue : nullptr;
+  Epilogue epilogue;
+  if (p.size() == fused) read_epilogue(what, c, p.data() + 10, 3, g.O, y.shape(), epilogue);
+  const Epilogue* ep = p.size() == fused ? &epilogue : nullptr;
   const int64_t K = g.C / g.groups * g.KH * g.KW, P = g.OH * g.OW;
   const int64_t size = packed_weights_size(g.O, g.groups, K, p[9]);
   if (wp.numel() != size) rt_fail(what, ": the packed weights must hold ", size, " f32, got ", wp.type_str());

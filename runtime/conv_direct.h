@@ -83,27 +83,6 @@ void conv2d_pack_weights_f32(const float* w, int64_t O, int64_t groups, int64_t 
 void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const float* packed, float* y,
                               std::vector<float>& scratch, ThreadPool* pool, bool vector = true);
 
-// What a convolution's outputs go through once summed, fused into it from
-// the elementwise kernel that followed (gemm.conv2d_packed's epilogue,
-// passes/fuse_library_epilogues.cc): v = y + bias[0][o] + bias[1][o] +
-// residual, for output channel o, a residual of y's shape read at y's
-// offset (a null pointer is absent); v * sigmoid(v) where `silu` (exp on
-// vectors, about 1 ulp); v < leak_at ? slope * v : v where `leaky`; then
-// y = min(max(v, lo), hi). The library applies
-// it over all of y right after the sums, while they are in cache (small
-// planes with the biases spread over an image's outputs, so that a run is
-// one vector loop across channels). Applied tile by tile it cost more than it saved (a call per
-// channel and output row of 10: resnet_small 0.285 -> 0.302 ms, against
-// 0.268 after the sums).
-struct ConvEpilogue {
-  const float* bias[2] = {nullptr, nullptr};
-  const float* residual = nullptr;
-  bool silu = false, leaky = false;
-  float leak_at = 0.0f, slope = 0.0f;
-  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-  // All of y (N, O, P), split over the pool where it is large.
-  void apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* pool) const;
-};
 // The same in i32 (products and sums wrap as i32 arithmetic does), on any
 // CPU: AVX2 where it has it, else plain loops.
 void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/conv_direct.h"
+#include "runtime/epilogue.h"
 #include "runtime/cpu_isa.h"
 #include "runtime/thread_pool.h"
 
@@ -155,7 +156,7 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
       const int64_t P = g.OH * g.OW;
       std::vector<float> b0 = random_floats(rng, g.O), b1 = random_floats(rng, g.O),
                          res = random_floats(rng, int64_t(y.size())), want_ep(y.size());
-      ConvEpilogue ep;
+      Epilogue ep;
       ep.bias[0] = b0.data(), ep.bias[1] = b1.data(), ep.residual = res.data(), ep.lo = -0.5f, ep.hi = 0.7f;
       for (size_t i = 0; i < y.size(); ++i) {
         size_t o = i / size_t(P) % size_t(g.O);

@@ -53,6 +53,13 @@ int64_t bits(float f) {
   return int64_t(u);
 }
 
+// p and an epilogue's six parameters (runtime/epilogue.h).
+std::vector<int64_t> with_epilogue(std::vector<int64_t> p, int64_t flags, float lo, float hi, float k1 = 1.0f,
+                                   float k2 = 0.0f, float k3 = 1.0f) {
+  for (int64_t v : {flags, bits(lo), bits(hi), bits(k1), bits(k2), bits(k3)}) p.push_back(v);
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clamps") {
@@ -92,23 +99,18 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
                   *rd = static_cast<const float*>(r.data());
       const int64_t P = l.H * l.W;
       // One bias and relu; two biases, a residual and both clamps.
-      std::vector<int64_t> relu = p, full = p;
-      for (int64_t v : {int64_t(1), bits(0.0f), bits(std::numeric_limits<float>::infinity())}) relu.push_back(v);
-      for (int64_t v : {int64_t(6), bits(-0.25f), bits(0.5f)}) full.push_back(v);
+      const float inf = std::numeric_limits<float>::infinity();
+      std::vector<int64_t> relu = with_epilogue(p, 1, 0.0f, inf), full = with_epilogue(p, 6, -0.25f, 0.5f);
       Tensor y1 = Tensor::empty(DType::f32(), plain.shape()), y2 = Tensor::empty(DType::f32(), plain.shape());
       call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(relu), Value(b0), Value(y1)});
       call("gemm.conv2d_packed",
            {Value(x), Value(packed), shape_value(full), Value(b0), Value(b1), Value(r), Value(y2)});
       // A bias and a SiLU (bit 3): exp on vectors, within 2 ulp of the formula in double.
-      std::vector<int64_t> silu = p;
-      for (int64_t v : {int64_t(1 | 8), bits(-std::numeric_limits<float>::infinity()),
-                        bits(std::numeric_limits<float>::infinity())})
-        silu.push_back(v);
+      std::vector<int64_t> silu = with_epilogue(p, 1 | 8, -inf, inf);
       Tensor y3 = Tensor::empty(DType::f32(), plain.shape());
       call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(silu), Value(b0), Value(y3)});
       // Bounds from tensors (bits 4, 5) and a leaky ReLU (bit 6): its threshold and slope tensors.
-      std::vector<int64_t> tensors = p;
-      for (int64_t v : {int64_t(1 | 16 | 32 | 64), bits(0.0f), bits(0.0f)}) tensors.push_back(v);
+      std::vector<int64_t> tensors = with_epilogue(p, 1 | 16 | 32 | 64, 0.0f, 0.0f);
       Tensor lo = Tensor::empty(DType::f32(), {}), hi = Tensor::empty(DType::f32(), {1}),
              at = Tensor::empty(DType::f32(), {}), slope = Tensor::empty(DType::f32(), {});
       *static_cast<float*>(lo.data()) = -0.3f, *static_cast<float*>(hi.data()) = 0.8f;
@@ -116,7 +118,16 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
       Tensor y4 = Tensor::empty(DType::f32(), plain.shape());
       call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(tensors), Value(b0), Value(lo), Value(hi),
                                   Value(at), Value(slope), Value(y4)});
-      int64_t wrong1 = 0, wrong2 = 0, wrong3 = 0, wrong4 = 0;
+      // A bias and tanh (bit 7); a residual and GELU (bit 8, k1 dividing: bit 9) with k1 from a tensor (bit 10).
+      Tensor y5 = Tensor::empty(DType::f32(), plain.shape()), y6 = Tensor::empty(DType::f32(), plain.shape());
+      call("gemm.conv2d_packed",
+           {Value(x), Value(packed), shape_value(with_epilogue(p, 1 | 128, -inf, inf)), Value(b0), Value(y5)});
+      Tensor k1 = Tensor::empty(DType::f32(), {});
+      *static_cast<float*>(k1.data()) = 1.4142135f;
+      call("gemm.conv2d_packed",
+           {Value(x), Value(packed), shape_value(with_epilogue(p, 4 | 256 | 512 | 1024, -inf, inf, 9.0f, 1.0f, 0.5f)),
+            Value(r), Value(k1), Value(y6)});
+      int64_t wrong1 = 0, wrong2 = 0, wrong3 = 0, wrong4 = 0, wrong5 = 0, wrong6 = 0;
       for (int64_t i = 0; i < plain.numel(); ++i) {
         const int64_t o = i / P % l.O;
         float want1 = std::min(std::max(y[i] + c0[o], 0.0f), std::numeric_limits<float>::infinity());
@@ -128,11 +139,19 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
         float v4 = y[i] + c0[o];
         float want4 = std::min(std::max(v4 < 0.1f ? v4 * 0.25f : v4, -0.3f), 0.8f);
         wrong4 += static_cast<const float*>(y4.data())[i] != want4;
+        double want5 = std::tanh(double(y[i] + c0[o]));
+        wrong5 += std::abs(static_cast<const float*>(y5.data())[i] - want5) > 4.8e-7 * std::max(1e-2, std::abs(want5));
+        // erf within 2 ulp of 1 where erf(x) + 1 cancels: an error of 2.4e-7 * |s| * k3 on top of the result's 2 ulp.
+        double s6 = double(y[i] + rd[i]), want6 = s6 * (std::erf(s6 / double(1.4142135f)) + 1.0) * 0.5;
+        wrong6 += std::abs(static_cast<const float*>(y6.data())[i] - want6) >
+                  2.4e-7 * std::abs(s6) * 0.5 + 2.4e-7 * std::abs(want6) + 1e-30;
       }
       CHECK(wrong1 == 0);
       CHECK(wrong2 == 0);
       CHECK(wrong3 == 0);
       CHECK(wrong4 == 0);
+      CHECK(wrong5 == 0);
+      CHECK(wrong6 == 0);
     }
   }
   REQUIRE(set_kernel_isa(""));
@@ -145,7 +164,9 @@ TEST_CASE("gemm.conv2d_packed refuses epilogue operands that do not fit") {
   Tensor packed = Tensor::empty(DType::f32(), {conv2d_packed_size(8, 1, 72)});
   call("gemm.conv2d_pack", {Value(w), shape_value({1, 0}), Value(packed)});
   Tensor y = Tensor::empty(DType::f32(), {1, 8, 5, 5});
-  auto params = [](int64_t flags) { return shape_value({1, 1, 1, 1, 1, 1, 1, 3, 3, 0, flags, 0, 0}); };
+  auto params = [](int64_t flags) {
+    return shape_value(with_epilogue({1, 1, 1, 1, 1, 1, 1, 3, 3, 0}, flags, 0.0f, 0.0f));
+  };
   Tensor short_bias = random_tensor(rng, {7}), bias = random_tensor(rng, {8}), small = random_tensor(rng, {1, 8, 5, 4});
   CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(1), Value(short_bias), Value(y)}),
                        doctest::Contains("a bias must hold 8 f32"), Error);
@@ -154,8 +175,76 @@ TEST_CASE("gemm.conv2d_packed refuses epilogue operands that do not fit") {
   CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(2), Value(bias), Value(y)}),
                        doctest::Contains("takes 6 or 7 arguments"), Error);
   CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(16), Value(bias), Value(y)}),
-                       doctest::Contains("bound, threshold or slope must be one f32"), Error);
-  for (int64_t flags : {3, 7, 128, -1})  // three biases; bits past the leaky ReLU's
+                       doctest::Contains("must be one f32"), Error);
+  // Three biases; bits past GELU's; two activations; GELU's constants without GELU.
+  for (int64_t flags : {3, 7, 1 << 13, -1, 8 | 64, 128 | 256, 1 | 1024})
     CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(flags), Value(bias), Value(y)}),
-                         doctest::Contains("13 with an epilogue"), Error);
+                         doctest::Contains("16 with an epilogue"), Error);
+}
+
+TEST_CASE("blas.matmul applies a fused epilogue to each slice of the product") {
+  std::mt19937 rng(8);
+  const float inf = std::numeric_limits<float>::infinity();
+  // Batched with a broadcast weight (column slices at two threads), one row (the runtime's gemv), and a
+  // product too small to split.
+  struct Case {
+    std::vector<int64_t> a, b;
+  };
+  for (const Case& k : {Case{{2, 3, 64, 48}, {48, 70}}, Case{{1, 96}, {96, 300}}, Case{{5, 7}, {7, 9}}}) {
+    CAPTURE(k.a.size());
+    Tensor a = random_tensor(rng, k.a), b = random_tensor(rng, k.b);
+    std::vector<int64_t> os = k.a;
+    os.back() = k.b.back();
+    const int64_t N = os.back();
+    Tensor b0 = random_tensor(rng, {N}), b1 = random_tensor(rng, {1, N}), r = random_tensor(rng, os);
+    for (int run = 0; run < 6; ++run) {
+      const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
+      if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
+      REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
+      CAPTURE(std::string(kernel_isa_name(isa)));
+      ThreadPool::set_global_num_threads(1 + run % 2);
+      Tensor plain = Tensor::empty(DType::f32(), os);
+      call("blas.matmul", {Value(a), Value(b), Value(plain)});
+      // Two biases, a residual, both clamps: bitwise the formula.
+      Tensor y1 = Tensor::empty(DType::f32(), os), y2 = Tensor::empty(DType::f32(), os);
+      call("blas.matmul", {Value(a), Value(b), shape_value(with_epilogue({}, 2 | 4, -0.5f, 0.75f)), Value(b0),
+                           Value(b1), Value(r), Value(y1)});
+      // One bias and the legaliser's GELU, v * (erf(v * 0.70710678) + 1) * 0.5, all constants parameters.
+      call("blas.matmul",
+           {Value(a), Value(b), shape_value(with_epilogue({}, 1 | 256, -inf, inf, 0.70710678f, 1.0f, 0.5f)), Value(b0),
+            Value(y2)});
+      const float *y = static_cast<const float*>(plain.data()), *c0 = static_cast<const float*>(b0.data()),
+                  *c1 = static_cast<const float*>(b1.data()), *rd = static_cast<const float*>(r.data());
+      int64_t wrong1 = 0, wrong2 = 0;
+      for (int64_t i = 0; i < plain.numel(); ++i) {
+        const int64_t j = i % N;
+        const float want1 = std::min(std::max(y[i] + (c0[j] + c1[j]) + rd[i], -0.5f), 0.75f);
+        wrong1 += static_cast<const float*>(y1.data())[i] != want1;
+        const double s = double(y[i] + c0[j]), want2 = s * (std::erf(s * double(0.70710678f)) + 1.0) * 0.5;
+        wrong2 += std::abs(static_cast<const float*>(y2.data())[i] - want2) >
+                  2.4e-7 * std::abs(s) * 0.5 + 2.4e-7 * std::abs(want2) + 1e-30;
+      }
+      CHECK(wrong1 == 0);
+      CHECK(wrong2 == 0);
+    }
+  }
+  REQUIRE(set_kernel_isa(""));
+  ThreadPool::set_global_num_threads(0);
+
+  // Operands that do not fit.
+  Tensor a = random_tensor(rng, {4, 6}), b = random_tensor(rng, {6, 5}), y = Tensor::empty(DType::f32(), {4, 5});
+  Tensor short_bias = random_tensor(rng, {4}), residual = random_tensor(rng, {5, 4});
+  CHECK_THROWS_WITH_AS(
+      call("blas.matmul", {Value(a), Value(b), shape_value(with_epilogue({}, 1, 0, 1)), Value(short_bias), Value(y)}),
+      doctest::Contains("a bias must hold 5 f32"), Error);
+  CHECK_THROWS_WITH_AS(
+      call("blas.matmul", {Value(a), Value(b), shape_value(with_epilogue({}, 4, 0, 1)), Value(residual), Value(y)}),
+      doctest::Contains("the residual must be f32[4, 5], got f32[5, 4]"), Error);
+  CHECK_THROWS_WITH_AS(call("blas.matmul", {Value(a), Value(b), shape_value(with_epilogue({}, 2, 0, 1)), Value(y)}),
+                       doctest::Contains("an epilogue needs 6 parameters"), Error);
+  Tensor a64 = Tensor::empty(DType::f(64), {4, 6}), b64 = Tensor::empty(DType::f(64), {6, 5}),
+         y64 = Tensor::empty(DType::f(64), {4, 5});
+  CHECK_THROWS_WITH_AS(
+      call("blas.matmul", {Value(a64), Value(b64), shape_value(with_epilogue({}, 0, 0, 1)), Value(y64)}),
+      doctest::Contains("an epilogue needs f32 operands"), Error);
 }

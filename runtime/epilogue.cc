@@ -1,0 +1,350 @@
+#include "runtime/epilogue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/cpu_isa.h"
+#include "runtime/error.h"
+#include "runtime/thread_pool.h"
+#include "runtime/vm.h"
+
+namespace relax::rt {
+namespace {
+
+// The polynomials, shared by the vector and scalar forms.
+//
+// exp(x): x = n ln2 + r, |r| <= ln2 / 2 (n = round(x log2 e), ln2 in two
+// parts), e^r by Cephes' degree-6 polynomial, times 2^n; x clamped to
+// [-87.3, 88] (n in [-126, 127]: the power of two is a normal float).
+// About 1 ulp.
+constexpr float kExpMin = -87.3f, kExpMax = 88.0f, kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                               4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+// tanh(x) for |x| < 0.5: x + x^3 q(x^2), q's coefficients from the highest
+// (the code generator's, backends/llvm/expr.cc emit_tanh_f32); else
+// sign(x) (1 - 2 / (e^{2|x|} + 1)).
+constexpr float kTanhPoly[6] = {float(21844.0 / 6081075), float(-1382.0 / 155925), float(62.0 / 2835),
+                                float(-17.0 / 315),       float(2.0 / 15),         float(-1.0 / 3)};
+// erf(x) (backends/llvm/expr.cc emit_erf_f32): |x| < 1: x P(x^2); below
+// 3.92 a polynomial in |x| - 2.5; past it 1. Coefficients from the highest.
+constexpr float kErfNear[7] = {7.933493888112597e-05f, -0.000803484665032328f, 0.005191218377404633f,
+                               -0.02685539945206966f,  0.11283625725085092f,   -0.3761262987767597f,
+                               1.128379166593154f};
+constexpr float kErfFar[14] = {9.481723419195627e-08f, -9.117615911115404e-06f, 2.031798841028575e-05f,
+                               6.180087422945216e-05f, -0.0002768129404038647f, 0.0002868025310243321f,
+                               0.0005675091986707124f, -0.0028185864513308404f, 0.006105135230587443f,
+                               -0.008615075911252401f, 0.008352705839541232f,   -0.005446702525953472f,
+                               0.0021781225320301432f, 0.9995930699962846f};
+
+float erf_scalar(float x) {
+  const float ax = std::fabs(x);
+  float r;
+  if (ax < 1.0f) {
+    float p = kErfNear[0];
+    for (int k = 1; k < 7; ++k) p = std::fma(p, ax * ax, kErfNear[k]);
+    r = ax * p;
+  } else if (ax < 3.92f) {
+    float p = kErfFar[0];
+    for (int k = 1; k < 14; ++k) p = std::fma(p, ax - 2.5f, kErfFar[k]);
+    r = p;
+  } else {
+    r = 1.0f;
+  }
+  return std::isnan(x) ? x : std::copysign(r, x);
+}
+
+float act_scalar(const Epilogue& e, float v) {
+  switch (e.act) {
+    case Epilogue::Act::none:
+      return v;
+    case Epilogue::Act::silu:
+      return v / (1.0f + std::exp(-v));
+    case Epilogue::Act::leaky:
+      return v < e.leak_at ? v * e.slope : v;
+    case Epilogue::Act::tanh:
+      return std::tanh(v);
+    case Epilogue::Act::gelu:
+      return v * (erf_scalar(e.gelu_div ? v / e.k1 : v * e.k1) + e.k2) * e.k3;
+  }
+  return v;
+}
+
+#ifdef RELAX_X86_KERNELS
+__attribute__((target("avx512f"), always_inline)) inline __m512 exp_avx512(__m512 x) {
+  const __mmask16 all = 0xffff;
+  x = _mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, x, _mm512_set1_ps(kExpMin)), _mm512_set1_ps(kExpMax));
+  const __m512 n = _mm512_maskz_roundscale_ps(all, _mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kExpPoly[0]);
+  for (int k = 1; k < 6; ++k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[k]));
+  const __m512 e = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_scalef_ps(all, e, n);
+}
+__attribute__((target("avx512f"), always_inline)) inline __m512 tanh_avx512(__m512 x) {
+  const __m512 ax = _mm512_abs_ps(x), x2 = _mm512_mul_ps(x, x), one = _mm512_set1_ps(1.0f);
+  __m512 q = _mm512_set1_ps(kTanhPoly[0]);
+  for (int k = 1; k < 6; ++k) q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(kTanhPoly[k]));
+  const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(x, x2), q, x);
+  const __m512 e = exp_avx512(_mm512_add_ps(ax, ax));
+  const __m512 t = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
+  // copysign(t, x): t's magnitude, x's sign bit.
+  const __m512i sign = _mm512_set1_epi32(int(0x80000000u));
+  const __m512 large =
+      _mm512_castsi512_ps(_mm512_ternarylogic_epi32(sign, _mm512_castps_si512(x), _mm512_castps_si512(t), 0xca));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.5f), _CMP_LT_OQ), large, small);
+}
+__attribute__((target("avx512f"), always_inline)) inline __m512 erf_avx512(__m512 x) {
+  const __m512 ax = _mm512_abs_ps(x), a2 = _mm512_mul_ps(ax, ax), u = _mm512_sub_ps(ax, _mm512_set1_ps(2.5f));
+  __m512 p = _mm512_set1_ps(kErfNear[0]);
+  for (int k = 1; k < 7; ++k) p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(kErfNear[k]));
+  __m512 f = _mm512_set1_ps(kErfFar[0]);
+  for (int k = 1; k < 14; ++k) f = _mm512_fmadd_ps(f, u, _mm512_set1_ps(kErfFar[k]));
+  __m512 r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(3.92f), _CMP_LT_OQ), _mm512_set1_ps(1.0f), f);
+  r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(1.0f), _CMP_LT_OQ), r, _mm512_mul_ps(ax, p));
+  const __m512i sign = _mm512_set1_epi32(int(0x80000000u));
+  r = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(sign, _mm512_castps_si512(x), _mm512_castps_si512(r), 0xca));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, x);
+}
+
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 exp_avx2(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpMin)), _mm256_set1_ps(kExpMax));
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kExpPoly[0]);
+  for (int k = 1; k < 6; ++k) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpPoly[k]));
+  const __m256 e = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(e, _mm256_castsi256_ps(two_n));
+}
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 copysign_avx2(__m256 mag, __m256 sgn) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  return _mm256_or_ps(_mm256_andnot_ps(sign, mag), _mm256_and_ps(sign, sgn));
+}
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 tanh_avx2(__m256 x) {
+  const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), x2 = _mm256_mul_ps(x, x), one = _mm256_set1_ps(1.0f);
+  __m256 q = _mm256_set1_ps(kTanhPoly[0]);
+  for (int k = 1; k < 6; ++k) q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(kTanhPoly[k]));
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, x2), q, x);
+  const __m256 e = exp_avx2(_mm256_add_ps(ax, ax));
+  const __m256 t = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+  return _mm256_blendv_ps(copysign_avx2(t, x), small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.5f), _CMP_LT_OQ));
+}
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 erf_avx2(__m256 x) {
+  const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), a2 = _mm256_mul_ps(ax, ax),
+               u = _mm256_sub_ps(ax, _mm256_set1_ps(2.5f));
+  __m256 p = _mm256_set1_ps(kErfNear[0]);
+  for (int k = 1; k < 7; ++k) p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(kErfNear[k]));
+  __m256 f = _mm256_set1_ps(kErfFar[0]);
+  for (int k = 1; k < 14; ++k) f = _mm256_fmadd_ps(f, u, _mm256_set1_ps(kErfFar[k]));
+  __m256 r = _mm256_blendv_ps(_mm256_set1_ps(1.0f), f, _mm256_cmp_ps(ax, _mm256_set1_ps(3.92f), _CMP_LT_OQ));
+  r = _mm256_blendv_ps(r, _mm256_mul_ps(ax, p), _mm256_cmp_ps(ax, _mm256_set1_ps(1.0f), _CMP_LT_OQ));
+  return _mm256_blendv_ps(copysign_avx2(r, x), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+// The epilogue over y[0, n): + b[i] where there is a row of biases (else +
+// bc), + r[i] where there is a residual, the activation, the clamps.
+__attribute__((target("avx512f"))) void run_avx512(float* y, const float* b, float bc, const float* r,
+                                                   const Epilogue& e, int64_t n) {
+  const __m512 vbc = _mm512_set1_ps(bc), vlo = _mm512_set1_ps(e.lo), vhi = _mm512_set1_ps(e.hi),
+               one = _mm512_set1_ps(1.0f);
+  const __m512 at = _mm512_set1_ps(e.leak_at), slope = _mm512_set1_ps(e.slope);
+  const __m512 k1 = _mm512_set1_ps(e.k1), k2 = _mm512_set1_ps(e.k2), k3 = _mm512_set1_ps(e.k3);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    __m512 v = _mm512_maskz_loadu_ps(m, y + i);
+    v = _mm512_add_ps(v, b ? _mm512_maskz_loadu_ps(m, b + i) : vbc);
+    if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r + i));
+    switch (e.act) {
+      case Epilogue::Act::none:
+        break;
+      case Epilogue::Act::silu:
+        v = _mm512_div_ps(v, _mm512_add_ps(one, exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+        break;
+      case Epilogue::Act::leaky:
+        v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, at, _CMP_LT_OQ), v, slope);
+        break;
+      case Epilogue::Act::tanh:
+        v = tanh_avx512(v);
+        break;
+      case Epilogue::Act::gelu: {
+        const __m512 arg = e.gelu_div ? _mm512_div_ps(v, k1) : _mm512_mul_ps(v, k1);
+        v = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_add_ps(erf_avx512(arg), k2)), k3);
+        break;
+      }
+    }
+    v = _mm512_maskz_min_ps(m, _mm512_maskz_max_ps(m, v, vlo), vhi);
+    _mm512_mask_storeu_ps(y + i, m, v);
+  }
+}
+__attribute__((target("avx2,fma"))) void run_avx2(float* y, const float* b, float bc, const float* r, const Epilogue& e,
+                                                  int64_t n) {
+  const __m256 vbc = _mm256_set1_ps(bc), vlo = _mm256_set1_ps(e.lo), vhi = _mm256_set1_ps(e.hi),
+               one = _mm256_set1_ps(1.0f);
+  const __m256 at = _mm256_set1_ps(e.leak_at), slope = _mm256_set1_ps(e.slope);
+  const __m256 k1 = _mm256_set1_ps(e.k1), k2 = _mm256_set1_ps(e.k2), k3 = _mm256_set1_ps(e.k3);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<int64_t>(n - i, 8))), lane);
+    __m256 v = _mm256_maskload_ps(y + i, m);
+    v = _mm256_add_ps(v, b ? _mm256_maskload_ps(b + i, m) : vbc);
+    if (r) v = _mm256_add_ps(v, _mm256_maskload_ps(r + i, m));
+    switch (e.act) {
+      case Epilogue::Act::none:
+        break;
+      case Epilogue::Act::silu:
+        v = _mm256_div_ps(v, _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+        break;
+      case Epilogue::Act::leaky:
+        v = _mm256_blendv_ps(v, _mm256_mul_ps(v, slope), _mm256_cmp_ps(v, at, _CMP_LT_OQ));
+        break;
+      case Epilogue::Act::tanh:
+        v = tanh_avx2(v);
+        break;
+      case Epilogue::Act::gelu: {
+        const __m256 arg = e.gelu_div ? _mm256_div_ps(v, k1) : _mm256_mul_ps(v, k1);
+        v = _mm256_mul_ps(_mm256_mul_ps(v, _mm256_add_ps(erf_avx2(arg), k2)), k3);
+        break;
+      }
+    }
+    v = _mm256_min_ps(_mm256_max_ps(v, vlo), vhi);
+    _mm256_maskstore_ps(y + i, m, v);
+  }
+}
+#endif
+
+// One run of n outputs (see run_avx512), on the widest ISA the kernels use.
+void run(float* y, const float* b, float bc, const float* r, const Epilogue& e, int64_t n) {
+#ifdef RELAX_X86_KERNELS
+  if (kernel_isa() == KernelIsa::avx512) return run_avx512(y, b, bc, r, e, n);
+  if (kernel_isa() == KernelIsa::avx2) return run_avx2(y, b, bc, r, e, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    float v = y[i] + (b ? b[i] : bc) + (r ? r[i] : 0.0f);
+    y[i] = std::min(std::max(act_scalar(e, v), e.lo), e.hi);
+  }
+}
+
+// Operations an output of the activation costs, for the parallel split
+// (an exponential or a polynomial counts 16, as the code generator's
+// estimate does).
+double act_cost(Epilogue::Act a) { return a == Epilogue::Act::none || a == Epilogue::Act::leaky ? 1.0 : 16.0; }
+
+}  // namespace
+
+void Epilogue::apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* pool) const {
+  auto channel_bias = [&](int64_t o) { return (bias[0] ? bias[0][o] : 0.0f) + (bias[1] ? bias[1][o] : 0.0f); };
+  // Planes of fewer than 64 outputs take the biases spread over an image's
+  // (O, P) outputs, so that a run of outputs is one vector loop across
+  // channels (plane by plane, EfficientNet's 2x2 and 1x1 planes of 144 to
+  // 288 channels ran a 16-lane vector for 4 or 1 outputs); longer planes
+  // add their channel's bias as a constant (spreading would write as much
+  // again as the output).
+  const int64_t L = O * P;
+  const bool spread_bias = (bias[0] || bias[1]) && P < 64;
+  thread_local std::vector<float> spread;
+  if (spread_bias) {
+    spread.resize(size_t(L));
+    for (int64_t o = 0; o < O; ++o) std::fill(spread.begin() + o * P, spread.begin() + (o + 1) * P, channel_bias(o));
+  }
+  // [begin, end) of the flat (N, O, P) outputs, by runs within an image
+  // (spread biases) or within a plane (a constant bias).
+  auto body = [&](int64_t begin, int64_t end) {
+    while (begin < end) {
+      const int64_t len_max = spread_bias ? L : P, j = begin % len_max, len = std::min(end - begin, len_max - j);
+      run(y + begin, spread_bias ? spread.data() + j : nullptr, spread_bias ? 0.0f : channel_bias(begin / P % O),
+          residual ? residual + begin : nullptr, *this, len);
+      begin += len;
+    }
+  };
+  // Over the pool in runs of 1,024 outputs where there is the work for it
+  // (backends/cpu/codegen.h kParallelMinWork: 2^15).
+  const int64_t total = N * L, runs = (total + 1023) / 1024;
+  if (pool && pool->num_threads() > 1 && runs > 1 && double(total) * act_cost(act) >= double(1 << 15))
+    pool->parallel_for(runs, [&](int64_t r0, int64_t r1) { body(r0 * 1024, std::min(total, r1 * 1024)); });
+  else
+    body(0, total);
+}
+
+void Epilogue::apply_rows(float* y, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                          const float* residual_base) const {
+  if (c1 <= c0) return;
+  // Two biases: their sum over the columns once, on this thread.
+  const float* b = bias[0];
+  thread_local std::vector<float> sum;
+  if (bias[0] && bias[1]) {
+    sum.resize(size_t(c1));
+    for (int64_t c = c0; c < c1; ++c) sum[size_t(c)] = bias[0][c] + bias[1][c];
+    b = sum.data();
+  } else if (!b) {
+    b = bias[1];
+  }
+  for (int64_t i = r0; i < r1; ++i)
+    run(y + i * ld + c0, b ? b + c0 : nullptr, 0.0f, residual_base ? residual_base + i * ld + c0 : nullptr, *this,
+        c1 - c0);
+}
+
+int epilogue_tensors(int64_t flags) {
+  if (flags < 0 || flags >= (1 << 13) || (flags & 3) == 3) return -1;
+  // At most one activation.
+  const int acts = int(flags >> 3 & 1) + int(flags >> 6 & 1) + int(flags >> 7 & 1) + int(flags >> 8 & 1);
+  if (acts > 1 || (!(flags >> 8 & 1) && (flags & (0xf << 9)))) return -1;
+  return int(flags & 3) + int(flags >> 2 & 1) + int(flags >> 4 & 1) + int(flags >> 5 & 1) + 2 * int(flags >> 6 & 1) +
+         int(flags >> 10 & 1) + int(flags >> 11 & 1) + int(flags >> 12 & 1);
+}
+
+size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t first, int64_t channels,
+                     const std::vector<int64_t>& y_shape, Epilogue& e) {
+  const int64_t flags = p[0];
+  const int count = epilogue_tensors(flags);
+  if (count < 0) rt_fail(what, ": ", flags, " is not an epilogue's flags");
+  auto as_float = [](int64_t bits) {
+    const uint32_t u = uint32_t(bits);
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  e = Epilogue{};
+  e.lo = as_float(p[1]), e.hi = as_float(p[2]);
+  e.k1 = as_float(p[3]), e.k2 = as_float(p[4]), e.k3 = as_float(p[5]);
+  if (flags >> 3 & 1) e.act = Epilogue::Act::silu;
+  if (flags >> 6 & 1) e.act = Epilogue::Act::leaky;
+  if (flags >> 7 & 1) e.act = Epilogue::Act::tanh;
+  if (flags >> 8 & 1) e.act = Epilogue::Act::gelu, e.gelu_div = (flags >> 9 & 1) != 0;
+  const int64_t biases = flags & 3, residuals = flags >> 2 & 1;
+  size_t at = first;
+  for (int64_t k = 0; k < biases + residuals; ++k, ++at) {
+    const bool is_bias = k < biases;
+    const Tensor& t = c.arg(at).tensor(is_bias ? "epilogue bias" : "epilogue residual");
+    const bool ok = t.dtype() == DType::f32() && (is_bias ? t.numel() == channels : t.shape() == y_shape);
+    if (!ok)
+      rt_fail(what, ": ",
+              is_bias ? rt_str("a bias must hold ", channels, " f32")
+                      : rt_str("the residual must be f32", shape_str(y_shape)),
+              ", got ", t.type_str());
+    (is_bias ? e.bias[k] : e.residual) = static_cast<const float*>(t.data());
+  }
+  // The scalars, in order: the bounds, the leaky ReLU's threshold and
+  // slope, GELU's k1, k2 and k3.
+  float* slots[7];
+  size_t n = 0;
+  if (flags >> 4 & 1) slots[n++] = &e.lo;
+  if (flags >> 5 & 1) slots[n++] = &e.hi;
+  if (flags >> 6 & 1) slots[n++] = &e.leak_at, slots[n++] = &e.slope;
+  if (flags >> 10 & 1) slots[n++] = &e.k1;
+  if (flags >> 11 & 1) slots[n++] = &e.k2;
+  if (flags >> 12 & 1) slots[n++] = &e.k3;
+  for (size_t k = 0; k < n; ++k, ++at) {
+    const Tensor& t = c.arg(at).tensor("epilogue scalar");
+    if (!(t.dtype() == DType::f32()) || t.numel() != 1)
+      rt_fail(what, ": an epilogue's bound, threshold, slope or constant must be one f32, got ", t.type_str());
+    *slots[k] = *static_cast<const float*>(t.data());
+  }
+  return at - first;
+}
+
+}  // namespace relax::rt
