@@ -14,7 +14,8 @@
 // tensor, bit 6 a leaky ReLU (its threshold and slope two scalar
 // tensors), bit 7 tanh, bit 8 GELU's erf form s * (erf(s / k1) + k2) * k3
 // (bit 9: k1 divides, else multiplies), bits 10-12 k1, k2, k3 from scalar
-// tensors; lo, hi and the k's as f32 bits where constant. The tensors
+// tensors, bit 13 hardswish s * min(max(k1 * s + k2, lo), hi) (the bounds
+// the gate's); lo, hi and the k's as f32 bits where constant. The tensors
 // follow the parameters in that order: biases, residual, lower and upper
 // bound, threshold and slope, k1, k2, k3.
 // What @f may store: a sum of loads, each one of y at the stored index, a
@@ -27,7 +28,7 @@
 // a * s : s (a leaky ReLU: t and a scalar tensors, RetinaFace's
 // convolutions), as tanh(s), or as GELU (the transformers' MLPs: torch
 // exports (s * (erf(s / 1.414) + 1)) * 0.5, the legaliser writes s * 0.5 *
-// (1 + erf(s * 0.7071))). ResNet's conv + bias + relu, and its conv + bias
+// (1 + erf(s * 0.7071))), or as hardswish (MobileNetV3). ResNet's conv + bias + relu, and its conv + bias
 // + (downsample + bias) + relu, are each one call instead of two and a
 // tensor. The additions may round in another order than @f's (the biases
 // first, then the residual).
@@ -65,6 +66,8 @@ struct Epilogue {
   int residual = -1;
   bool silu = false;  // the sum s as s * sigmoid(s)
   bool tanh = false;  // as tanh(s)
+  // s * min(max(k1 * s + k2, lo), hi) (ONNX HardSwish), the bounds the gate's.
+  bool hardswish = false;
   // GELU's erf form: s * (erf(s / k1) + k2) * k3 (s * k1 where not gelu_div).
   bool gelu = false, gelu_div = false;
   Scalar k1{1.0f}, k2{0.0f}, k3{1.0f};
@@ -231,9 +234,45 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
       }
     }
   }
+  // Hardswish, s * min(max(k1 * s + k2, lo), hi) (either order of each
+  // product and sum; k1 * s may be s), with no clamp outside: the bounds
+  // are the gate's.
+  if (const auto* m = tir::as<tir::BinaryNode>(v); m && m->op == tir::BinOp::Mul && !has_lo && !has_hi) {
+    for (auto [sum, gate] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
+      const auto* hi = tir::as<tir::BinaryNode>(gate);
+      const auto* lo = hi && hi->op == tir::BinOp::Min ? tir::as<tir::BinaryNode>(hi->a) : nullptr;
+      if (!lo || lo->op != tir::BinOp::Max) continue;
+      std::optional<Scalar> lo_k = scalar(lo->b), hi_k = scalar(hi->b);
+      const auto* affine = tir::as<tir::BinaryNode>(lo->a);
+      if (!lo_k || !hi_k || !affine || affine->op != tir::BinOp::Add) continue;
+      Epilogue h = e;
+      bool found = false;
+      for (auto [scaled, k2] : {std::pair{affine->a, affine->b}, std::pair{affine->b, affine->a}}) {
+        std::optional<Scalar> k2_k = scalar(k2), k1_k = Scalar{1.0f};
+        tir::TExpr s_in = scaled;
+        if (const auto* mul = tir::as<tir::BinaryNode>(scaled); mul && mul->op == tir::BinOp::Mul) {
+          if ((k1_k = scalar(mul->a)))
+            s_in = mul->b;
+          else if ((k1_k = scalar(mul->b)))
+            s_in = mul->a;
+        }
+        if (k2_k && k1_k && print_texpr(s_in) == print_texpr(sum)) {
+          h.k1 = *k1_k, h.k2 = *k2_k, found = true;
+          break;
+        }
+      }
+      if (!found) continue;
+      h.lo_input = lo_k->input, h.lo = lo_k->value;
+      h.hi_input = hi_k->input, h.hi = hi_k->value;
+      h.hardswish = true;
+      e = h;
+      v = sum;
+      break;
+    }
+  }
   // tanh(s), with no clamp.
   if (const auto* call = tir::as<tir::CallNodeT>(v);
-      call && call->fn == tir::Intrinsic::tanh && !has_lo && !has_hi && !e.silu && e.slope < 0) {
+      call && call->fn == tir::Intrinsic::tanh && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.hardswish) {
     e.tanh = true;
     v = call->args[0];
   }
@@ -241,7 +280,7 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
   // of s, erf(s / k1) + k2 (or s * k1, either order of each), and at most
   // one scalar k3.
   if (const auto* m = tir::as<tir::BinaryNode>(v);
-      m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.tanh) {
+      m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.tanh && !e.hardswish) {
     std::vector<tir::TExpr> factors, todo{v};
     while (!todo.empty()) {
       tir::TExpr t = todo.back();
@@ -338,8 +377,8 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
     if (channel_dims != 1 || size_t(input) == conv || e.biases.size() == 2) return std::nullopt;
     e.biases.push_back(size_t(input));
   }
-  if (!seen_conv ||
-      (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.tanh && !e.gelu))
+  if (!seen_conv || (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.tanh &&
+                     !e.gelu && !e.hardswish))
     return std::nullopt;
   return e;
 }
@@ -429,7 +468,7 @@ class Fuser : public ExprMutator {
                               (e->lo_input >= 0 ? 16 : 0) | (e->hi_input >= 0 ? 32 : 0) | (e->slope >= 0 ? 64 : 0) |
                               (e->tanh ? 128 : 0) | (e->gelu ? 256 : 0) | (e->gelu_div ? 512 : 0) |
                               (e->k1.input >= 0 ? 1024 : 0) | (e->k2.input >= 0 ? 2048 : 0) |
-                              (e->k3.input >= 0 ? 4096 : 0);
+                              (e->k3.input >= 0 ? 4096 : 0) | (e->hardswish ? 8192 : 0);
         for (int64_t v : {flags, float_bits(e->lo), float_bits(e->hi), float_bits(e->k1.value), float_bits(e->k2.value),
                           float_bits(e->k3.value)})
           p.push_back(SymExpr(v));

@@ -67,6 +67,8 @@ float act_scalar(const Epilogue& e, float v) {
       return std::tanh(v);
     case Epilogue::Act::gelu:
       return v * (erf_scalar(e.gelu_div ? v / e.k1 : v * e.k1) + e.k2) * e.k3;
+    case Epilogue::Act::hardswish:
+      return v * std::min(std::max(e.k1 * v + e.k2, e.lo), e.hi);
   }
   return v;
 }
@@ -154,6 +156,7 @@ __attribute__((target("avx512f"))) void run_avx512(float* y, const float* b, flo
                one = _mm512_set1_ps(1.0f);
   const __m512 at = _mm512_set1_ps(e.leak_at), slope = _mm512_set1_ps(e.slope);
   const __m512 k1 = _mm512_set1_ps(e.k1), k2 = _mm512_set1_ps(e.k2), k3 = _mm512_set1_ps(e.k3);
+  const __mmask16 all = 0xffff;  // (GCC 12 warns of the unmasked min and max's undefined source)
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
     __m512 v = _mm512_maskz_loadu_ps(m, y + i);
@@ -176,8 +179,12 @@ __attribute__((target("avx512f"))) void run_avx512(float* y, const float* b, flo
         v = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_add_ps(erf_avx512(arg), k2)), k3);
         break;
       }
+      case Epilogue::Act::hardswish:  // the bounds clamp the gate, not the result
+        v = _mm512_mul_ps(
+            v, _mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, _mm512_add_ps(_mm512_mul_ps(k1, v), k2), vlo), vhi));
+        break;
     }
-    v = _mm512_maskz_min_ps(m, _mm512_maskz_max_ps(m, v, vlo), vhi);
+    if (e.act != Epilogue::Act::hardswish) v = _mm512_maskz_min_ps(m, _mm512_maskz_max_ps(m, v, vlo), vhi);
     _mm512_mask_storeu_ps(y + i, m, v);
   }
 }
@@ -210,8 +217,11 @@ __attribute__((target("avx2,fma"))) void run_avx2(float* y, const float* b, floa
         v = _mm256_mul_ps(_mm256_mul_ps(v, _mm256_add_ps(erf_avx2(arg), k2)), k3);
         break;
       }
+      case Epilogue::Act::hardswish:  // the bounds clamp the gate, not the result
+        v = _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(_mm256_mul_ps(k1, v), k2), vlo), vhi));
+        break;
     }
-    v = _mm256_min_ps(_mm256_max_ps(v, vlo), vhi);
+    if (e.act != Epilogue::Act::hardswish) v = _mm256_min_ps(_mm256_max_ps(v, vlo), vhi);
     _mm256_maskstore_ps(y + i, m, v);
   }
 }
@@ -224,15 +234,17 @@ void run(float* y, const float* b, float bc, const float* r, const Epilogue& e, 
   if (kernel_isa() == KernelIsa::avx2) return run_avx2(y, b, bc, r, e, n);
 #endif
   for (int64_t i = 0; i < n; ++i) {
-    float v = y[i] + (b ? b[i] : bc) + (r ? r[i] : 0.0f);
-    y[i] = std::min(std::max(act_scalar(e, v), e.lo), e.hi);
+    const float v = act_scalar(e, y[i] + (b ? b[i] : bc) + (r ? r[i] : 0.0f));
+    y[i] = e.act == Epilogue::Act::hardswish ? v : std::min(std::max(v, e.lo), e.hi);
   }
 }
 
 // Operations an output of the activation costs, for the parallel split
 // (an exponential or a polynomial counts 16, as the code generator's
 // estimate does).
-double act_cost(Epilogue::Act a) { return a == Epilogue::Act::none || a == Epilogue::Act::leaky ? 1.0 : 16.0; }
+double act_cost(Epilogue::Act a) {
+  return a == Epilogue::Act::none || a == Epilogue::Act::leaky || a == Epilogue::Act::hardswish ? 1.0 : 16.0;
+}
 
 }  // namespace
 
@@ -289,10 +301,12 @@ void Epilogue::apply_rows(float* y, int64_t ld, int64_t r0, int64_t r1, int64_t 
 }
 
 int epilogue_tensors(int64_t flags) {
-  if (flags < 0 || flags >= (1 << 13) || (flags & 3) == 3) return -1;
-  // At most one activation.
-  const int acts = int(flags >> 3 & 1) + int(flags >> 6 & 1) + int(flags >> 7 & 1) + int(flags >> 8 & 1);
-  if (acts > 1 || (!(flags >> 8 & 1) && (flags & (0xf << 9)))) return -1;
+  if (flags < 0 || flags >= (1 << 14) || (flags & 3) == 3) return -1;
+  // At most one activation; k1 and k2 for GELU or hardswish, k3 and the
+  // division for GELU.
+  const bool gelu = flags >> 8 & 1, hardswish = flags >> 13 & 1;
+  const int acts = int(flags >> 3 & 1) + int(flags >> 6 & 1) + int(flags >> 7 & 1) + int(gelu) + int(hardswish);
+  if (acts > 1 || (!gelu && (flags & (0x9 << 9))) || (!gelu && !hardswish && (flags & (0x3 << 10)))) return -1;
   return int(flags & 3) + int(flags >> 2 & 1) + int(flags >> 4 & 1) + int(flags >> 5 & 1) + 2 * int(flags >> 6 & 1) +
          int(flags >> 10 & 1) + int(flags >> 11 & 1) + int(flags >> 12 & 1);
 }
@@ -315,6 +329,7 @@ size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t 
   if (flags >> 6 & 1) e.act = Epilogue::Act::leaky;
   if (flags >> 7 & 1) e.act = Epilogue::Act::tanh;
   if (flags >> 8 & 1) e.act = Epilogue::Act::gelu, e.gelu_div = (flags >> 9 & 1) != 0;
+  if (flags >> 13 & 1) e.act = Epilogue::Act::hardswish;
   const int64_t biases = flags & 3, residuals = flags >> 2 & 1;
   size_t at = first;
   for (int64_t k = 0; k < biases + residuals; ++k, ++at) {

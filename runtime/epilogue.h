@@ -11,7 +11,9 @@
 // pointer is absent). act is one of: none; v * sigmoid(v) (SiLU);
 // v < leak_at ? slope * v : v (leaky ReLU); tanh(v); or the erf form of
 // GELU as exporters write it, v * (erf(v / k1) + k2) * k3 (v * k1 where
-// `gelu_div` is false: the legaliser's x * 0.70710678). exp, tanh and erf
+// `gelu_div` is false: the legaliser's x * 0.70710678); or hardswish,
+// v * min(max(k1 * v + k2, lo), hi), where lo and hi bound the gate and
+// not the result (ONNX HardSwish: k1 1/6, k2 0.5, 0 and 1). exp, tanh and erf
 // run on vectors (AVX-512, AVX2): exp about 1 ulp; tanh and erf the
 // polynomials the code generator inlines (backends/llvm/expr.cc), so a
 // fused tanh or GELU rounds as the kernel it replaces did but for the
@@ -34,7 +36,7 @@ class ThreadPool;
 struct BuiltinCall;
 
 struct Epilogue {
-  enum class Act : uint8_t { none, silu, leaky, tanh, gelu };
+  enum class Act : uint8_t { none, silu, leaky, tanh, gelu, hardswish };
   const float* bias[2] = {nullptr, nullptr};
   const float* residual = nullptr;
   Act act = Act::none;
@@ -66,8 +68,9 @@ struct Epilogue {
 // parameters'); bit 6 a leaky ReLU (its threshold and slope two
 // one-element tensors); bit 7 tanh; bit 8 GELU; bit 9 GELU's k1 divides;
 // bits 10, 11, 12 GELU's k1, k2, k3 from one-element tensors (else the
-// parameters'). The tensors come in that order: biases, residual, lo, hi,
-// threshold, slope, k1, k2, k3.
+// parameters'); bit 13 hardswish (its k1, k2 as GELU's, bits 10 and 11).
+// The tensors come in that order: biases, residual, lo, hi, threshold,
+// slope, k1, k2, k3.
 constexpr int kEpilogueParams = 6;
 size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t first, int64_t channels,
                      const std::vector<int64_t>& y_shape, Epilogue& e);

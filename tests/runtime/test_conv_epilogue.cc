@@ -127,7 +127,12 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
       call("gemm.conv2d_packed",
            {Value(x), Value(packed), shape_value(with_epilogue(p, 4 | 256 | 512 | 1024, -inf, inf, 9.0f, 1.0f, 0.5f)),
             Value(r), Value(k1), Value(y6)});
-      int64_t wrong1 = 0, wrong2 = 0, wrong3 = 0, wrong4 = 0, wrong5 = 0, wrong6 = 0;
+      // A bias and hardswish (bit 13): v * min(max(v / 6 + 0.5, 0), 1), the bounds the gate's.
+      Tensor y7 = Tensor::empty(DType::f32(), plain.shape());
+      call("gemm.conv2d_packed", {Value(x), Value(packed),
+                                  shape_value(with_epilogue(p, 1 | 8192, 0.0f, 1.0f, 1.0f / 6, 0.5f)), Value(b0),
+                                  Value(y7)});
+      int64_t wrong1 = 0, wrong2 = 0, wrong3 = 0, wrong4 = 0, wrong5 = 0, wrong6 = 0, wrong7 = 0;
       for (int64_t i = 0; i < plain.numel(); ++i) {
         const int64_t o = i / P % l.O;
         float want1 = std::min(std::max(y[i] + c0[o], 0.0f), std::numeric_limits<float>::infinity());
@@ -145,6 +150,8 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
         double s6 = double(y[i] + rd[i]), want6 = s6 * (std::erf(s6 / double(1.4142135f)) + 1.0) * 0.5;
         wrong6 += std::abs(static_cast<const float*>(y6.data())[i] - want6) >
                   2.4e-7 * std::abs(s6) * 0.5 + 2.4e-7 * std::abs(want6) + 1e-30;
+        const double v7 = double(y[i] + c0[o]), want7 = v7 * std::min(std::max(v7 / 6.0 + 0.5, 0.0), 1.0);
+        wrong7 += std::abs(static_cast<const float*>(y7.data())[i] - want7) > 3.6e-7 * std::abs(v7) + 1e-30;
       }
       CHECK(wrong1 == 0);
       CHECK(wrong2 == 0);
@@ -152,6 +159,7 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
       CHECK(wrong4 == 0);
       CHECK(wrong5 == 0);
       CHECK(wrong6 == 0);
+      CHECK(wrong7 == 0);
     }
   }
   REQUIRE(set_kernel_isa(""));
@@ -176,8 +184,8 @@ TEST_CASE("gemm.conv2d_packed refuses epilogue operands that do not fit") {
                        doctest::Contains("takes 6 or 7 arguments"), Error);
   CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(16), Value(bias), Value(y)}),
                        doctest::Contains("must be one f32"), Error);
-  // Three biases; bits past GELU's; two activations; GELU's constants without GELU.
-  for (int64_t flags : {3, 7, 1 << 13, -1, 8 | 64, 128 | 256, 1 | 1024})
+  // Three biases; bits past hardswish's; two activations; GELU's constants without GELU or hardswish.
+  for (int64_t flags : {3, 7, 1 << 14, -1, 8 | 64, 128 | 256, 256 | 8192, 1 | 1024, 8192 | 4096, 8192 | 512})
     CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(flags), Value(bias), Value(y)}),
                          doctest::Contains("16 with an epilogue"), Error);
 }
