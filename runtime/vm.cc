@@ -125,6 +125,7 @@ VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const 
       }
     }
   }
+  for (const Function& f : exe_.functions) memo_.emplace_back(f.code.size());
   kernel_source_ = kernels;
   for (const std::string& k : exe_.kernels) {
     if (!kernels) rt_fail("the program calls kernel ", k, " but the package has no kernels");
@@ -142,7 +143,8 @@ void VirtualMachine::set_profiling(bool on) {
   profiling_ = on;
   kernel_times_.assign(exe_.kernels.size(), CallTime{});
   builtin_times_.assign(exe_.builtins.size(), CallTime{});
-  for (size_t k = 0; k < exe_.kernels.size(); ++k) kernel_times_[k].name = exe_.kernels[k], kernel_times_[k].kernel = true;
+  for (size_t k = 0; k < exe_.kernels.size(); ++k)
+    kernel_times_[k].name = exe_.kernels[k], kernel_times_[k].kernel = true;
   for (size_t b = 0; b < exe_.builtins.size(); ++b) builtin_times_[b].name = exe_.builtins[b];
 }
 
@@ -236,6 +238,7 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
         case CalleeKind::Builtin: {
           Value out;
           BuiltinCall call{*this, heap, argp.data(), argp.size(), out};
+          call.memo = &memo_[size_t(function)][pc];
           bool data = builtin_syncs_[size_t(in.callee)];
           if (kernel_source_ && data) kernel_source_->synchronize();
           auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};

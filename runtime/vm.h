@@ -80,6 +80,11 @@ struct BuiltinCall {
   // Set with `flops` when they are integer operations (8-bit products):
   // --profile prints them as GOP/s, not as a share of the FMA peak.
   bool integer_ops = false;
+  // A slot of this call site's, kept between calls by the VM (null for a
+  // call from elsewhere): a builtin whose result depends only on its
+  // constant arguments and the heap keeps the last one there
+  // (relax.make_shape), so that a run with the same shapes reuses it.
+  std::shared_ptr<void>* memo = nullptr;
 };
 using Builtin = void (*)(BuiltinCall& call);
 
@@ -138,6 +143,7 @@ class VirtualMachine {
 
   Executable exe_;
   std::vector<Value> consts_;
+  std::vector<std::vector<std::shared_ptr<void>>> memo_;  // [function][pc]: BuiltinCall::memo
   const Kernels* kernel_source_ = nullptr;
   std::vector<KernelCall> kernels_;
   std::vector<Builtin> builtins_;

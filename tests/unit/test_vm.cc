@@ -68,6 +68,23 @@ fn @main(x: Tensor[(n, 4), f32], y: Tensor[(n,), i64]) -> Shape[(n * 2 + 1, 4)] 
   CHECK(e.find("takes 2 inputs, got 1") != std::string::npos);
 }
 
+TEST_CASE("vm: a shape computed again from the same heap is the value kept from the last run") {
+  auto vm = make_vm(R"(
+fn @main(x: Tensor[(n, 4), f32]) -> Shape[(n * 2 + 1, 4)] {
+  s: Shape[(n * 2 + 1, 4)] = shape(n * 2 + 1, 4)
+  return s
+}
+)");
+  auto run = [&](int64_t n) { return vm->invoke("main", {tensor(rt::DType::f32(), {n, 4})}); };
+  rt::Value a = run(3), b = run(3);
+  CHECK(a.shape() == std::vector<int64_t>{7, 4});
+  CHECK(b.shape().data() == a.shape().data());  // kept, not computed and allocated again
+  rt::Value c = run(5);
+  CHECK(c.shape() == std::vector<int64_t>{11, 4});
+  CHECK(run(3).shape() == std::vector<int64_t>{7, 4});
+  CHECK(a.shape() == std::vector<int64_t>{7, 4});  // a value handed out never changes
+}
+
 TEST_CASE("vm: a compound dim of an earlier input is checked once a later one binds its variable") {
   auto vm = make_vm(R"(
 fn @main(a: Tensor[(n + 1,), f32], b: Tensor[(n,), f32]) -> Shape[(n,)] {
