@@ -258,17 +258,20 @@ void Epilogue::apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* 
   // again as the output).
   const int64_t L = O * P;
   const bool spread_bias = (bias[0] || bias[1]) && P < 64;
+  // Kept per calling thread; the workers read it through `spread_at` (a
+  // thread_local named inside the lambda would be each worker's own).
   thread_local std::vector<float> spread;
   if (spread_bias) {
     spread.resize(size_t(L));
     for (int64_t o = 0; o < O; ++o) std::fill(spread.begin() + o * P, spread.begin() + (o + 1) * P, channel_bias(o));
   }
+  const float* spread_at = spread.data();
   // [begin, end) of the flat (N, O, P) outputs, by runs within an image
   // (spread biases) or within a plane (a constant bias).
   auto body = [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t len_max = spread_bias ? L : P, j = begin % len_max, len = std::min(end - begin, len_max - j);
-      run(y + begin, spread_bias ? spread.data() + j : nullptr, spread_bias ? 0.0f : channel_bias(begin / P % O),
+      run(y + begin, spread_bias ? spread_at + j : nullptr, spread_bias ? 0.0f : channel_bias(begin / P % O),
           residual ? residual + begin : nullptr, *this, len);
       begin += len;
     }

@@ -68,9 +68,10 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
     int64_t N, C, H, W, O, K, groups, layout;
   };
   // Direct (layout 0) 3x3 over 12x10, two images; depthwise (layout 2) over 4x4; a 1x1 product (layout 1, no
-  // workspace) over 5x5.
-  for (Layer l :
-       {Layer{2, 16, 12, 10, 16, 3, 1, 0}, Layer{1, 32, 4, 4, 32, 3, 32, 2}, Layer{2, 16, 5, 5, 24, 1, 1, 1}}) {
+  // workspace) over 5x5; direct over 4x4 planes with 4,096 outputs, whose SiLU splits over the pool with the
+  // biases spread (planes under 64 outputs).
+  for (Layer l : {Layer{2, 16, 12, 10, 16, 3, 1, 0}, Layer{1, 32, 4, 4, 32, 3, 32, 2}, Layer{2, 16, 5, 5, 24, 1, 1, 1},
+                  Layer{4, 16, 4, 4, 64, 3, 1, 0}}) {
     CAPTURE(l.layout);
     const int64_t Kc = l.C / l.groups * l.K * l.K;
     Tensor x = random_tensor(rng, {l.N, l.C, l.H, l.W}), w = random_tensor(rng, {l.O, l.C / l.groups, l.K, l.K});
@@ -129,9 +130,9 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
             Value(r), Value(k1), Value(y6)});
       // A bias and hardswish (bit 13): v * min(max(v / 6 + 0.5, 0), 1), the bounds the gate's.
       Tensor y7 = Tensor::empty(DType::f32(), plain.shape());
-      call("gemm.conv2d_packed", {Value(x), Value(packed),
-                                  shape_value(with_epilogue(p, 1 | 8192, 0.0f, 1.0f, 1.0f / 6, 0.5f)), Value(b0),
-                                  Value(y7)});
+      call("gemm.conv2d_packed",
+           {Value(x), Value(packed), shape_value(with_epilogue(p, 1 | 8192, 0.0f, 1.0f, 1.0f / 6, 0.5f)), Value(b0),
+            Value(y7)});
       int64_t wrong1 = 0, wrong2 = 0, wrong3 = 0, wrong4 = 0, wrong5 = 0, wrong6 = 0, wrong7 = 0;
       for (int64_t i = 0; i < plain.numel(); ++i) {
         const int64_t o = i / P % l.O;
