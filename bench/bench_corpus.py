@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -91,7 +92,10 @@ def relax_ms(args, pkg, case_dir, threads, atol=1e-3):
     try:
         rep = json.loads(r.stdout)
     except json.JSONDecodeError:
-        return None, (r.stderr.strip() or r.stdout.strip())[-200:]
+        why = (r.stderr.strip() or r.stdout.strip())[-200:]
+        if r.returncode < 0:
+            why = f"relax-run killed by signal {-r.returncode} ({signal.Signals(-r.returncode).name}) " + why
+        return None, why or f"relax-run exited with {r.returncode}"
     if "bench" not in rep:
         return None, str(rep.get("error", "no timing"))[-200:]
     return rep["bench"]["median_ms"], None if rep.get("ok") else "outputs differ from the reference"
@@ -205,6 +209,10 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    failed = sorted({f"{r['model']} ({t} threads)" for r in rows for t, c in r["threads"].items() if "relax_error" in c})
+    if failed:
+        print("relax failed on: " + ", ".join(failed))
+        return 1
     return 0
 
 
