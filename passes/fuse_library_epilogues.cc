@@ -87,6 +87,22 @@ bool same_shape(const std::vector<SymExpr>& a, const std::vector<SymExpr>& b) {
     if (!(a[i] == b[i])) return false;
   return true;
 }
+// The operands of a tree of `op` (an associative one) under e, left to
+// right: e itself when it is not one.
+std::vector<tir::TExpr> operands(const tir::TExpr& e, tir::BinOp op) {
+  std::vector<tir::TExpr> out, todo{e};
+  while (!todo.empty()) {
+    tir::TExpr t = todo.back();
+    todo.pop_back();
+    const auto* b = tir::as<tir::BinaryNode>(t);
+    if (b && b->op == op) {
+      todo.push_back(b->b), todo.push_back(b->a);
+      continue;
+    }
+    out.push_back(t);
+  }
+  return out;
+}
 int input_index(const tir::Program& p, const tir::Buffer& b) {
   for (size_t i = 0; i < p->inputs.size(); ++i)
     if (p->inputs[i] == b) return int(i);
@@ -281,17 +297,7 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
   // one scalar k3.
   if (const auto* m = tir::as<tir::BinaryNode>(v);
       m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.tanh && !e.hardswish) {
-    std::vector<tir::TExpr> factors, todo{v};
-    while (!todo.empty()) {
-      tir::TExpr t = todo.back();
-      todo.pop_back();
-      const auto* b = tir::as<tir::BinaryNode>(t);
-      if (b && b->op == tir::BinOp::Mul) {
-        todo.push_back(b->b), todo.push_back(b->a);
-        continue;
-      }
-      factors.push_back(t);
-    }
+    const std::vector<tir::TExpr> factors = operands(v, tir::BinOp::Mul);
     Epilogue g = e;
     std::optional<tir::TExpr> sum, erf_sum;
     int erfs = 0, k3s = 0;
@@ -334,17 +340,7 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
     }
   }
   // The sum's terms.
-  std::vector<tir::TExpr> terms, todo{v};
-  while (!todo.empty()) {
-    tir::TExpr t = todo.back();
-    todo.pop_back();
-    const auto* b = tir::as<tir::BinaryNode>(t);
-    if (b && b->op == tir::BinOp::Add) {
-      todo.push_back(b->b), todo.push_back(b->a);
-      continue;
-    }
-    terms.push_back(t);
-  }
+  const std::vector<tir::TExpr> terms = operands(v, tir::BinOp::Add);
   bool seen_conv = false;
   for (const tir::TExpr& t : terms) {
     const auto* l = tir::as<tir::LoadNode>(t);
