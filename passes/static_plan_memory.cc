@@ -8,7 +8,9 @@
 //   t = alloc_tensor(s, shape(dims), dtype=D)
 //   y = call_tir_dps(@prog, (inputs...), (t, ...)[, shape(syms)])
 // and storages are reused by tensors whose lifetimes do not overlap:
-//  - a symbolic size reuses a free storage whose size is provably equal;
+//  - a symbolic size reuses a free storage whose size is provably equal,
+//    else one that provably holds it (batch * 20 bytes in a free batch * 64:
+//    after the library epilogues an MLP's activations differ in size);
 //  - a constant size takes the smallest free constant storage that holds
 //    it, else grows the largest free one (sizes settle at the end);
 //  - with upper bounds (attribute sym_bounds, from relax-build --bound) a
@@ -63,21 +65,28 @@ class Planner : public ExprMutator {
     for (size_t i = 0; i < m.bindings.size(); ++i) {
       auto it = defined_at.find(i);
       if (it != defined_at.end() && plannable(m, it->second)) {
-        for (size_t t : it->second) {
-          const ActivationTensor& a = m.tensors[t];
-          if (a.escapes) {  // the caller's: a storage of its own, exact size, never reused
-            storage_of[t] = int(storages.size());
-            storages.push_back(Storage{a.nbytes, i});
-            continue;
+        // Symbolic sizes take a free storage of provably the same size
+        // first, all of the call's outputs, and only then one that provably
+        // holds them: a call's small output would otherwise take the
+        // storage its large one could have had.
+        for (bool larger : {false, true})
+          for (size_t t : it->second) {
+            const ActivationTensor& a = m.tensors[t];
+            if (storage_of[t] >= 0 || (!larger && (a.escapes || a.nbytes.is_const()))) continue;
+            if (a.escapes) {  // the caller's: a storage of its own, exact size, never reused
+              storage_of[t] = int(storages.size());
+              storages.push_back(Storage{a.nbytes, i});
+              continue;
+            }
+            // At its upper bound only where every variable of the size has
+            // a declared one: a clamp in the size (a slice to min(n, 2^62))
+            // bounds it too, at what no machine holds.
+            SymExpr size = a.nbytes;
+            int64_t hi = ana.bound(size).hi;
+            if (!size.is_const() && hi != Interval::kPosInf && all_bounded(size, bounds)) size = SymExpr(hi);
+            if (!larger && size.is_const()) continue;  // at its bound: planned with the constants
+            storage_of[t] = pick(size, i, storages, free_list, ana, larger);
           }
-          // At its upper bound only where every variable of the size has
-          // a declared one: a clamp in the size (a slice to min(n, 2^62))
-          // bounds it too, at what no machine holds.
-          SymExpr size = a.nbytes;
-          int64_t hi = ana.bound(size).hi;
-          if (!size.is_const() && hi != Interval::kPosInf && all_bounded(size, bounds)) size = SymExpr(hi);
-          storage_of[t] = pick(size, i, storages, free_list, ana);
-        }
       }
       auto d = dies_at.find(i);
       if (d != dies_at.end())
@@ -151,8 +160,10 @@ class Planner : public ExprMutator {
   }
 
   // A free storage for `size`, or a new one.
+  // `larger`: a symbolic size may take a free storage that provably holds
+  // it; else only one of provably the same size, and -1 when there is none.
   static int pick(const SymExpr& size, size_t binding, std::vector<Storage>& storages, std::vector<int>& free_list,
-                  const Analyzer& ana) {
+                  const Analyzer& ana, bool larger) {
     int chosen = -1;
     if (size.is_const()) {
       // Best fit among the constant storages, else the largest one, grown.
@@ -167,11 +178,17 @@ class Planner : public ExprMutator {
       chosen = best >= 0 ? best : largest;
       if (chosen >= 0) storages[size_t(chosen)].size = SymExpr(std::max(bytes(chosen), need));
     } else {
+      // Provably the same size, else the first that provably holds it.
       for (int s : free_list)
         if (ana.can_prove_equal(storages[size_t(s)].size, size)) {
           chosen = s;
           break;
         }
+      for (size_t k = 0; larger && chosen < 0 && k < free_list.size(); ++k) {
+        const SymExpr& have = storages[size_t(free_list[k])].size;
+        if (!have.is_const() && ana.can_prove_less_equal(size, have)) chosen = free_list[k];
+      }
+      if (chosen < 0 && !larger) return -1;
     }
     if (chosen >= 0) {
       free_list.erase(std::find(free_list.begin(), free_list.end(), chosen));
