@@ -75,6 +75,8 @@ struct Epilogue {
   // bounds, and a leaky ReLU's threshold and slope (s < t ? a * s : s).
   int lo_input = -1, hi_input = -1, leak_at = -1, slope = -1;
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  // One activation at most (the runtime refuses flags naming two).
+  bool activated() const { return silu || tanh || gelu || hardswish || slope >= 0; }
 };
 
 bool is_var(const tir::TExpr& e, const SymExpr& v) {
@@ -240,7 +242,8 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
     v = sel->b;
   }
   // A SiLU, s * sigmoid(s) (either order), with no clamp: the sum is s.
-  if (const auto* m = tir::as<tir::BinaryNode>(v); m && m->op == tir::BinOp::Mul && !has_lo && !has_hi) {
+  if (const auto* m = tir::as<tir::BinaryNode>(v);
+      m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.activated()) {
     for (auto [s, g] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
       const auto* call = tir::as<tir::CallNodeT>(g);
       if (call && call->fn == tir::Intrinsic::sigmoid && print_texpr(call->args[0]) == print_texpr(s)) {
@@ -253,7 +256,8 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
   // Hardswish, s * min(max(k1 * s + k2, lo), hi) (either order of each
   // product and sum; k1 * s may be s), with no clamp outside: the bounds
   // are the gate's.
-  if (const auto* m = tir::as<tir::BinaryNode>(v); m && m->op == tir::BinOp::Mul && !has_lo && !has_hi) {
+  if (const auto* m = tir::as<tir::BinaryNode>(v);
+      m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.activated()) {
     for (auto [sum, gate] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
       const auto* hi = tir::as<tir::BinaryNode>(gate);
       const auto* lo = hi && hi->op == tir::BinOp::Min ? tir::as<tir::BinaryNode>(hi->a) : nullptr;
@@ -288,7 +292,7 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
   }
   // tanh(s), with no clamp.
   if (const auto* call = tir::as<tir::CallNodeT>(v);
-      call && call->fn == tir::Intrinsic::tanh && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.hardswish) {
+      call && call->fn == tir::Intrinsic::tanh && !has_lo && !has_hi && !e.activated()) {
     e.tanh = true;
     v = call->args[0];
   }
@@ -296,7 +300,7 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
   // of s, erf(s / k1) + k2 (or s * k1, either order of each), and at most
   // one scalar k3.
   if (const auto* m = tir::as<tir::BinaryNode>(v);
-      m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.tanh && !e.hardswish) {
+      m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.activated()) {
     const std::vector<tir::TExpr> factors = operands(v, tir::BinOp::Mul);
     Epilogue g = e;
     std::optional<tir::TExpr> sum, erf_sum;
@@ -373,9 +377,7 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
     if (channel_dims != 1 || size_t(input) == conv || e.biases.size() == 2) return std::nullopt;
     e.biases.push_back(size_t(input));
   }
-  if (!seen_conv || (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.silu && e.slope < 0 && !e.tanh &&
-                     !e.gelu && !e.hardswish))
-    return std::nullopt;
+  if (!seen_conv || (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.activated())) return std::nullopt;
   return e;
 }
 

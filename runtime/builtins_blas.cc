@@ -159,7 +159,7 @@ void matmul(BuiltinCall& c) {
   size_t esize = size_t(d.bits / 8);
   if (K == 0) {
     std::memset(out.data(), 0, out.nbytes());
-    if (fused) epilogue.apply_rows(static_cast<float*>(out.data()), N, 0, batch * M, 0, N, epilogue.residual);
+    if (fused) epilogue.apply_rows(static_cast<float*>(out.data()), 0, N, batch * M, 0, N);
     return;
   }
   // Work items: each output matrix, in column slices when there are fewer
@@ -186,10 +186,7 @@ void matmul(BuiltinCall& c) {
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(K), 1.0,
                   reinterpret_cast<const double*>(pa), blasint(K), reinterpret_cast<const double*>(pb), blasint(N), 0.0,
                   reinterpret_cast<double*>(pc), blasint(N));
-    if (fused) {
-      float* y = static_cast<float*>(out.data()) + i * M * N;
-      epilogue.apply_rows(y, N, 0, M, j0, j0 + nj, epilogue.residual ? epilogue.residual + i * M * N : nullptr);
-    }
+    if (fused) epilogue.apply_rows(static_cast<float*>(out.data()), i * M * N, N, M, j0, j0 + nj);
   };
   for_items(*pool, batch * slices, work >= double(1 << 17), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) one(t);
@@ -476,7 +473,7 @@ Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& 
 // (or both of rank 3: a 1-D convolution, KH 1), from w packed by
 // gemm.conv2d_pack: layout 0 by the direct kernel; 1 as im2col into ws
 // (absent for a plain product) and the runtime's GEMM per image and group;
-// 2 by the channels-in-lanes depthwise kernel. With three parameters more
+// 2 by the channels-in-lanes depthwise kernel. With six parameters more
 // (an epilogue fused from the elementwise kernel after it,
 // passes/fuse_library_epilogues.cc: its flags, bounds and constants,
 // runtime/epilogue.h read_epilogue), its tensors come after the

@@ -285,22 +285,20 @@ void Epilogue::apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* 
     body(0, total);
 }
 
-void Epilogue::apply_rows(float* y, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                          const float* residual_base) const {
+void Epilogue::apply_rows(float* out, int64_t at, int64_t ld, int64_t rows, int64_t c0, int64_t c1) const {
   if (c1 <= c0) return;
   // Two biases: their sum over the columns once, on this thread.
-  const float* b = bias[0];
+  const float* b = bias[0] ? bias[0] : bias[1];
   thread_local std::vector<float> sum;
   if (bias[0] && bias[1]) {
     sum.resize(size_t(c1));
     for (int64_t c = c0; c < c1; ++c) sum[size_t(c)] = bias[0][c] + bias[1][c];
     b = sum.data();
-  } else if (!b) {
-    b = bias[1];
   }
-  for (int64_t i = r0; i < r1; ++i)
-    run(y + i * ld + c0, b ? b + c0 : nullptr, 0.0f, residual_base ? residual_base + i * ld + c0 : nullptr, *this,
-        c1 - c0);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t o = at + i * ld + c0;
+    run(out + o, b ? b + c0 : nullptr, 0.0f, residual ? residual + o : nullptr, *this, c1 - c0);
+  }
 }
 
 int epilogue_tensors(int64_t flags) {

@@ -48,12 +48,11 @@ struct Epilogue {
   // A convolution's y (N, O, P): channel o of image n is the plane at
   // (n * O + o) * P. Split over the pool where it is large.
   void apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* pool) const;
-  // A product's rows [r0, r1) of y (rows x cols, row stride ld), columns
-  // [c0, c1): bias[k][c] for column c, the residual at the same offsets as
-  // y (from `residual`, which points at y's element 0 of this product).
-  // One thread (the caller splits the product).
-  void apply_rows(float* y, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                  const float* residual_base) const;
+  // A product's output `out` (its element 0; the residual has its
+  // shape): `rows` rows of row stride ld from element `at`, columns [c0,
+  // c1), bias[k][c] for column c. One thread (the caller splits the
+  // product).
+  void apply_rows(float* out, int64_t at, int64_t ld, int64_t rows, int64_t c0, int64_t c1) const;
 };
 
 // The epilogue of a library call as passes/fuse_library_epilogues.cc
