@@ -33,6 +33,11 @@ IRModule simplify_shapes(const IRModule& mod);
 // per binding of what the kernels see (passes/rewrite_cuda_graph.cc).
 IRModule rewrite_cuda_graph(const IRModule& mod);
 
+// A matmul of two dequantized 8-bit tensors (per-tensor scales, b's may be
+// per column) becomes their integer product (matmul_integer) times the
+// product of the scales (passes/qdq_to_integer.cc).
+IRModule qdq_to_integer(const IRModule& mod);
+
 // Each op call with a registered legaliser (passes/legalize/) becomes a
 // call_tir of a tensor program (or a library call), preceded by the
 // bindings it needs; other calls stay. Runs bind-shapes first.

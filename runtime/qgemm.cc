@@ -294,16 +294,26 @@ int64_t qgemm_packed_b_size(int64_t K, int64_t N) {
 
 void qgemm_pack_b(int64_t K, int64_t N, const QMatrix& B, const int32_t* b_zp, int64_t zp_count, uint8_t* out) {
   const int64_t K4 = (K + 3) / 4, NP = (N + 15) / 16;
-  std::memset(out, 0, size_t(qgemm_packed_b_size(K, N)));
-  std::vector<int64_t> sums(size_t(NP * 16), 0);
   const auto* bytes = static_cast<const uint8_t*>(B.data);
-  for (int64_t k = 0; k < K; ++k) {
-    const uint8_t* row = bytes + k * B.ld;
-    for (int64_t n = 0; n < N; ++n) {
-      // u8 as u8 - 128, so that both kinds are i8 here.
-      const int v = B.is_signed ? int(int8_t(row[n])) : int(row[n]) - 128;
-      out[(n / 16) * K4 * 64 + (k / 4) * 64 + (n % 16) * 4 + k % 4] = uint8_t(int8_t(v));
-      sums[size_t(n)] += v;
+  // u8 as u8 - 128, so that both kinds are i8 here: flipping the top bit.
+  const uint8_t flip = B.is_signed ? 0 : 0x80;
+  std::vector<int32_t> sums(size_t(NP * 16), 0);  // |sum| <= 128 K
+  // In the order written: panel, group of 4 k, column, k.
+  uint8_t* o = out;
+  for (int64_t p = 0; p < NP; ++p) {
+    const int64_t n0 = p * 16, width = std::min<int64_t>(16, N - n0);
+    int32_t* colsum = sums.data() + n0;
+    for (int64_t k4 = 0; k4 < K4; ++k4, o += 64) {
+      const int64_t depth = std::min<int64_t>(4, K - k4 * 4);
+      std::memset(o, 0, 64);
+      for (int64_t kk = 0; kk < depth; ++kk) {
+        const uint8_t* row = bytes + (k4 * 4 + kk) * B.ld + n0;
+        for (int64_t j = 0; j < width; ++j) {
+          const uint8_t v = uint8_t(row[j] ^ flip);
+          o[j * 4 + kk] = v;
+          colsum[j] += int8_t(v);
+        }
+      }
     }
   }
   // zb, then cz = column sum - K zb (modulo 2^32).
@@ -311,13 +321,13 @@ void qgemm_pack_b(int64_t K, int64_t N, const QMatrix& B, const int32_t* b_zp, i
   for (int64_t n = 0; n < N; ++n) {
     const int32_t zb = b_zp[zp_count == 1 ? 0 : n] - (B.is_signed ? 0 : 128);
     tail[size_t(n)] = zb;
-    tail[size_t(NP * 16 + n)] = int32_t(uint32_t(uint64_t(sums[size_t(n)])) - uint32_t(K) * uint32_t(zb));
+    tail[size_t(NP * 16 + n)] = int32_t(uint32_t(sums[size_t(n)]) - uint32_t(K) * uint32_t(zb));
   }
   std::memcpy(out + NP * K4 * 64, tail.data(), tail.size() * sizeof(int32_t));
 }
 
 void qgemm_packed(int64_t M, int64_t N, int64_t K, const QMatrix& A, const int32_t* a_zp, int64_t zp_count,
-                  const uint8_t* Bp, int32_t* C, int64_t ldc, ThreadPool* pool) {
+                  const uint8_t* Bp, int32_t* C, int64_t ldc, ThreadPool* pool, const QgemmDone* done) {
   if (M <= 0 || N <= 0) return;
   const int64_t Kp = (K + 3) / 4 * 4;
   // A as u8 rows of Kp bytes (zero-padded), or in place when it is
@@ -344,13 +354,13 @@ void qgemm_packed(int64_t M, int64_t N, int64_t K, const QMatrix& A, const int32
     pool->parallel_for(M, pack_rows);
   else
     pack_rows(0, M);
-  qgemm_rows(M, N, K, {in_place ? abytes : packed, in_place ? A.ld : Kp, rs, zs}, Bp, C, ldc, pool);
+  qgemm_rows(M, N, K, {in_place ? abytes : packed, in_place ? A.ld : Kp, rs, zs}, Bp, C, ldc, pool, done);
 }
 
 uint32_t qgemm_row_sum(const uint8_t* row, int64_t n) { return micro().row(row, n, 0, nullptr, n); }
 
 void qgemm_rows(int64_t M, int64_t N, int64_t K, const QRows& A, const uint8_t* Bp, int32_t* C, int64_t ldc,
-                ThreadPool* pool) {
+                ThreadPool* pool, const QgemmDone* done) {
   if (M <= 0 || N <= 0) return;
   const int64_t K4 = (K + 3) / 4, NP = (N + 15) / 16;
   // B's zero points and column terms (copied: a package's constant need
@@ -370,13 +380,15 @@ void qgemm_rows(int64_t M, int64_t N, int64_t K, const QRows& A, const uint8_t* 
       const int64_t p0 = jb * u.panels, n0 = p0 * 16;
       const int panels = int(std::min<int64_t>(u.panels, NP - p0));
       const uint8_t* bpanel = Bp + p0 * K4 * 64;
-      for (int64_t t = rtiles * rc / chunks, t1 = rtiles * (rc + 1) / chunks; t < t1; ++t) {
+      const int64_t t0 = rtiles * rc / chunks, t1 = rtiles * (rc + 1) / chunks;
+      for (int64_t t = t0; t < t1; ++t) {
         const int64_t m0 = t * u.rows;
         const int rows = int(std::min<int64_t>(u.rows, M - m0));
         const TileOut o{C + m0 * ldc + n0, ldc, std::min<int64_t>(panels * 16, N - n0), A.sums + m0,
                         A.zero_points + m0, zb.data() + n0, cz.data() + n0};
         u.at(rows, panels)(K4, A.data + m0 * A.ld, A.ld, bpanel, K4 * 64, o);
       }
+      if (done && t1 > t0) (*done)(t0 * u.rows, std::min(M, t1 * u.rows), n0, std::min<int64_t>(N, n0 + panels * 16));
     }
   };
   if (split && blocks * chunks > 1)

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "runtime/conv_direct.h"
@@ -44,11 +45,15 @@ int64_t qgemm_packed_b_size(int64_t K, int64_t N);
 // b_zp: `zp_count` zero points (1, or N: one per column), as integers.
 void qgemm_pack_b(int64_t K, int64_t N, const QMatrix& B, const int32_t* b_zp, int64_t zp_count, uint8_t* out);
 
+// Called with each block of C once its sums are written, on the thread
+// that wrote them: rows [m0, m1), columns [n0, n1).
+using QgemmDone = std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t n1)>;
+
 // C (M x N, row stride ldc) = (A - a_zp) (B - b_zp) from B packed by
 // qgemm_pack_b; a_zp: `zp_count` zero points (1, or M: one per row).
-// `pool` may be null (one thread).
+// `pool` may be null (one thread); `done`, when set, sees every block.
 void qgemm_packed(int64_t M, int64_t N, int64_t K, const QMatrix& A, const int32_t* a_zp, int64_t zp_count,
-                  const uint8_t* Bp, int32_t* C, int64_t ldc, ThreadPool* pool);
+                  const uint8_t* Bp, int32_t* C, int64_t ldc, ThreadPool* pool, const QgemmDone* done = nullptr);
 
 // A already as the kernels read it: u8 rows `ld` bytes apart, each K
 // rounded up to 4 with zeros past K, with each row's sum (of its first K
@@ -60,7 +65,7 @@ struct QRows {
   const int32_t *sums, *zero_points;
 };
 void qgemm_rows(int64_t M, int64_t N, int64_t K, const QRows& A, const uint8_t* Bp, int32_t* C, int64_t ldc,
-                ThreadPool* pool);
+                ThreadPool* pool, const QgemmDone* done = nullptr);
 // The sum of n bytes, at the kernels' vector width.
 uint32_t qgemm_row_sum(const uint8_t* row, int64_t n);
 

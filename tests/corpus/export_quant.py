@@ -25,6 +25,12 @@ written), through ort_reference.js.
                  (u8 x symmetric i8 weights, K = 160 and 640) -> Cast -> Mul
                  (x_scale * w_scale) -> Add bias; attention, softmax, GELU
                  and layer norms in f32; dynamic batch and sequence
+  bert_qdq       quantize_static (QDQ) of a BERT encoder (hidden 192, 3 heads,
+                 FFN 768, 2 layers): QuantizeLinear -> DequantizeLinear on
+                 both inputs of every MatMul, the attention products too (u8
+                 activations with zero points, calibrated on the cases'
+                 inputs through the float model; int8 weights symmetric per
+                 output column); dynamic batch and sequence
 
 Inputs are large enough (thousands of values per tensor) for rounding ties,
 saturation at both ends and non-zero zero points to occur.
@@ -32,11 +38,14 @@ saturation at both ends and non-zero zero points to occur.
     /usr/bin/python3 tests/corpus/export_quant.py --ort-node /tmp/ort/node_modules
 """
 import argparse
+import os
+import tempfile
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper
 
-from export_contrib import init, save, vi
+from export_contrib import init, ort_outputs, save, vi
 
 rng = np.random.default_rng(7)
 
@@ -292,6 +301,146 @@ def bert_dynquant(hidden=160, heads=4, ffn=640, layers=2, vocab=64, positions=64
     return m, cases
 
 
+# ---- bert_qdq -------------------------------------------------------------------------------
+
+def bert_qdq(hidden=192, heads=3, ffn=768, layers=2, vocab=64, positions=64):
+    """Static QDQ of a BERT encoder, as quantize_static(QuantFormat.QDQ)
+    writes one: QuantizeLinear -> DequantizeLinear on both inputs of every
+    MatMul (u8 activations with zero points, calibrated on the cases'
+    inputs; int8 weights symmetric per output column, axis 1), the
+    attention products QK^T and PV too; layer norm, softmax and GELU in
+    f32. The float model is run once through ONNX Runtime for the ranges."""
+    r = np.random.default_rng(13)
+    dh = hidden // heads
+    weights = {}
+    for i in range(layers):
+        for n, cin, cout in (("q", hidden, hidden), ("k", hidden, hidden), ("v", hidden, hidden),
+                             ("o", hidden, hidden), ("ff1", hidden, ffn), ("ff2", ffn, hidden)):
+            w = (r.standard_normal((cin, cout)) / np.sqrt(cin)).astype(np.float32)
+            weights[f"l{i}_{n}"] = (w, (r.standard_normal(cout) * 0.05).astype(np.float32))
+    norms = {n: ((1 + r.standard_normal(hidden) * 0.1).astype(np.float32),
+                 (r.standard_normal(hidden) * 0.1).astype(np.float32))
+             for n in ["emb_ln"] + [f"l{i}_ln{j}" for i in range(layers) for j in (1, 2)]}
+    word = (r.standard_normal((vocab, hidden)) * 0.5).astype(np.float32)
+    pos = (r.standard_normal((positions, hidden)) * 0.1).astype(np.float32)
+    cases = []
+    for b, sq in ((1, 7), (2, 24), (3, 32)):
+        ids = r.integers(0, vocab, (b, sq)).astype(np.int64)
+        mask = np.ones((b, sq), np.int64)
+        if b > 1:
+            mask[1, sq - 5:] = 0
+        cases.append((f"b{b}_s{sq}", [ids, mask]))
+
+    def build(ranges):
+        """The graph; with ranges None, the float model whose extra outputs
+        are the tensors to quantize (in `points`)."""
+        nodes, inits, points = [], [], []
+
+        def c(name, arr):
+            inits.append(init(name, arr))
+            return name
+
+        def node(op, ins, outs, **attrs):
+            nodes.append(helper.make_node(op, ins, outs, **attrs))
+            return outs[0]
+
+        done = {}
+
+        def qdq(x):  # one pair per tensor, shared by its readers
+            if x in done:
+                return done[x]
+            if ranges is None:
+                points.append(x)
+                done[x] = x
+                return x
+            lo, hi = min(ranges[x][0], 0.0), max(ranges[x][1], 0.0)
+            s = np.float32((hi - lo) / 255.0)
+            z = np.uint8(np.clip(np.round(-lo / s), 0, 255))
+            c(x + "_s", np.array(s, np.float32))
+            c(x + "_z", np.array(z, np.uint8))
+            node("QuantizeLinear", [x, x + "_s", x + "_z"], [x + "_q"])
+            done[x] = node("DequantizeLinear", [x + "_q", x + "_s", x + "_z"], [x + "_dq"])
+            return done[x]
+
+        def linear(x, name):
+            w, bias = weights[name]
+            ws = (np.abs(w).max(axis=0) / 127.0).astype(np.float32)  # per output column
+            c(name + "_wq", np.clip(np.round(w / ws), -127, 127).astype(np.int8))
+            c(name + "_ws", ws)
+            c(name + "_wz", np.zeros(w.shape[1], np.int8))
+            c(name + "_b", bias)
+            wd = node("DequantizeLinear", [name + "_wq", name + "_ws", name + "_wz"], [name + "_w"], axis=1)
+            node("MatMul", [qdq(x), wd], [name + "_mm"])
+            return node("Add", [name + "_mm", name + "_b"], [name + "_y"])
+
+        def layer_norm(x, name):
+            g, beta = norms[name]
+            c(name + "_g", g)
+            c(name + "_beta", beta)
+            return node("LayerNormalization", [x, name + "_g", name + "_beta"], [name + "_y"], axis=-1,
+                        epsilon=1e-12)
+
+        c("word_emb", word)
+        c("pos_emb", pos)
+        c("i0", np.array(0, np.int64))
+        c("i1", np.array(1, np.int64))
+        c("one", np.array(1.0, np.float32))
+        c("neg", np.array(-10000.0, np.float32))
+        c("heads_shape", np.array([0, 0, heads, dh], np.int64))
+        c("merge_shape", np.array([0, 0, hidden], np.int64))
+        c("mask_axes", np.array([1, 2], np.int64))
+        c("inv_sqrt_dh", np.array(1.0 / np.sqrt(dh), np.float32))
+        c("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), np.float32))
+        c("half", np.array(0.5, np.float32))
+        node("Shape", ["input_ids"], ["ids_shape"])
+        node("Gather", ["ids_shape", "i1"], ["seq"], axis=0)
+        node("Range", ["i0", "seq", "i1"], ["positions"])
+        node("Gather", ["word_emb", "input_ids"], ["we"])
+        node("Gather", ["pos_emb", "positions"], ["pe"])
+        node("Add", ["we", "pe"], ["emb"])
+        x = layer_norm("emb", "emb_ln")
+        node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT)
+        node("Sub", ["one", "mask_f"], ["mask_inv"])
+        node("Mul", ["mask_inv", "neg"], ["mask_add"])
+        node("Unsqueeze", ["mask_add", "mask_axes"], ["ext_mask"])
+        for i in range(layers):
+            p = f"l{i}_"
+            q, k, v = (linear(x, p + n) for n in ("q", "k", "v"))
+            for n, t in (("q", q), ("k", k), ("v", v)):
+                node("Reshape", [t, "heads_shape"], [p + n + "_h"])
+            node("Transpose", [p + "q_h"], [p + "qt"], perm=[0, 2, 1, 3])
+            node("Transpose", [p + "k_h"], [p + "kt"], perm=[0, 2, 3, 1])
+            node("Transpose", [p + "v_h"], [p + "vt"], perm=[0, 2, 1, 3])
+            node("MatMul", [qdq(p + "qt"), qdq(p + "kt")], [p + "scores"])
+            node("Mul", [p + "scores", "inv_sqrt_dh"], [p + "scaled"])
+            node("Add", [p + "scaled", "ext_mask"], [p + "masked"])
+            node("Softmax", [p + "masked"], [p + "probs"], axis=-1)
+            node("MatMul", [qdq(p + "probs"), qdq(p + "vt")], [p + "ctx"])
+            node("Transpose", [p + "ctx"], [p + "ctx_t"], perm=[0, 2, 1, 3])
+            node("Reshape", [p + "ctx_t", "merge_shape"], [p + "ctx_m"])
+            o = linear(p + "ctx_m", p + "o")
+            node("Add", [x, o], [p + "res1"])
+            x = layer_norm(p + "res1", p + "ln1")
+            f = linear(x, p + "ff1")
+            node("Mul", [f, "inv_sqrt2"], [p + "f_s"])
+            node("Erf", [p + "f_s"], [p + "f_erf"])
+            node("Add", [p + "f_erf", "one"], [p + "f_1"])
+            node("Mul", [f, p + "f_1"], [p + "f_m"])
+            node("Mul", [p + "f_m", "half"], [p + "gelu"])
+            g = linear(p + "gelu", p + "ff2")
+            node("Add", [x, g], [p + "res2"])
+            x = layer_norm(p + "res2", p + "ln2")
+        node("Identity", [x], ["last_hidden_state"])
+        outputs = [vi("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])]
+        outputs += [vi(t, TensorProto.FLOAT, None) for t in points]
+        m = model("bert_qdq", nodes,
+                  [vi("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+                   vi("attention_mask", TensorProto.INT64, ["batch", "sequence"])], outputs, inits, 17)
+        return m, points
+
+    return build, cases
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ort-node", required=True, help="a node_modules folder holding onnxruntime-node")
@@ -303,6 +452,25 @@ def main():
             continue
         m, cases = make()
         save(name, m, cases, args.ort_node)
+    if not args.only or args.only == "bert_qdq":
+        save("bert_qdq", *calibrated(bert_qdq, args.ort_node), args.ort_node)
+
+
+def calibrated(make, node_modules):
+    """A QDQ model whose activation ranges are the float model's over its
+    cases' inputs, as ONNX Runtime computes them."""
+    build, cases = make()
+    m, points = build(None)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "float.onnx")
+        onnx.save(m, path)
+        ranges = {}
+        for _, ins in cases:
+            outs = ort_outputs(node_modules, path, ins, [i.name for i in m.graph.input])
+            for t, a in zip(points, outs[1:]):
+                lo, hi = ranges.get(t, (0.0, 0.0))
+                ranges[t] = (min(lo, float(a.min())), max(hi, float(a.max())))
+    return build(ranges)[0], cases
 
 
 if __name__ == "__main__":

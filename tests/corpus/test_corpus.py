@@ -93,6 +93,9 @@ EXPECTED = {
     # row of 96). The integer products themselves are exact.
     "bert_dynquant": dict(named=True, match_casts=0, atol=0.05),
     "dynquant_resnet": dict(named=True, match_casts=0),
+    # 18 activations quantized to u8 (as above: an ulp apart at a rounding
+    # tie moves one step of 8 bits, about 0.002 after the layer norm)
+    "bert_qdq": dict(named=True, match_casts=0, atol=0.05),
 }
 
 
