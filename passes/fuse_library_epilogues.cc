@@ -54,6 +54,7 @@ namespace {
 
 constexpr const char* kConv = "gemm.conv2d_packed";
 constexpr const char* kMatmul = "blas.matmul";
+constexpr const char* kQmatmul = "gemm.qmatmul_packed";
 
 // A scalar operand: a constant, or an input of @f read as one f32.
 struct Scalar {
@@ -62,6 +63,7 @@ struct Scalar {
 };
 
 struct Epilogue {
+  int scale = -1;              // an integer product's: the input of @f its i32 sums are scaled by
   std::vector<size_t> biases;  // inputs of @f
   int residual = -1;
   bool silu = false;  // the sum s as s * sigmoid(s)
@@ -119,10 +121,14 @@ int input_index(const tir::Program& p, const tir::Buffer& b) {
 // (GPT-2's Gemm output (B * S, N) read as (B, S, N)): its last dim is the
 // output's, and the read's offset is provably the store's under the
 // loops' bounds.
-std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool product) {
+//
+// An integer product's i32 sums (`integer`) must be read as f32 times a
+// scale, one for all or one per column: f32(y[i]) * s.
+std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool product, bool integer = false) {
   if (p->outputs.size() != 1 || conv >= p->inputs.size()) return std::nullopt;
   const tir::Buffer &out = p->outputs[0], &y = p->inputs[conv];
-  if (!(out->dtype == DataType::f32()) || !(y->dtype == DataType::f32()) || out->shape.size() < (product ? 1 : 2))
+  if (!(out->dtype == DataType::f32()) || !(y->dtype == (integer ? DataType::i32() : DataType::f32())) ||
+      out->shape.size() < (product ? 1 : 2))
     return std::nullopt;
   const size_t channel = product ? out->shape.size() - 1 : 1;
   const bool reshaped = !same_shape(out->shape, y->shape);
@@ -343,10 +349,48 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
       v = *sum;
     }
   }
+  // An input of @f with one element per output channel, read at the
+  // channel index (its other dims of size 1 read at 0, or at a loop
+  // variable of extent 1: `b[i1, i2, i3]` over a 1x1 plane): its index, or
+  // -1.
+  auto channel_input = [&](const tir::LoadNode& l) {
+    int channel_dims = 0;
+    for (size_t d = 0; d < l.indices.size(); ++d) {
+      bool unit_var = false;
+      for (size_t k = 0; k < vars.size(); ++k)
+        unit_var |= is_var(l.indices[d], vars[k]) && out->shape[k] == SymExpr(1);
+      if (index_is(l.indices[d], vars[channel]) && l.buffer->shape[d] == out->shape[channel]) {
+        ++channel_dims;
+      } else if (!(index_is(l.indices[d], SymExpr(0)) || unit_var) || !(l.buffer->shape[d] == SymExpr(1))) {
+        return -1;
+      }
+    }
+    const int input = input_index(p, l.buffer);
+    return channel_dims == 1 && size_t(input) != conv && l.buffer->dtype == DataType::f32() ? input : -1;
+  };
+  // The i32 sums as f32 times their scale (either order): the scale's input.
+  auto scaled_sums = [&](const tir::TExpr& t) {
+    const auto* m = tir::as<tir::BinaryNode>(t);
+    if (!m || m->op != tir::BinOp::Mul) return -1;
+    for (auto [c, k] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
+      const auto* cast = tir::as<tir::CastNode>(c);
+      const auto* l = cast && cast->dtype == DataType::f32() ? tir::as<tir::LoadNode>(cast->a) : nullptr;
+      if (!l || l->buffer != y || !reads_stored(*l)) continue;
+      if (int s = scalar_input(k); s >= 0) return s;
+      if (const auto* kl = tir::as<tir::LoadNode>(k)) return channel_input(*kl);
+    }
+    return -1;
+  };
   // The sum's terms.
   const std::vector<tir::TExpr> terms = operands(v, tir::BinOp::Add);
   bool seen_conv = false;
   for (const tir::TExpr& t : terms) {
+    if (integer && !seen_conv) {
+      if (int s = scaled_sums(t); s >= 0) {
+        e.scale = s, seen_conv = true;
+        continue;
+      }
+    }
     const auto* l = tir::as<tir::LoadNode>(t);
     if (!l || !(l->buffer->dtype == DataType::f32())) return std::nullopt;
     int input = input_index(p, l->buffer);
@@ -360,24 +404,13 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
       e.residual = input;
       continue;
     }
-    // A bias: one element per output channel, read at the channel index
-    // (its other dims of size 1 read at 0, or at a loop variable of extent
-    // 1: `b[i1, i2, i3]` over a 1x1 plane).
-    int channel_dims = 0;
-    for (size_t d = 0; d < l->indices.size(); ++d) {
-      bool unit_var = false;
-      for (size_t k = 0; k < vars.size(); ++k)
-        unit_var |= is_var(l->indices[d], vars[k]) && out->shape[k] == SymExpr(1);
-      if (index_is(l->indices[d], vars[channel]) && l->buffer->shape[d] == out->shape[channel]) {
-        ++channel_dims;
-      } else if (!(index_is(l->indices[d], SymExpr(0)) || unit_var) || !(l->buffer->shape[d] == SymExpr(1))) {
-        return std::nullopt;
-      }
-    }
-    if (channel_dims != 1 || size_t(input) == conv || e.biases.size() == 2) return std::nullopt;
-    e.biases.push_back(size_t(input));
+    // A bias.
+    const int bias = channel_input(*l);
+    if (bias < 0 || e.biases.size() == 2) return std::nullopt;
+    e.biases.push_back(size_t(bias));
   }
-  if (!seen_conv || (e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.activated())) return std::nullopt;
+  if (!seen_conv || (!integer && e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.activated()))
+    return std::nullopt;
   return e;
 }
 
@@ -409,6 +442,10 @@ std::optional<LibraryCall> plain_library_call(const Expr& value) {
   if (name->value == kMatmul && args->fields.size() == 2 && t->dtype == DataType::f32() && t->shape &&
       !t->shape->empty())
     return LibraryCall{c, kMatmul};
+  if (name->value == kQmatmul && args->fields.size() == 4 && t->dtype == DataType::i32()) {
+    const auto* params = as<ShapeExprNode>(args->fields[3]);
+    if (params && params->values.size() == 2) return LibraryCall{c, kQmatmul};
+  }
   return std::nullopt;
 }
 
@@ -456,13 +493,15 @@ class Fuser : public ExprMutator {
         const auto* y = as<VarNode>(args->fields[k]);
         auto lib = y ? calls.find(y) : calls.end();
         if (lib == calls.end() || uses_[y] != 1) continue;
-        std::optional<Epilogue> e = match_epilogue(mod_->program(g->name), k, lib->second.name == kMatmul);
+        const bool integer = lib->second.name == kQmatmul;
+        std::optional<Epilogue> e = match_epilogue(mod_->program(g->name), k, lib->second.name != kConv, integer);
         if (!e) continue;
         const auto* lib_args = as<TupleNode>(lib->second.call->args[1]);
         std::vector<Expr> fields = {lib_args->fields[0], lib_args->fields[1]};
+        if (integer) fields.push_back(lib_args->fields[2]);
         std::vector<SymExpr> p;
-        if (lib->second.name == kConv) p = as<ShapeExprNode>(lib_args->fields[2])->values;
-        const int64_t flags = int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) | (e->silu ? 8 : 0) |
+        if (lib->second.name != kMatmul) p = as<ShapeExprNode>(lib_args->fields.back())->values;
+        const int64_t flags = (e->scale >= 0 ? 1 << 14 : 0) | int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) | (e->silu ? 8 : 0) |
                               (e->lo_input >= 0 ? 16 : 0) | (e->hi_input >= 0 ? 32 : 0) | (e->slope >= 0 ? 64 : 0) |
                               (e->tanh ? 128 : 0) | (e->gelu ? 256 : 0) | (e->gelu_div ? 512 : 0) |
                               (e->k1.input >= 0 ? 1024 : 0) | (e->k2.input >= 0 ? 2048 : 0) |
@@ -471,6 +510,7 @@ class Fuser : public ExprMutator {
                           float_bits(e->k3.value)})
           p.push_back(SymExpr(v));
         fields.push_back(make_shape(p));
+        if (e->scale >= 0) fields.push_back(args->fields[size_t(e->scale)]);
         for (size_t i : e->biases) fields.push_back(args->fields[i]);
         for (int i :
              {e->residual, e->lo_input, e->hi_input, e->leak_at, e->slope, e->k1.input, e->k2.input, e->k3.input})

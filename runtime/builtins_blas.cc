@@ -153,6 +153,7 @@ void matmul(BuiltinCall& c) {
   if (fused) {
     if (!(d == DType::f32())) rt_fail(what, ": an epilogue needs f32 operands, got ", a.type_str());
     read_epilogue(what, c, ep_params->data(), 3, N, out.shape(), epilogue);
+    if (epilogue.scale) rt_fail(what, ": an epilogue of i32 sums needs an integer product");
   }
   c.flops = 2.0 * double(batch) * double(M) * double(N) * double(K);
   if (M == 0 || N == 0 || batch == 0) return;
@@ -484,7 +485,7 @@ void conv2d_packed(BuiltinCall& c) {
   const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
   const size_t fused = 10 + kEpilogueParams;
   if ((p.size() != 10 && p.size() != fused) || !known_layout(p[9]) ||
-      (p.size() == fused && epilogue_tensors(p[10]) < 0))
+      (p.size() == fused && (epilogue_tensors(p[10]) < 0 || (p[10] >> 14 & 1))))  // no i32 sums here
     rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), or ", fused, " with an epilogue, got ",
             shape_str(p));
   const size_t extra = p.size() == fused ? size_t(epilogue_tensors(p[10])) : 0;
@@ -651,27 +652,52 @@ void qmatmul_pack(BuiltinCall& c) {
 
 // gemm.qmatmul_packed(a, bp, a_zp, shape(K, N), out): out (..., M, N) i32
 // = (a - a_zp) (b - b_zp) for a (..., M, K) of u8 or i8, b packed by
-// gemm.qmatmul_pack; a_zp one zero point or one per row of a.
+// gemm.qmatmul_pack; a_zp one zero point or one per row of a. Or
+// gemm.qmatmul_packed(a, bp, a_zp, shape(K, N, e, lo, hi, k1, k2, k3),
+// tensors..., out) with an epilogue fused from the kernel after it
+// (passes/fuse_library_epilogues.cc; runtime/epilogue.h): its flags name
+// the sums' scale (bit 14, required: one f32 or one per column), and out
+// is f32. Each worker scales its block of sums in place and applies the
+// rest while they are in cache.
 void qmatmul_packed(BuiltinCall& c) {
   const char* what = "gemm.qmatmul_packed";
-  if (c.num_args != 5) rt_fail(what, ": takes 5 arguments, got ", c.num_args);
+  if (c.num_args < 5) rt_fail(what, ": takes 5 arguments or more, got ", c.num_args);
   const Tensor& a = c.arg(0).tensor("gemm.qmatmul_packed a");
   const Tensor& bp = c.arg(1).tensor("gemm.qmatmul_packed weights");
   const Tensor& zp = c.arg(2).tensor("gemm.qmatmul_packed a_zp");
   const std::vector<int64_t>& p = c.arg(3).shape("gemm.qmatmul_packed parameters");
-  const Tensor& out = c.arg(4).tensor("gemm.qmatmul_packed out");
-  if (p.size() != 2 || p[0] < 0 || p[1] < 0) rt_fail(what, ": needs the parameters (K, N), got ", shape_str(p));
+  const Tensor& out = c.arg(c.num_args - 1).tensor("gemm.qmatmul_packed out");
+  const bool fused = p.size() == 2 + size_t(kEpilogueParams);
+  if ((p.size() != 2 && !fused) || p[0] < 0 || p[1] < 0)
+    rt_fail(what, ": needs the parameters (K, N), or (K, N) and an epilogue's ", kEpilogueParams, ", got ",
+            shape_str(p));
+  if (fused && (epilogue_tensors(p[2]) < 0 || !(p[2] >> 14 & 1)))
+    rt_fail(what, ": ", p[2], " is not the flags of an epilogue of scaled sums");
+  if (c.num_args != 5 + (fused ? size_t(epilogue_tensors(p[2])) : 0))
+    rt_fail(what, ": takes 5 arguments and its epilogue's tensors, got ", c.num_args);
   const int64_t K = p[0], N = p[1];
   if (a.shape().empty() || a.shape().back() != K) rt_fail(what, ": a ", a.type_str(), " must end in K = ", K);
   if (!(bp.dtype() == DType::u(8)) || bp.numel() != qgemm_packed_b_size(K, N))
     rt_fail(what, ": the packed weights must hold ", qgemm_packed_b_size(K, N), " u8, got ", bp.type_str());
   const int64_t M = K == 0 ? a.numel() : a.numel() / K;  // every row of every batch
   std::vector<int32_t> za = zero_points(zp, what, "a_zp", M);
-  check_i32_out(out, what, M * N);
+  Epilogue epilogue;
+  if (fused) {
+    if (!(out.dtype() == DType::f32()) || out.numel() != M * N)
+      rt_fail(what, ": the output must hold ", M * N, " f32, got ", out.type_str());
+    read_epilogue(what, c, p.data() + 2, 4, N, out.shape(), epilogue);
+  } else {
+    check_i32_out(out, what, M * N);
+  }
   c.flops = 2.0 * double(M) * double(N) * double(K);
   c.integer_ops = true;
+  auto* sums = static_cast<int32_t*>(out.data());
+  // The sums are i32 in out's memory until the epilogue makes them f32.
+  const QgemmDone done = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    epilogue.apply_rows(static_cast<float*>(out.data()), m0 * N, N, m1 - m0, n0, n1);
+  };
   qgemm_packed(M, N, K, qmatrix(a, what, "a", K), za.data(), int64_t(za.size()), static_cast<const uint8_t*>(bp.data()),
-               static_cast<int32_t*>(out.data()), N, ThreadPool::global().get());
+               sums, N, ThreadPool::global().get(), fused ? &done : nullptr);
 }
 
 // gemm.qmatmul(a, b, a_zp, b_zp, out): out (..., M, N) i32 = (a - a_zp)

@@ -148,18 +148,22 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 erf_avx2(__m256
   return _mm256_blendv_ps(copysign_avx2(r, x), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-// The epilogue over y[0, n): + b[i] where there is a row of biases (else +
-// bc), + r[i] where there is a residual, the activation, the clamps.
-__attribute__((target("avx512f"))) void run_avx512(float* y, const float* b, float bc, const float* r,
-                                                   const Epilogue& e, int64_t n) {
-  const __m512 vbc = _mm512_set1_ps(bc), vlo = _mm512_set1_ps(e.lo), vhi = _mm512_set1_ps(e.hi),
+// The epilogue over y[0, n): where e.scale is set, y holds i32 sums, each
+// taken as f32 times s[i] (a row of scales, else sc); + b[i] where there
+// is a row of biases (else + bc), + r[i] where there is a residual, the
+// activation, the clamps.
+__attribute__((target("avx512f"))) void run_avx512(float* y, const float* s, float sc, const float* b, float bc,
+                                                   const float* r, const Epilogue& e, int64_t n) {
+  const __m512 vsc = _mm512_set1_ps(sc), vbc = _mm512_set1_ps(bc), vlo = _mm512_set1_ps(e.lo), vhi = _mm512_set1_ps(e.hi),
                one = _mm512_set1_ps(1.0f);
   const __m512 at = _mm512_set1_ps(e.leak_at), slope = _mm512_set1_ps(e.slope);
   const __m512 k1 = _mm512_set1_ps(e.k1), k2 = _mm512_set1_ps(e.k2), k3 = _mm512_set1_ps(e.k3);
   const __mmask16 all = 0xffff;  // (GCC 12 warns of the unmasked min and max's undefined source)
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-    __m512 v = _mm512_maskz_loadu_ps(m, y + i);
+    __m512 v = e.scale ? _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(all, _mm512_maskz_loadu_epi32(m, y + i)),
+                                       s ? _mm512_maskz_loadu_ps(m, s + i) : vsc)
+                       : _mm512_maskz_loadu_ps(m, y + i);
     v = _mm512_add_ps(v, b ? _mm512_maskz_loadu_ps(m, b + i) : vbc);
     if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r + i));
     switch (e.act) {
@@ -188,16 +192,18 @@ __attribute__((target("avx512f"))) void run_avx512(float* y, const float* b, flo
     _mm512_mask_storeu_ps(y + i, m, v);
   }
 }
-__attribute__((target("avx2,fma"))) void run_avx2(float* y, const float* b, float bc, const float* r, const Epilogue& e,
-                                                  int64_t n) {
-  const __m256 vbc = _mm256_set1_ps(bc), vlo = _mm256_set1_ps(e.lo), vhi = _mm256_set1_ps(e.hi),
+__attribute__((target("avx2,fma"))) void run_avx2(float* y, const float* s, float sc, const float* b, float bc,
+                                                  const float* r, const Epilogue& e, int64_t n) {
+  const __m256 vsc = _mm256_set1_ps(sc), vbc = _mm256_set1_ps(bc), vlo = _mm256_set1_ps(e.lo), vhi = _mm256_set1_ps(e.hi),
                one = _mm256_set1_ps(1.0f);
   const __m256 at = _mm256_set1_ps(e.leak_at), slope = _mm256_set1_ps(e.slope);
   const __m256 k1 = _mm256_set1_ps(e.k1), k2 = _mm256_set1_ps(e.k2), k3 = _mm256_set1_ps(e.k3);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t i = 0; i < n; i += 8) {
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<int64_t>(n - i, 8))), lane);
-    __m256 v = _mm256_maskload_ps(y + i, m);
+    __m256 v = e.scale ? _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_maskload_epi32(reinterpret_cast<const int*>(y + i), m)),
+                                       s ? _mm256_maskload_ps(s + i, m) : vsc)
+                       : _mm256_maskload_ps(y + i, m);
     v = _mm256_add_ps(v, b ? _mm256_maskload_ps(b + i, m) : vbc);
     if (r) v = _mm256_add_ps(v, _mm256_maskload_ps(r + i, m));
     switch (e.act) {
@@ -228,13 +234,19 @@ __attribute__((target("avx2,fma"))) void run_avx2(float* y, const float* b, floa
 #endif
 
 // One run of n outputs (see run_avx512), on the widest ISA the kernels use.
-void run(float* y, const float* b, float bc, const float* r, const Epilogue& e, int64_t n) {
+void run(float* y, const float* s, float sc, const float* b, float bc, const float* r, const Epilogue& e, int64_t n) {
 #ifdef RELAX_X86_KERNELS
-  if (kernel_isa() == KernelIsa::avx512) return run_avx512(y, b, bc, r, e, n);
-  if (kernel_isa() == KernelIsa::avx2) return run_avx2(y, b, bc, r, e, n);
+  if (kernel_isa() == KernelIsa::avx512) return run_avx512(y, s, sc, b, bc, r, e, n);
+  if (kernel_isa() == KernelIsa::avx2) return run_avx2(y, s, sc, b, bc, r, e, n);
 #endif
   for (int64_t i = 0; i < n; ++i) {
-    const float v = act_scalar(e, y[i] + (b ? b[i] : bc) + (r ? r[i] : 0.0f));
+    float sum = y[i];
+    if (e.scale) {
+      int32_t acc;
+      std::memcpy(&acc, y + i, sizeof acc);
+      sum = float(acc) * (s ? s[i] : sc);
+    }
+    const float v = act_scalar(e, sum + (b ? b[i] : bc) + (r ? r[i] : 0.0f));
     y[i] = e.act == Epilogue::Act::hardswish ? v : std::min(std::max(v, e.lo), e.hi);
   }
 }
@@ -271,7 +283,7 @@ void Epilogue::apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* 
   auto body = [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t len_max = spread_bias ? L : P, j = begin % len_max, len = std::min(end - begin, len_max - j);
-      run(y + begin, spread_bias ? spread_at + j : nullptr, spread_bias ? 0.0f : channel_bias(begin / P % O),
+      run(y + begin, nullptr, 0.0f, spread_bias ? spread_at + j : nullptr, spread_bias ? 0.0f : channel_bias(begin / P % O),
           residual ? residual + begin : nullptr, *this, len);
       begin += len;
     }
@@ -297,18 +309,19 @@ void Epilogue::apply_rows(float* out, int64_t at, int64_t ld, int64_t rows, int6
   }
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t o = at + i * ld + c0;
-    run(out + o, b ? b + c0 : nullptr, 0.0f, residual ? residual + o : nullptr, *this, c1 - c0);
+    run(out + o, scale && scale_columns ? scale + c0 : nullptr, scale ? scale[0] : 0.0f, b ? b + c0 : nullptr, 0.0f,
+        residual ? residual + o : nullptr, *this, c1 - c0);
   }
 }
 
 int epilogue_tensors(int64_t flags) {
-  if (flags < 0 || flags >= (1 << 14) || (flags & 3) == 3) return -1;
+  if (flags < 0 || flags >= (1 << 15) || (flags & 3) == 3) return -1;
   // At most one activation; k1 and k2 for GELU or hardswish, k3 and the
   // division for GELU.
   const bool gelu = flags >> 8 & 1, hardswish = flags >> 13 & 1;
   const int acts = int(flags >> 3 & 1) + int(flags >> 6 & 1) + int(flags >> 7 & 1) + int(gelu) + int(hardswish);
   if (acts > 1 || (!gelu && (flags & (0x9 << 9))) || (!gelu && !hardswish && (flags & (0x3 << 10)))) return -1;
-  return int(flags & 3) + int(flags >> 2 & 1) + int(flags >> 4 & 1) + int(flags >> 5 & 1) + 2 * int(flags >> 6 & 1) +
+  return int(flags >> 14 & 1) + int(flags & 3) + int(flags >> 2 & 1) + int(flags >> 4 & 1) + int(flags >> 5 & 1) + 2 * int(flags >> 6 & 1) +
          int(flags >> 10 & 1) + int(flags >> 11 & 1) + int(flags >> 12 & 1);
 }
 
@@ -333,6 +346,13 @@ size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t 
   if (flags >> 13 & 1) e.act = Epilogue::Act::hardswish;
   const int64_t biases = flags & 3, residuals = flags >> 2 & 1;
   size_t at = first;
+  if (flags >> 14 & 1) {  // i32 sums and their scales
+    const Tensor& t = c.arg(at++).tensor("epilogue scale");
+    if (!(t.dtype() == DType::f32()) || (t.numel() != 1 && t.numel() != channels))
+      rt_fail(what, ": the sums' scale must be one f32 or ", channels, ", got ", t.type_str());
+    e.scale = static_cast<const float*>(t.data());
+    e.scale_columns = t.numel() == channels && channels != 1;
+  }
   for (int64_t k = 0; k < biases + residuals; ++k, ++at) {
     const bool is_bias = k < biases;
     const Tensor& t = c.arg(at).tensor(is_bias ? "epilogue bias" : "epilogue residual");

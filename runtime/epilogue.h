@@ -2,12 +2,14 @@
 // from the elementwise kernel that followed (passes/fuse_library_epilogues.cc):
 // gemm.conv2d_packed's convolutions and blas.matmul's products.
 //
-//   v = y + bias[0][c] + bias[1][c] + residual
+//   v = y * scale[c] + bias[0][c] + bias[1][c] + residual
 //   v = act(v)
 //   y = min(max(v, lo), hi)
 //
 // c is the output's channel (a convolution's output channel, a product's
-// column); a residual has y's shape and is read at y's offset (a null
+// column); the scale, where there is one, takes y as i32 sums (an integer
+// product's, in the output's memory: gemm.qmatmul_packed) to f32, per
+// column or one for all; a residual has y's shape and is read at y's offset (a null
 // pointer is absent). act is one of: none; v * sigmoid(v) (SiLU);
 // v < leak_at ? slope * v : v (leaky ReLU); tanh(v); or the erf form of
 // GELU as exporters write it, v * (erf(v / k1) + k2) * k3 (v * k1 where
@@ -37,6 +39,8 @@ struct BuiltinCall;
 
 struct Epilogue {
   enum class Act : uint8_t { none, silu, leaky, tanh, gelu, hardswish };
+  const float* scale = nullptr;  // set: y holds i32 sums, times scale[c] (scale_columns) or scale[0]
+  bool scale_columns = false;
   const float* bias[2] = {nullptr, nullptr};
   const float* residual = nullptr;
   Act act = Act::none;
@@ -67,9 +71,10 @@ struct Epilogue {
 // parameters'); bit 6 a leaky ReLU (its threshold and slope two
 // one-element tensors); bit 7 tanh; bit 8 GELU; bit 9 GELU's k1 divides;
 // bits 10, 11, 12 GELU's k1, k2, k3 from one-element tensors (else the
-// parameters'); bit 13 hardswish (its k1, k2 as GELU's, bits 10 and 11).
-// The tensors come in that order: biases, residual, lo, hi, threshold,
-// slope, k1, k2, k3.
+// parameters'); bit 13 hardswish (its k1, k2 as GELU's, bits 10 and 11);
+// bit 14 the sums are i32, scaled by a tensor of one or `channels` f32.
+// The tensors come in that order: scale, biases, residual, lo, hi,
+// threshold, slope, k1, k2, k3.
 constexpr int kEpilogueParams = 6;
 size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t first, int64_t channels,
                      const std::vector<int64_t>& y_shape, Epilogue& e);

@@ -11,11 +11,13 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "runtime/conv_direct.h"
 #include "runtime/cpu_isa.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
+#include "runtime/qgemm.h"
 #include "runtime/thread_pool.h"
 #include "runtime/vm.h"
 
@@ -185,8 +187,9 @@ TEST_CASE("gemm.conv2d_packed refuses epilogue operands that do not fit") {
                        doctest::Contains("takes 6 or 7 arguments"), Error);
   CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(16), Value(bias), Value(y)}),
                        doctest::Contains("must be one f32"), Error);
-  // Three biases; bits past hardswish's; two activations; GELU's constants without GELU or hardswish.
-  for (int64_t flags : {3, 7, 1 << 14, -1, 8 | 64, 128 | 256, 256 | 8192, 1 | 1024, 8192 | 4096, 8192 | 512})
+  // Three biases; i32 sums' scale (an integer product's); bits past it; two activations; GELU's constants
+  // without GELU or hardswish.
+  for (int64_t flags : {3, 7, 1 << 14, 1 << 15, -1, 8 | 64, 128 | 256, 256 | 8192, 1 | 1024, 8192 | 4096, 8192 | 512})
     CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x), Value(packed), params(flags), Value(bias), Value(y)}),
                          doctest::Contains("16 with an epilogue"), Error);
 }
@@ -256,4 +259,80 @@ TEST_CASE("blas.matmul applies a fused epilogue to each slice of the product") {
   CHECK_THROWS_WITH_AS(
       call("blas.matmul", {Value(a64), Value(b64), shape_value(with_epilogue({}, 0, 0, 1)), Value(y64)}),
       doctest::Contains("an epilogue needs f32 operands"), Error);
+}
+
+TEST_CASE("gemm.qmatmul_packed scales its i32 sums and applies a fused epilogue, block by block") {
+  std::mt19937 rng(9);
+  const float inf = std::numeric_limits<float>::infinity();
+  // Rows of several batches folded (two threads split them), and a product too small to split.
+  for (auto [rows, K, N] : {std::tuple<int64_t, int64_t, int64_t>{2 * 61, 96, 200}, {3, 5, 7}}) {
+    CAPTURE(rows);
+    Tensor a = Tensor::empty(DType::u(8), {rows, K}), b = Tensor::empty(DType::i(8), {K, N});
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (int64_t i = 0; i < a.numel(); ++i) static_cast<uint8_t*>(a.data())[i] = uint8_t(byte(rng));
+    for (int64_t i = 0; i < b.numel(); ++i) static_cast<int8_t*>(b.data())[i] = int8_t(byte(rng) - 128);
+    Tensor za = Tensor::empty(DType::u(8), {}), zb = Tensor::empty(DType::i(8), {});
+    *static_cast<uint8_t*>(za.data()) = 117;
+    *static_cast<int8_t*>(zb.data()) = -3;
+    Tensor bp = Tensor::empty(DType::u(8), {qgemm_packed_b_size(K, N)});
+    call("gemm.qmatmul_pack", {Value(b), Value(zb), Value(bp)});
+    Tensor s = random_tensor(rng, {N}), s0 = random_tensor(rng, {1}), bias = random_tensor(rng, {N});
+    Tensor r = random_tensor(rng, {rows, N});
+    for (int run = 0; run < 6; ++run) {
+      const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
+      if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
+      REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
+      CAPTURE(std::string(kernel_isa_name(isa)));
+      ThreadPool::set_global_num_threads(1 + run % 2);
+      Tensor sums = Tensor::empty(DType::i32(), {rows, N});
+      call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za), shape_value({K, N}), Value(sums)});
+      // Scales per column, a bias, clamps: bitwise the formula.
+      Tensor y1 = Tensor::empty(DType::f32(), {rows, N}), y2 = Tensor::empty(DType::f32(), {rows, N});
+      call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za), shape_value(with_epilogue({K, N}, 16384 | 1, -40.0f, 50.0f)),
+                                   Value(s), Value(bias), Value(y1)});
+      // One scale for all, a residual and GELU.
+      call("gemm.qmatmul_packed",
+           {Value(a), Value(bp), Value(za), shape_value(with_epilogue({K, N}, 16384 | 4 | 256, -inf, inf, 0.70710678f, 1.0f, 0.5f)),
+            Value(s0), Value(r), Value(y2)});
+      const int32_t* acc = static_cast<const int32_t*>(sums.data());
+      const float *sc = static_cast<const float*>(s.data()), *bd = static_cast<const float*>(bias.data()),
+                  *rd = static_cast<const float*>(r.data()), s0v = *static_cast<const float*>(s0.data());
+      int64_t wrong1 = 0, wrong2 = 0;
+      for (int64_t i = 0; i < rows * N; ++i) {
+        const int64_t j = i % N;
+        const float want1 = std::min(std::max(float(acc[i]) * sc[j] + bd[j], -40.0f), 50.0f);
+        wrong1 += static_cast<const float*>(y1.data())[i] != want1;
+        const float sum = float(acc[i]) * s0v + rd[i];
+        const double want2 = double(sum) * (std::erf(double(sum) * double(0.70710678f)) + 1.0) * 0.5;
+        wrong2 += std::abs(static_cast<const float*>(y2.data())[i] - want2) >
+                  2.4e-7 * std::abs(double(sum)) * 0.5 + 2.4e-7 * std::abs(want2) + 1e-30;
+      }
+      CHECK(wrong1 == 0);
+      CHECK(wrong2 == 0);
+    }
+  }
+  REQUIRE(set_kernel_isa(""));
+  ThreadPool::set_global_num_threads(0);
+
+  // Operands that do not fit.
+  Tensor a = Tensor::empty(DType::u(8), {4, 8}), b = Tensor::empty(DType::i(8), {8, 5});
+  Tensor za = Tensor::empty(DType::u(8), {}), zb = Tensor::empty(DType::i(8), {});
+  std::memset(a.data(), 1, 32), std::memset(b.data(), 1, 40), std::memset(za.data(), 0, 1), std::memset(zb.data(), 0, 1);
+  Tensor bp = Tensor::empty(DType::u(8), {qgemm_packed_b_size(8, 5)});
+  call("gemm.qmatmul_pack", {Value(b), Value(zb), Value(bp)});
+  Tensor y = Tensor::empty(DType::f32(), {4, 5}), yi = Tensor::empty(DType::i32(), {4, 5});
+  Tensor s3 = random_tensor(rng, {3}), bias = random_tensor(rng, {5});
+  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
+                                                    shape_value(with_epilogue({8, 5}, 16384, 0, 1)), Value(s3), Value(y)}),
+                       doctest::Contains("the sums' scale must be one f32 or 5"), Error);
+  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
+                                                    shape_value(with_epilogue({8, 5}, 1, 0, 1)), Value(bias), Value(y)}),
+                       doctest::Contains("is not the flags of an epilogue of scaled sums"), Error);
+  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
+                                                    shape_value(with_epilogue({8, 5}, 16384, 0, 1)), Value(bias), Value(yi)}),
+                       doctest::Contains("the output must hold 20 f32"), Error);
+  // And the other library calls refuse scaled sums.
+  Tensor fa = random_tensor(rng, {4, 8}), fb = random_tensor(rng, {8, 5});
+  CHECK_THROWS_WITH_AS(call("blas.matmul", {Value(fa), Value(fb), shape_value(with_epilogue({}, 16384, 0, 1)), Value(bias), Value(y)}),
+                       doctest::Contains("an epilogue of i32 sums needs an integer product"), Error);
 }
