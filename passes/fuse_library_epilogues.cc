@@ -64,6 +64,9 @@ struct Scalar {
 
 struct Epilogue {
   int scale = -1;              // an integer product's: the input of @f its i32 sums are scaled by
+  int scale2 = -1;             // and a second scalar factor of it ((s0 * s1) as the kernel wrote it)
+  // The result quantized (an integer product's): saturate(round(v / s) + z) to u8 or i8, s and z scalar inputs.
+  int q_scale = -1, q_zero = -1;
   std::vector<size_t> biases;  // inputs of @f
   int residual = -1;
   bool silu = false;  // the sum s as s * sigmoid(s)
@@ -124,11 +127,17 @@ int input_index(const tir::Program& p, const tir::Buffer& b) {
 //
 // An integer product's i32 sums (`integer`) must be read as f32 times a
 // scale, one for all or one per column: f32(y[i]) * s.
+//
+// Its result may be quantized as the quantize legaliser writes it,
+// cast(u8, cast(i32, min(max(round(v / s) + f32(z), 0), 255))) (i8: -128
+// and 127), with s and z scalar inputs (f32; the output's dtype): the
+// store's dtype is then u8 or i8.
 std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool product, bool integer = false) {
   if (p->outputs.size() != 1 || conv >= p->inputs.size()) return std::nullopt;
   const tir::Buffer &out = p->outputs[0], &y = p->inputs[conv];
-  if (!(out->dtype == DataType::f32()) || !(y->dtype == (integer ? DataType::i32() : DataType::f32())) ||
-      out->shape.size() < (product ? 1 : 2))
+  const bool quantized = integer && (out->dtype == DataType::u(8) || out->dtype == DataType::i(8));
+  if (!(out->dtype == DataType::f32() || quantized) ||
+      !(y->dtype == (integer ? DataType::i32() : DataType::f32())) || out->shape.size() < (product ? 1 : 2))
     return std::nullopt;
   const size_t channel = product ? out->shape.size() - 1 : 1;
   const bool reshaped = !same_shape(out->shape, y->shape);
@@ -210,9 +219,45 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
     return std::nullopt;
   };
   Epilogue e;
+  tir::TExpr v = store->value;
+  if (quantized) {
+    // An f32 constant c, or c of another dtype cast to f32.
+    auto constant = [](const tir::TExpr& t) -> std::optional<double> {
+      const tir::TExpr* x = &t;
+      if (const auto* c = tir::as<tir::CastNode>(t)) x = &c->a;
+      const auto* imm = tir::as<tir::ImmNode>(*x);
+      if (!imm) return std::nullopt;
+      return imm->dtype.is_float() ? imm->float_value : double(imm->int_value);
+    };
+    const bool i8 = out->dtype == DataType::i(8);
+    const auto* narrow = tir::as<tir::CastNode>(v);
+    const auto* wide = narrow ? tir::as<tir::CastNode>(narrow->a) : nullptr;
+    const auto* hi = wide && wide->dtype == DataType::i32() ? tir::as<tir::BinaryNode>(wide->a) : nullptr;
+    const auto* lo = hi && hi->op == tir::BinOp::Min ? tir::as<tir::BinaryNode>(hi->a) : nullptr;
+    if (!lo || lo->op != tir::BinOp::Max || constant(lo->b) != (i8 ? -128.0 : 0.0) ||
+        constant(hi->b) != (i8 ? 127.0 : 255.0))
+      return std::nullopt;
+    const auto* add = tir::as<tir::BinaryNode>(lo->a);
+    if (!add || add->op != tir::BinOp::Add) return std::nullopt;
+    bool found = false;
+    for (auto [r, z] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
+      const auto* round = tir::as<tir::CallNodeT>(r);
+      const auto* zc = tir::as<tir::CastNode>(z);
+      const auto* zl = zc && zc->dtype == DataType::f32() ? tir::as<tir::LoadNode>(zc->a) : nullptr;
+      const auto* div = round && round->fn == tir::Intrinsic::round ? tir::as<tir::BinaryNode>(round->args[0]) : nullptr;
+      if (!zl || !(zl->buffer->dtype == out->dtype) || !div || div->op != tir::BinOp::Div) continue;
+      const int s = scalar_input(div->b);
+      int zi = input_index(p, zl->buffer);
+      for (size_t d = 0; d < zl->indices.size(); ++d)
+        if (!index_is(zl->indices[d], SymExpr(0)) || !(zl->buffer->shape[d] == SymExpr(1))) zi = -1;
+      if (s < 0 || zi < 0) continue;
+      e.q_scale = s, e.q_zero = zi, v = div->a, found = true;
+      break;
+    }
+    if (!found) return std::nullopt;
+  }
   // The clamps: max(., lo) and min(., hi), the other side a constant or a
   // scalar input, each at most once.
-  tir::TExpr v = store->value;
   bool has_lo = false, has_hi = false;
   for (;;) {
     const auto* b = tir::as<tir::BinaryNode>(v);
@@ -378,6 +423,14 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
       if (!l || l->buffer != y || !reads_stored(*l)) continue;
       if (int s = scalar_input(k); s >= 0) return s;
       if (const auto* kl = tir::as<tir::LoadNode>(k)) return channel_input(*kl);
+      // (s0 * s1), two scalars: dynamic quantization's x_scale * w_scale.
+      if (const auto* km = tir::as<tir::BinaryNode>(k); km && km->op == tir::BinOp::Mul) {
+        const int s0 = scalar_input(km->a), s1 = scalar_input(km->b);
+        if (s0 >= 0 && s1 >= 0) {
+          e.scale2 = s1;
+          return s0;
+        }
+      }
     }
     return -1;
   };
@@ -501,7 +554,8 @@ class Fuser : public ExprMutator {
         if (integer) fields.push_back(lib_args->fields[2]);
         std::vector<SymExpr> p;
         if (lib->second.name != kMatmul) p = as<ShapeExprNode>(lib_args->fields.back())->values;
-        const int64_t flags = (e->scale >= 0 ? 1 << 14 : 0) | int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) | (e->silu ? 8 : 0) |
+        const int64_t flags = (e->scale >= 0 ? 1 << 14 : 0) | (e->scale2 >= 0 ? 1 << 15 : 0) |
+                              (e->q_scale >= 0 ? 1 << 16 : 0) | int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) | (e->silu ? 8 : 0) |
                               (e->lo_input >= 0 ? 16 : 0) | (e->hi_input >= 0 ? 32 : 0) | (e->slope >= 0 ? 64 : 0) |
                               (e->tanh ? 128 : 0) | (e->gelu ? 256 : 0) | (e->gelu_div ? 512 : 0) |
                               (e->k1.input >= 0 ? 1024 : 0) | (e->k2.input >= 0 ? 2048 : 0) |
@@ -510,10 +564,11 @@ class Fuser : public ExprMutator {
                           float_bits(e->k3.value)})
           p.push_back(SymExpr(v));
         fields.push_back(make_shape(p));
-        if (e->scale >= 0) fields.push_back(args->fields[size_t(e->scale)]);
+        for (int i : {e->scale, e->scale2})
+          if (i >= 0) fields.push_back(args->fields[size_t(i)]);
         for (size_t i : e->biases) fields.push_back(args->fields[i]);
-        for (int i :
-             {e->residual, e->lo_input, e->hi_input, e->leak_at, e->slope, e->k1.input, e->k2.input, e->k3.input})
+        for (int i : {e->residual, e->lo_input, e->hi_input, e->leak_at, e->slope, e->k1.input, e->k2.input, e->k3.input,
+                      e->q_scale, e->q_zero})
           if (i >= 0) fields.push_back(args->fields[size_t(i)]);
         Expr call =
             make_op_call("call_library", {make_string(lib->second.name), make_tuple(fields)}, {}, {b.var->sinfo});

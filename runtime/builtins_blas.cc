@@ -153,7 +153,6 @@ void matmul(BuiltinCall& c) {
   if (fused) {
     if (!(d == DType::f32())) rt_fail(what, ": an epilogue needs f32 operands, got ", a.type_str());
     read_epilogue(what, c, ep_params->data(), 3, N, out.shape(), epilogue);
-    if (epilogue.scale) rt_fail(what, ": an epilogue of i32 sums needs an integer product");
   }
   c.flops = 2.0 * double(batch) * double(M) * double(N) * double(K);
   if (M == 0 || N == 0 || batch == 0) return;
@@ -485,7 +484,7 @@ void conv2d_packed(BuiltinCall& c) {
   const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
   const size_t fused = 10 + kEpilogueParams;
   if ((p.size() != 10 && p.size() != fused) || !known_layout(p[9]) ||
-      (p.size() == fused && (epilogue_tensors(p[10]) < 0 || (p[10] >> 14 & 1))))  // no i32 sums here
+      (p.size() == fused && (epilogue_tensors(p[10]) < 0 || p[10] >> 14)))  // no i32 sums nor quantized results
     rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), or ", fused, " with an epilogue, got ",
             shape_str(p));
   const size_t extra = p.size() == fused ? size_t(epilogue_tensors(p[10])) : 0;
@@ -657,8 +656,9 @@ void qmatmul_pack(BuiltinCall& c) {
 // tensors..., out) with an epilogue fused from the kernel after it
 // (passes/fuse_library_epilogues.cc; runtime/epilogue.h): its flags name
 // the sums' scale (bit 14, required: one f32 or one per column), and out
-// is f32. Each worker scales its block of sums in place and applies the
-// rest while they are in cache.
+// is f32; with bit 16 too, the result quantized into out (u8 or i8, the
+// zero point's dtype), the sums in a scratch buffer. Each worker scales
+// its block of sums in place and applies the rest while they are in cache.
 void qmatmul_packed(BuiltinCall& c) {
   const char* what = "gemm.qmatmul_packed";
   if (c.num_args < 5) rt_fail(what, ": takes 5 arguments or more, got ", c.num_args);
@@ -682,19 +682,29 @@ void qmatmul_packed(BuiltinCall& c) {
   const int64_t M = K == 0 ? a.numel() : a.numel() / K;  // every row of every batch
   std::vector<int32_t> za = zero_points(zp, what, "a_zp", M);
   Epilogue epilogue;
+  const bool quantized = fused && (p[2] >> 16 & 1);
+  // The sums: in out's memory (i32, or f32 once the epilogue made them
+  // so), or, for a quantized result, in this thread's scratch (the
+  // workers write it through `sums`).
+  thread_local std::vector<int32_t> scratch;
+  auto* sums = static_cast<int32_t*>(out.data());
   if (fused) {
-    if (!(out.dtype() == DType::f32()) || out.numel() != M * N)
-      rt_fail(what, ": the output must hold ", M * N, " f32, got ", out.type_str());
-    read_epilogue(what, c, p.data() + 2, 4, N, out.shape(), epilogue);
+    read_epilogue(what, c, p.data() + 2, 4, N, out.shape(), epilogue, true);
+    const DType want = quantized ? (epilogue.q_signed ? DType::i(8) : DType::u(8)) : DType::f32();
+    if (!(out.dtype() == want) || out.numel() != M * N)
+      rt_fail(what, ": the output must hold ", M * N, " ", want.str(), ", got ", out.type_str());
+    if (quantized) {
+      scratch.resize(size_t(M * N));
+      sums = scratch.data();
+      epilogue.qout = out.data();
+    }
   } else {
     check_i32_out(out, what, M * N);
   }
   c.flops = 2.0 * double(M) * double(N) * double(K);
   c.integer_ops = true;
-  auto* sums = static_cast<int32_t*>(out.data());
-  // The sums are i32 in out's memory until the epilogue makes them f32.
   const QgemmDone done = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    epilogue.apply_rows(static_cast<float*>(out.data()), m0 * N, N, m1 - m0, n0, n1);
+    epilogue.apply_rows(reinterpret_cast<float*>(sums), m0 * N, N, m1 - m0, n0, n1);
   };
   qgemm_packed(M, N, K, qmatrix(a, what, "a", K), za.data(), int64_t(za.size()), static_cast<const uint8_t*>(bp.data()),
                sums, N, ThreadPool::global().get(), fused ? &done : nullptr);

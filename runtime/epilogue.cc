@@ -233,6 +233,38 @@ __attribute__((target("avx2,fma"))) void run_avx2(float* y, const float* s, floa
 }
 #endif
 
+#ifdef RELAX_X86_KERNELS
+// quantize_run's whole vectors: how many it did.
+__attribute__((target("avx512f"))) int64_t quantize_avx512(const float* v, uint8_t* q, float s, float z, float lo,
+                                                           float hi, int64_t n) {
+  const __m512 vs = _mm512_set1_ps(s), vz = _mm512_set1_ps(z), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __mmask16 all = 0xffff;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 x = _mm512_div_ps(_mm512_loadu_ps(v + i), vs);
+    x = _mm512_add_ps(_mm512_maskz_roundscale_ps(all, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+    x = _mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, x, vlo), vhi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_maskz_cvtepi32_epi8(all, _mm512_maskz_cvtps_epi32(all, x)));
+  }
+  return i;
+}
+#endif
+
+// v[0, n) quantized into q: saturate(round_half_even(v / s) + z), as the
+// quantize legaliser computes it (passes/legalize/quant.cc).
+void quantize_run(const float* v, void* q, const Epilogue& e, int64_t n) {
+  const float lo = e.q_signed ? -128.0f : 0.0f, hi = e.q_signed ? 127.0f : 255.0f;
+  auto* out = static_cast<uint8_t*>(q);
+  int64_t i = 0;
+#ifdef RELAX_X86_KERNELS
+  if (kernel_isa() == KernelIsa::avx512) i = quantize_avx512(v, out, e.q_scale, e.q_zero, lo, hi, n);
+#endif
+  for (; i < n; ++i) {
+    const float x = std::min(std::max(std::nearbyint(v[i] / e.q_scale) + e.q_zero, lo), hi);
+    out[i] = uint8_t(int32_t(x));
+  }
+}
+
 // One run of n outputs (see run_avx512), on the widest ISA the kernels use.
 void run(float* y, const float* s, float sc, const float* b, float bc, const float* r, const Epilogue& e, int64_t n) {
 #ifdef RELAX_X86_KERNELS
@@ -309,27 +341,29 @@ void Epilogue::apply_rows(float* out, int64_t at, int64_t ld, int64_t rows, int6
   }
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t o = at + i * ld + c0;
-    run(out + o, scale && scale_columns ? scale + c0 : nullptr, scale ? scale[0] : 0.0f, b ? b + c0 : nullptr, 0.0f,
+    run(out + o, scale && scale_columns ? scale + c0 : nullptr, scale_value, b ? b + c0 : nullptr, 0.0f,
         residual ? residual + o : nullptr, *this, c1 - c0);
+    if (qout) quantize_run(out + o, static_cast<uint8_t*>(qout) + o, *this, c1 - c0);
   }
 }
 
 int epilogue_tensors(int64_t flags) {
-  if (flags < 0 || flags >= (1 << 15) || (flags & 3) == 3) return -1;
+  if (flags < 0 || flags >= (1 << 17) || (flags & 3) == 3 || ((flags >> 15 & 1) && !(flags >> 14 & 1))) return -1;
   // At most one activation; k1 and k2 for GELU or hardswish, k3 and the
   // division for GELU.
   const bool gelu = flags >> 8 & 1, hardswish = flags >> 13 & 1;
   const int acts = int(flags >> 3 & 1) + int(flags >> 6 & 1) + int(flags >> 7 & 1) + int(gelu) + int(hardswish);
   if (acts > 1 || (!gelu && (flags & (0x9 << 9))) || (!gelu && !hardswish && (flags & (0x3 << 10)))) return -1;
-  return int(flags >> 14 & 1) + int(flags & 3) + int(flags >> 2 & 1) + int(flags >> 4 & 1) + int(flags >> 5 & 1) + 2 * int(flags >> 6 & 1) +
+  return int(flags >> 14 & 1) + int(flags >> 15 & 1) + 2 * int(flags >> 16 & 1) + int(flags & 3) + int(flags >> 2 & 1) + int(flags >> 4 & 1) + int(flags >> 5 & 1) + 2 * int(flags >> 6 & 1) +
          int(flags >> 10 & 1) + int(flags >> 11 & 1) + int(flags >> 12 & 1);
 }
 
 size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t first, int64_t channels,
-                     const std::vector<int64_t>& y_shape, Epilogue& e) {
+                     const std::vector<int64_t>& y_shape, Epilogue& e, bool integer) {
   const int64_t flags = p[0];
   const int count = epilogue_tensors(flags);
   if (count < 0) rt_fail(what, ": ", flags, " is not an epilogue's flags");
+  if (!integer && flags >> 14) rt_fail(what, ": an epilogue of i32 sums or a quantized result needs an integer product");
   auto as_float = [](int64_t bits) {
     const uint32_t u = uint32_t(bits);
     float f;
@@ -348,10 +382,18 @@ size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t 
   size_t at = first;
   if (flags >> 14 & 1) {  // i32 sums and their scales
     const Tensor& t = c.arg(at++).tensor("epilogue scale");
-    if (!(t.dtype() == DType::f32()) || (t.numel() != 1 && t.numel() != channels))
-      rt_fail(what, ": the sums' scale must be one f32 or ", channels, ", got ", t.type_str());
+    const bool product = flags >> 15 & 1;
+    if (!(t.dtype() == DType::f32()) || (t.numel() != 1 && (product || t.numel() != channels)))
+      rt_fail(what, ": the sums' scale must be one f32", product ? "" : rt_str(" or ", channels), ", got ", t.type_str());
     e.scale = static_cast<const float*>(t.data());
     e.scale_columns = t.numel() == channels && channels != 1;
+    e.scale_value = e.scale[0];
+    if (product) {  // (s0 * s1), rounded as the kernel did
+      const Tensor& t1 = c.arg(at++).tensor("epilogue scale");
+      if (!(t1.dtype() == DType::f32()) || t1.numel() != 1)
+        rt_fail(what, ": the sums' second scale must be one f32, got ", t1.type_str());
+      e.scale_value = e.scale[0] * *static_cast<const float*>(t1.data());
+    }
   }
   for (int64_t k = 0; k < biases + residuals; ++k, ++at) {
     const bool is_bias = k < biases;
@@ -379,6 +421,17 @@ size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t 
     if (!(t.dtype() == DType::f32()) || t.numel() != 1)
       rt_fail(what, ": an epilogue's bound, threshold, slope or constant must be one f32, got ", t.type_str());
     *slots[k] = *static_cast<const float*>(t.data());
+  }
+  if (flags >> 16 & 1) {  // the quantized result's scale and zero point
+    const Tensor& s = c.arg(at++).tensor("epilogue quantization scale");
+    const Tensor& z = c.arg(at++).tensor("epilogue zero point");
+    if (!(s.dtype() == DType::f32()) || s.numel() != 1)
+      rt_fail(what, ": the quantization's scale must be one f32, got ", s.type_str());
+    if (!(z.dtype() == DType::u(8) || z.dtype() == DType::i(8)) || z.numel() != 1)
+      rt_fail(what, ": the quantization's zero point must be one u8 or i8, got ", z.type_str());
+    e.q_scale = *static_cast<const float*>(s.data());
+    e.q_signed = z.dtype() == DType::i(8);
+    e.q_zero = e.q_signed ? float(*static_cast<const int8_t*>(z.data())) : float(*static_cast<const uint8_t*>(z.data()));
   }
   return at - first;
 }

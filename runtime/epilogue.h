@@ -39,8 +39,14 @@ struct BuiltinCall;
 
 struct Epilogue {
   enum class Act : uint8_t { none, silu, leaky, tanh, gelu, hardswish };
-  const float* scale = nullptr;  // set: y holds i32 sums, times scale[c] (scale_columns) or scale[0]
+  const float* scale = nullptr;  // set: y holds i32 sums, times scale[c] (scale_columns) or scale_value
   bool scale_columns = false;
+  float scale_value = 1.0f;
+  // Set: the result quantized into qout (u8, or i8 where q_signed), at y's
+  // offsets: saturate(round_half_even(v / q_scale) + q_zero).
+  void* qout = nullptr;
+  bool q_signed = false;
+  float q_scale = 1.0f, q_zero = 0.0f;
   const float* bias[2] = {nullptr, nullptr};
   const float* residual = nullptr;
   Act act = Act::none;
@@ -72,12 +78,16 @@ struct Epilogue {
 // one-element tensors); bit 7 tanh; bit 8 GELU; bit 9 GELU's k1 divides;
 // bits 10, 11, 12 GELU's k1, k2, k3 from one-element tensors (else the
 // parameters'); bit 13 hardswish (its k1, k2 as GELU's, bits 10 and 11);
-// bit 14 the sums are i32, scaled by a tensor of one or `channels` f32.
-// The tensors come in that order: scale, biases, residual, lo, hi,
-// threshold, slope, k1, k2, k3.
+// bit 14 the sums are i32, scaled by a tensor of one or `channels` f32;
+// bit 15 that scale the product of two one-element tensors; bit 16 the
+// result quantized by a one-element f32 scale and a one-element u8 or i8
+// zero point (Epilogue::qout, which the caller sets). The tensors come in
+// that order: scale (and its second factor), biases, residual, lo, hi,
+// threshold, slope, k1, k2, k3, the quantization's scale and zero point.
+// Only gemm.qmatmul_packed takes bits 14-16 (`integer`); others fail.
 constexpr int kEpilogueParams = 6;
 size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t first, int64_t channels,
-                     const std::vector<int64_t>& y_shape, Epilogue& e);
+                     const std::vector<int64_t>& y_shape, Epilogue& e, bool integer = false);
 // The number of tensor arguments the flags name (whether they fit aside),
 // or -1 when the flags are not an epilogue's.
 int epilogue_tensors(int64_t flags);

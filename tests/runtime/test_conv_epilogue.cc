@@ -277,7 +277,12 @@ TEST_CASE("gemm.qmatmul_packed scales its i32 sums and applies a fused epilogue,
     Tensor bp = Tensor::empty(DType::u(8), {qgemm_packed_b_size(K, N)});
     call("gemm.qmatmul_pack", {Value(b), Value(zb), Value(bp)});
     Tensor s = random_tensor(rng, {N}), s0 = random_tensor(rng, {1}), bias = random_tensor(rng, {N});
-    Tensor r = random_tensor(rng, {rows, N});
+    Tensor r = random_tensor(rng, {rows, N}), s1 = random_tensor(rng, {}), qs = Tensor::empty(DType::f32(), {});
+    Tensor qz = Tensor::empty(DType::u(8), {1}), qzi = Tensor::empty(DType::i(8), {});
+    *static_cast<uint8_t*>(qz.data()) = 100;
+    *static_cast<int8_t*>(qzi.data()) = -20;
+    // About 100 steps over the sums' spread: both ends saturate somewhere.
+    *static_cast<float*>(qs.data()) = 0.01f * std::sqrt(float(K)) * 128.0f * 128.0f / 100.0f;
     for (int run = 0; run < 6; ++run) {
       const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
       if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
@@ -294,6 +299,13 @@ TEST_CASE("gemm.qmatmul_packed scales its i32 sums and applies a fused epilogue,
       call("gemm.qmatmul_packed",
            {Value(a), Value(bp), Value(za), shape_value(with_epilogue({K, N}, 16384 | 4 | 256, -inf, inf, 0.70710678f, 1.0f, 0.5f)),
             Value(s0), Value(r), Value(y2)});
+      // The product of two scales, a bias, the result quantized to u8 and to i8 (zero points 100 and -20).
+      Tensor q8 = Tensor::empty(DType::u(8), {rows, N}), qi8 = Tensor::empty(DType::i(8), {rows, N});
+      const std::vector<int64_t> qp = with_epilogue({K, N}, 16384 | 32768 | 65536 | 1, -inf, inf);
+      call("gemm.qmatmul_packed",
+           {Value(a), Value(bp), Value(za), shape_value(qp), Value(s0), Value(s1), Value(bias), Value(qs), Value(qz), Value(q8)});
+      call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za), shape_value(qp), Value(s0), Value(s1), Value(bias),
+                                   Value(qs), Value(qzi), Value(qi8)});
       const int32_t* acc = static_cast<const int32_t*>(sums.data());
       const float *sc = static_cast<const float*>(s.data()), *bd = static_cast<const float*>(bias.data()),
                   *rd = static_cast<const float*>(r.data()), s0v = *static_cast<const float*>(s0.data());
@@ -309,6 +321,18 @@ TEST_CASE("gemm.qmatmul_packed scales its i32 sums and applies a fused epilogue,
       }
       CHECK(wrong1 == 0);
       CHECK(wrong2 == 0);
+      const float s01 = s0v * *static_cast<const float*>(s1.data()), qsv = *static_cast<const float*>(qs.data());
+      int64_t wrong_u8 = 0, wrong_i8 = 0, saturated = 0;
+      for (int64_t i = 0; i < rows * N; ++i) {
+        const float v = float(acc[i]) * s01 + bd[i % N];
+        const float u = std::nearbyint(v / qsv) + 100.0f, t = std::nearbyint(v / qsv) - 20.0f;
+        saturated += u < 0.0f || u > 255.0f;
+        wrong_u8 += static_cast<const uint8_t*>(q8.data())[i] != uint8_t(std::min(std::max(u, 0.0f), 255.0f));
+        wrong_i8 += static_cast<const int8_t*>(qi8.data())[i] != int8_t(std::min(std::max(t, -128.0f), 127.0f));
+      }
+      CHECK(wrong_u8 == 0);
+      CHECK(wrong_i8 == 0);
+      CHECK(saturated > 0);  // the saturation taken too
     }
   }
   REQUIRE(set_kernel_isa(""));
@@ -331,8 +355,26 @@ TEST_CASE("gemm.qmatmul_packed scales its i32 sums and applies a fused epilogue,
   CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
                                                     shape_value(with_epilogue({8, 5}, 16384, 0, 1)), Value(bias), Value(yi)}),
                        doctest::Contains("the output must hold 20 f32"), Error);
+  Tensor one = random_tensor(rng, {1}), zi = Tensor::empty(DType::i(8), {}), zi32 = Tensor::empty(DType::i32(), {});
+  std::memset(zi.data(), 0, 1), std::memset(zi32.data(), 0, 4);
+  Tensor yu = Tensor::empty(DType::u(8), {4, 5});
+  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
+                                                    shape_value(with_epilogue({8, 5}, 16384 | 65536, 0, 1)), Value(one),
+                                                    Value(one), Value(zi), Value(yu)}),
+                       doctest::Contains("the output must hold 20 i8, got u8"), Error);
+  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
+                                                    shape_value(with_epilogue({8, 5}, 16384 | 65536, 0, 1)), Value(one),
+                                                    Value(one), Value(zi32), Value(yu)}),
+                       doctest::Contains("zero point must be one u8 or i8"), Error);
+  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
+                                                    shape_value(with_epilogue({8, 5}, 16384 | 32768, 0, 1)), Value(bias),
+                                                    Value(one), Value(y)}),
+                       doctest::Contains("the sums' scale must be one f32, got f32[5]"), Error);
+  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
+                                                    shape_value(with_epilogue({8, 5}, 32768, 0, 1)), Value(one), Value(y)}),
+                       doctest::Contains("is not the flags of an epilogue of scaled sums"), Error);
   // And the other library calls refuse scaled sums.
   Tensor fa = random_tensor(rng, {4, 8}), fb = random_tensor(rng, {8, 5});
   CHECK_THROWS_WITH_AS(call("blas.matmul", {Value(fa), Value(fb), shape_value(with_epilogue({}, 16384, 0, 1)), Value(bias), Value(y)}),
-                       doctest::Contains("an epilogue of i32 sums needs an integer product"), Error);
+                       doctest::Contains("an epilogue of i32 sums or a quantized result needs an integer product"), Error);
 }
