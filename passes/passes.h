@@ -35,7 +35,8 @@ IRModule rewrite_cuda_graph(const IRModule& mod);
 
 // A matmul of two dequantized 8-bit tensors (per-tensor scales, b's may be
 // per column) becomes their integer product (matmul_integer) times the
-// product of the scales (passes/qdq_to_integer.cc).
+// product of the scales; a convolution of a dequantized x by a dequantized
+// constant w, of 512 taps or more, conv_integer so (passes/qdq_to_integer.cc).
 IRModule qdq_to_integer(const IRModule& mod);
 
 // Each op call with a registered legaliser (passes/legalize/) becomes a

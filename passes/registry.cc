@@ -14,7 +14,8 @@ const std::vector<Pass>& all_passes() {
       {"dead-code-elimination", "drop unused pure bindings and unreachable module items", dead_code_elimination},
       {"simplify-shapes", "simplify symbolic expressions under declared bounds", simplify_shapes},
       {"qdq-to-integer",
-       "a matmul of two dequantized 8-bit tensors becomes their integer product (matmul_integer) times the scales",
+       "a matmul (or a long convolution) of dequantized 8-bit tensors becomes their integer product times the "
+       "scales",
        qdq_to_integer},
       {"legalize", "graph ops to tensor programs (call_tir) by the registered legalisers", legalize},
       {"eliminate-common-subexpr", "pure bindings equal to an earlier one become aliases of it",
@@ -53,9 +54,11 @@ std::vector<std::string> pipeline(const std::string& name, const std::string& ta
   if (target != "cpu" && target != "vulkan" && target != "cuda")
     fail("unknown target '", target, "'; known: cpu, vulkan, cuda");
   bool gpu = target != "cpu";
-  const std::vector<std::string> graph = {"normalize",           "convert-to-dataflow",
-                                          "simplify-shapes",     "canonicalize-bindings",
-                                          "qdq-to-integer",      "dead-code-elimination"};
+  // The cpu computes dequantized products as integer ones (its VNNI
+  // kernels); the GPU targets keep their f32 kernels.
+  std::vector<std::string> graph = {"normalize", "convert-to-dataflow", "simplify-shapes", "canonicalize-bindings",
+                                    "dead-code-elimination"};
+  if (!gpu) graph.insert(graph.end() - 1, "qdq-to-integer");
   const std::vector<std::string> lower = {"legalize", "canonicalize-bindings", "dead-code-elimination"};
   std::vector<std::string> names;
   auto add = [&](const std::vector<std::string>& more) { names.insert(names.end(), more.begin(), more.end()); };

@@ -31,6 +31,9 @@ written), through ort_reference.js.
                  activations with zero points, calibrated on the cases'
                  inputs through the float model; int8 weights symmetric per
                  output column); dynamic batch and sequence
+  qdq_resnet     quantize_static (QDQ) of a small ResNet (32, 64, 128 channels,
+                 residual blocks, a MatMul head): the 64- and 128-channel
+                 convolutions (576 taps and more) run as integer products
 
 Inputs are large enough (thousands of values per tensor) for rounding ties,
 saturation at both ends and non-zero zero points to occur.
@@ -441,6 +444,101 @@ def bert_qdq(hidden=192, heads=3, ffn=768, layers=2, vocab=64, positions=64):
     return build, cases
 
 
+# ---- qdq_resnet -----------------------------------------------------------------------------
+
+def qdq_resnet():
+    """Static QDQ of a small ResNet as quantize_static(QuantFormat.QDQ)
+    writes one: QuantizeLinear -> DequantizeLinear on every convolution's
+    and the head MatMul's input (u8 with zero points, calibrated on the
+    cases' inputs through the float model), int8 weights symmetric per
+    output channel (axis 0; the head's per column, axis 1), f32 biases;
+    a 3x3 stem of 32 channels, a strided 64-channel stage and a strided
+    128-channel one, each with a residual block, global average pool;
+    dynamic batch, height and width. Convolutions of 576 taps and more
+    (64 channels in, 3x3) run as integer products (qdq-to-integer)."""
+    r = np.random.default_rng(17)
+    convs = []  # (name, cin, cout, stride)
+
+    def spec(name, cin, cout, stride=1):
+        w = (r.standard_normal((cout, cin, 3, 3)) * np.sqrt(2.0 / (cin * 9))).astype(np.float32)
+        convs.append((name, w, (r.standard_normal(cout) * 0.05).astype(np.float32), stride))
+
+    spec("stem", 3, 32)
+    spec("s1_down", 32, 64, 2)
+    spec("s1_a", 64, 64)
+    spec("s1_b", 64, 64)
+    spec("s2_down", 64, 128, 2)
+    spec("s2_a", 128, 128)
+    spec("s2_b", 128, 128)
+    head_w = (r.standard_normal((128, 10)) / np.sqrt(128)).astype(np.float32)
+    head_b = (r.standard_normal(10) * 0.05).astype(np.float32)
+    cases = []
+    for b, h, w in ((1, 32, 32), (2, 40, 48)):
+        cases.append((f"b{b}_{h}x{w}", [r.standard_normal((b, 3, h, w)).astype(np.float32)]))
+
+    def build(ranges):
+        nodes, inits, points, done = [], [], [], {}
+
+        def c(name, arr):
+            inits.append(init(name, arr))
+            return name
+
+        def node(op, ins, outs, **attrs):
+            nodes.append(helper.make_node(op, ins, outs, **attrs))
+            return outs[0]
+
+        def qdq(x):
+            if x in done:
+                return done[x]
+            if ranges is None:
+                points.append(x)
+                done[x] = x
+                return x
+            lo, hi = min(ranges[x][0], 0.0), max(ranges[x][1], 0.0)
+            s = np.float32((hi - lo) / 255.0)
+            c(x + "_s", np.array(s, np.float32))
+            c(x + "_z", np.array(np.uint8(np.clip(np.round(-lo / s), 0, 255)), np.uint8))
+            node("QuantizeLinear", [x, x + "_s", x + "_z"], [x + "_q"])
+            done[x] = node("DequantizeLinear", [x + "_q", x + "_s", x + "_z"], [x + "_dq"])
+            return done[x]
+
+        def conv(x, k, relu=True):
+            name, w, bias, stride = convs[k]
+            ws = (np.abs(w).reshape(w.shape[0], -1).max(axis=1) / 127.0).astype(np.float32)
+            c(name + "_wq", np.clip(np.round(w / ws[:, None, None, None]), -127, 127).astype(np.int8))
+            c(name + "_ws", ws)
+            c(name + "_wz", np.zeros(w.shape[0], np.int8))
+            c(name + "_b", bias)
+            wd = node("DequantizeLinear", [name + "_wq", name + "_ws", name + "_wz"], [name + "_w"], axis=0)
+            y = node("Conv", [qdq(x), wd, name + "_b"], [name + "_y"], pads=[1, 1, 1, 1], strides=[stride, stride])
+            return node("Relu", [y], [name + "_r"]) if relu else y
+
+        x = conv("images", 0)
+        for stage, base in (("s1", 1), ("s2", 4)):
+            down = conv(x, base)
+            a = conv(down, base + 1)
+            b = conv(a, base + 2, relu=False)
+            x = node("Relu", [node("Add", [down, b], [stage + "_sum"])], [stage + "_out"])
+        node("GlobalAveragePool", [x], ["pooled"])
+        c("flat_shape", np.array([0, -1], np.int64))
+        node("Reshape", ["pooled", "flat_shape"], ["flat"])
+        hs = (np.abs(head_w).max(axis=0) / 127.0).astype(np.float32)
+        c("head_wq", np.clip(np.round(head_w / hs), -127, 127).astype(np.int8))
+        c("head_ws", hs)
+        c("head_wz", np.zeros(10, np.int8))
+        c("head_b", head_b)
+        node("DequantizeLinear", ["head_wq", "head_ws", "head_wz"], ["head_w"], axis=1)
+        node("MatMul", [qdq("flat"), "head_w"], ["head_mm"])
+        node("Add", ["head_mm", "head_b"], ["logits"])
+        outputs = [vi("logits", TensorProto.FLOAT, ["batch", 10])]
+        outputs += [vi(t, TensorProto.FLOAT, None) for t in points]
+        m = model("qdq_resnet", nodes, [vi("images", TensorProto.FLOAT, ["batch", 3, "height", "width"])], outputs,
+                  inits, 17)
+        return m, points
+
+    return build, cases
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ort-node", required=True, help="a node_modules folder holding onnxruntime-node")
@@ -452,8 +550,9 @@ def main():
             continue
         m, cases = make()
         save(name, m, cases, args.ort_node)
-    if not args.only or args.only == "bert_qdq":
-        save("bert_qdq", *calibrated(bert_qdq, args.ort_node), args.ort_node)
+    for name, make in (("bert_qdq", bert_qdq), ("qdq_resnet", qdq_resnet)):
+        if not args.only or args.only == name:
+            save(name, *calibrated(make, args.ort_node), args.ort_node)
 
 
 def calibrated(make, node_modules):

@@ -96,6 +96,7 @@ EXPECTED = {
     # 18 activations quantized to u8 (as above: an ulp apart at a rounding
     # tie moves one step of 8 bits, about 0.002 after the layer norm)
     "bert_qdq": dict(named=True, match_casts=0, atol=0.05),
+    "qdq_resnet": dict(named=True, match_casts=0),
 }
 
 
