@@ -203,6 +203,67 @@ def qdq_detector():
 
 # ---- bert_dynquant --------------------------------------------------------------------------
 
+
+def bert_encoder(c, node, linear, layer_norm, hidden, heads, ffn, layers, word, pos, attention_input=lambda t: t):
+    """A BERT encoder's nodes from input_ids and attention_mask: the
+    embeddings (word() and pos() their tables, drawn in that order), then
+    each layer's attention and FFN through linear(x, name, cin, cout) and
+    layer_norm(x, name); attention_input(t) is what the attention products
+    read of t. Returns the last hidden state's name."""
+    dh = hidden // heads
+    c("word_emb", word())
+    c("pos_emb", pos())
+    c("i0", np.array(0, np.int64))
+    c("i1", np.array(1, np.int64))
+    c("one", np.array(1.0, np.float32))
+    c("neg", np.array(-10000.0, np.float32))
+    c("heads_shape", np.array([0, 0, heads, dh], np.int64))
+    c("merge_shape", np.array([0, 0, hidden], np.int64))
+    c("mask_axes", np.array([1, 2], np.int64))
+    c("inv_sqrt_dh", np.array(1.0 / np.sqrt(dh), np.float32))
+    c("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), np.float32))
+    c("half", np.array(0.5, np.float32))
+    node("Shape", ["input_ids"], ["ids_shape"])
+    node("Gather", ["ids_shape", "i1"], ["seq"], axis=0)
+    node("Range", ["i0", "seq", "i1"], ["positions"])
+    node("Gather", ["word_emb", "input_ids"], ["we"])
+    node("Gather", ["pos_emb", "positions"], ["pe"])
+    node("Add", ["we", "pe"], ["emb"])
+    x = layer_norm("emb", "emb_ln")
+    node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT)
+    node("Sub", ["one", "mask_f"], ["mask_inv"])
+    node("Mul", ["mask_inv", "neg"], ["mask_add"])
+    node("Unsqueeze", ["mask_add", "mask_axes"], ["ext_mask"])
+    a = attention_input
+    for i in range(layers):
+        p = f"l{i}_"
+        q, k, v = (linear(x, p + n, hidden, hidden) for n in ("q", "k", "v"))
+        for n, t in (("q", q), ("k", k), ("v", v)):
+            node("Reshape", [t, "heads_shape"], [p + n + "_h"])
+        node("Transpose", [p + "q_h"], [p + "qt"], perm=[0, 2, 1, 3])
+        node("Transpose", [p + "k_h"], [p + "kt"], perm=[0, 2, 3, 1])
+        node("Transpose", [p + "v_h"], [p + "vt"], perm=[0, 2, 1, 3])
+        node("MatMul", [a(p + "qt"), a(p + "kt")], [p + "scores"])
+        node("Mul", [p + "scores", "inv_sqrt_dh"], [p + "scaled"])
+        node("Add", [p + "scaled", "ext_mask"], [p + "masked"])
+        node("Softmax", [p + "masked"], [p + "probs"], axis=-1)
+        node("MatMul", [a(p + "probs"), a(p + "vt")], [p + "ctx"])
+        node("Transpose", [p + "ctx"], [p + "ctx_t"], perm=[0, 2, 1, 3])
+        node("Reshape", [p + "ctx_t", "merge_shape"], [p + "ctx_m"])
+        o = linear(p + "ctx_m", p + "o", hidden, hidden)
+        node("Add", [x, o], [p + "res1"])
+        x = layer_norm(p + "res1", p + "ln1")
+        f = linear(x, p + "ff1", hidden, ffn)
+        node("Mul", [f, "inv_sqrt2"], [p + "f_s"])
+        node("Erf", [p + "f_s"], [p + "f_erf"])
+        node("Add", [p + "f_erf", "one"], [p + "f_1"])
+        node("Mul", [f, p + "f_1"], [p + "f_m"])
+        node("Mul", [p + "f_m", "half"], [p + "gelu"])
+        g = linear(p + "gelu", p + "ff2", ffn, hidden)
+        node("Add", [x, g], [p + "res2"])
+        x = layer_norm(p + "res2", p + "ln2")
+    return x
+
 def bert_dynquant(hidden=160, heads=4, ffn=640, layers=2, vocab=64, positions=64):
     r = np.random.default_rng(11)  # its own: --only writes the same model
     nodes, inits = [], []
@@ -238,57 +299,9 @@ def bert_dynquant(hidden=160, heads=4, ffn=640, layers=2, vocab=64, positions=64
         c(name + "_beta", (r.standard_normal(hidden) * 0.1).astype(np.float32))
         return node("LayerNormalization", [x, name + "_g", name + "_beta"], [name + "_y"], axis=-1, epsilon=1e-12)
 
-    dh = hidden // heads
-    c("word_emb", (r.standard_normal((vocab, hidden)) * 0.5).astype(np.float32))
-    c("pos_emb", (r.standard_normal((positions, hidden)) * 0.1).astype(np.float32))
-    c("i0", np.array(0, np.int64))
-    c("i1", np.array(1, np.int64))
-    c("one", np.array(1.0, np.float32))
-    c("neg", np.array(-10000.0, np.float32))
-    c("heads_shape", np.array([0, 0, heads, dh], np.int64))
-    c("merge_shape", np.array([0, 0, hidden], np.int64))
-    c("mask_axes", np.array([1, 2], np.int64))
-    c("inv_sqrt_dh", np.array(1.0 / np.sqrt(dh), np.float32))
-    c("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), np.float32))
-    c("half", np.array(0.5, np.float32))
-    node("Shape", ["input_ids"], ["ids_shape"])
-    node("Gather", ["ids_shape", "i1"], ["seq"], axis=0)
-    node("Range", ["i0", "seq", "i1"], ["positions"])
-    node("Gather", ["word_emb", "input_ids"], ["we"])
-    node("Gather", ["pos_emb", "positions"], ["pe"])
-    node("Add", ["we", "pe"], ["emb"])
-    x = layer_norm("emb", "emb_ln")
-    node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT)
-    node("Sub", ["one", "mask_f"], ["mask_inv"])
-    node("Mul", ["mask_inv", "neg"], ["mask_add"])
-    node("Unsqueeze", ["mask_add", "mask_axes"], ["ext_mask"])
-    for i in range(layers):
-        p = f"l{i}_"
-        q, k, v = (linear(x, p + n, hidden, hidden) for n in ("q", "k", "v"))
-        for n, t in (("q", q), ("k", k), ("v", v)):
-            node("Reshape", [t, "heads_shape"], [p + n + "_h"])
-        node("Transpose", [p + "q_h"], [p + "qt"], perm=[0, 2, 1, 3])
-        node("Transpose", [p + "k_h"], [p + "kt"], perm=[0, 2, 3, 1])
-        node("Transpose", [p + "v_h"], [p + "vt"], perm=[0, 2, 1, 3])
-        node("MatMul", [p + "qt", p + "kt"], [p + "scores"])
-        node("Mul", [p + "scores", "inv_sqrt_dh"], [p + "scaled"])
-        node("Add", [p + "scaled", "ext_mask"], [p + "masked"])
-        node("Softmax", [p + "masked"], [p + "probs"], axis=-1)
-        node("MatMul", [p + "probs", p + "vt"], [p + "ctx"])
-        node("Transpose", [p + "ctx"], [p + "ctx_t"], perm=[0, 2, 1, 3])
-        node("Reshape", [p + "ctx_t", "merge_shape"], [p + "ctx_m"])
-        o = linear(p + "ctx_m", p + "o", hidden, hidden)
-        node("Add", [x, o], [p + "res1"])
-        x = layer_norm(p + "res1", p + "ln1")
-        f = linear(x, p + "ff1", hidden, ffn)
-        node("Mul", [f, "inv_sqrt2"], [p + "f_s"])
-        node("Erf", [p + "f_s"], [p + "f_erf"])
-        node("Add", [p + "f_erf", "one"], [p + "f_1"])
-        node("Mul", [f, p + "f_1"], [p + "f_m"])
-        node("Mul", [p + "f_m", "half"], [p + "gelu"])
-        g = linear(p + "gelu", p + "ff2", ffn, hidden)
-        node("Add", [x, g], [p + "res2"])
-        x = layer_norm(p + "res2", p + "ln2")
+    x = bert_encoder(c, node, linear, layer_norm, hidden, heads, ffn, layers,
+                     lambda: (r.standard_normal((vocab, hidden)) * 0.5).astype(np.float32),
+                     lambda: (r.standard_normal((positions, hidden)) * 0.1).astype(np.float32))
     node("Identity", [x], ["last_hidden_state"])
     m = model("bert_dynquant", nodes,
               [vi("input_ids", TensorProto.INT64, ["batch", "sequence"]),
@@ -314,7 +327,6 @@ def bert_qdq(hidden=192, heads=3, ffn=768, layers=2, vocab=64, positions=64):
     attention products QK^T and PV too; layer norm, softmax and GELU in
     f32. The float model is run once through ONNX Runtime for the ranges."""
     r = np.random.default_rng(13)
-    dh = hidden // heads
     weights = {}
     for i in range(layers):
         for n, cin, cout in (("q", hidden, hidden), ("k", hidden, hidden), ("v", hidden, hidden),
@@ -365,7 +377,7 @@ def bert_qdq(hidden=192, heads=3, ffn=768, layers=2, vocab=64, positions=64):
             done[x] = node("DequantizeLinear", [x + "_q", x + "_s", x + "_z"], [x + "_dq"])
             return done[x]
 
-        def linear(x, name):
+        def linear(x, name, cin, cout):
             w, bias = weights[name]
             ws = (np.abs(w).max(axis=0) / 127.0).astype(np.float32)  # per output column
             c(name + "_wq", np.clip(np.round(w / ws), -127, 127).astype(np.int8))
@@ -383,56 +395,7 @@ def bert_qdq(hidden=192, heads=3, ffn=768, layers=2, vocab=64, positions=64):
             return node("LayerNormalization", [x, name + "_g", name + "_beta"], [name + "_y"], axis=-1,
                         epsilon=1e-12)
 
-        c("word_emb", word)
-        c("pos_emb", pos)
-        c("i0", np.array(0, np.int64))
-        c("i1", np.array(1, np.int64))
-        c("one", np.array(1.0, np.float32))
-        c("neg", np.array(-10000.0, np.float32))
-        c("heads_shape", np.array([0, 0, heads, dh], np.int64))
-        c("merge_shape", np.array([0, 0, hidden], np.int64))
-        c("mask_axes", np.array([1, 2], np.int64))
-        c("inv_sqrt_dh", np.array(1.0 / np.sqrt(dh), np.float32))
-        c("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), np.float32))
-        c("half", np.array(0.5, np.float32))
-        node("Shape", ["input_ids"], ["ids_shape"])
-        node("Gather", ["ids_shape", "i1"], ["seq"], axis=0)
-        node("Range", ["i0", "seq", "i1"], ["positions"])
-        node("Gather", ["word_emb", "input_ids"], ["we"])
-        node("Gather", ["pos_emb", "positions"], ["pe"])
-        node("Add", ["we", "pe"], ["emb"])
-        x = layer_norm("emb", "emb_ln")
-        node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT)
-        node("Sub", ["one", "mask_f"], ["mask_inv"])
-        node("Mul", ["mask_inv", "neg"], ["mask_add"])
-        node("Unsqueeze", ["mask_add", "mask_axes"], ["ext_mask"])
-        for i in range(layers):
-            p = f"l{i}_"
-            q, k, v = (linear(x, p + n) for n in ("q", "k", "v"))
-            for n, t in (("q", q), ("k", k), ("v", v)):
-                node("Reshape", [t, "heads_shape"], [p + n + "_h"])
-            node("Transpose", [p + "q_h"], [p + "qt"], perm=[0, 2, 1, 3])
-            node("Transpose", [p + "k_h"], [p + "kt"], perm=[0, 2, 3, 1])
-            node("Transpose", [p + "v_h"], [p + "vt"], perm=[0, 2, 1, 3])
-            node("MatMul", [qdq(p + "qt"), qdq(p + "kt")], [p + "scores"])
-            node("Mul", [p + "scores", "inv_sqrt_dh"], [p + "scaled"])
-            node("Add", [p + "scaled", "ext_mask"], [p + "masked"])
-            node("Softmax", [p + "masked"], [p + "probs"], axis=-1)
-            node("MatMul", [qdq(p + "probs"), qdq(p + "vt")], [p + "ctx"])
-            node("Transpose", [p + "ctx"], [p + "ctx_t"], perm=[0, 2, 1, 3])
-            node("Reshape", [p + "ctx_t", "merge_shape"], [p + "ctx_m"])
-            o = linear(p + "ctx_m", p + "o")
-            node("Add", [x, o], [p + "res1"])
-            x = layer_norm(p + "res1", p + "ln1")
-            f = linear(x, p + "ff1")
-            node("Mul", [f, "inv_sqrt2"], [p + "f_s"])
-            node("Erf", [p + "f_s"], [p + "f_erf"])
-            node("Add", [p + "f_erf", "one"], [p + "f_1"])
-            node("Mul", [f, p + "f_1"], [p + "f_m"])
-            node("Mul", [p + "f_m", "half"], [p + "gelu"])
-            g = linear(p + "gelu", p + "ff2")
-            node("Add", [x, g], [p + "res2"])
-            x = layer_norm(p + "res2", p + "ln2")
+        x = bert_encoder(c, node, linear, layer_norm, hidden, heads, ffn, layers, lambda: word, lambda: pos, qdq)
         node("Identity", [x], ["last_hidden_state"])
         outputs = [vi("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])]
         outputs += [vi(t, TensorProto.FLOAT, None) for t in points]
