@@ -317,6 +317,40 @@ def bert_dynquant(hidden=160, heads=4, ffn=640, layers=2, vocab=64, positions=64
     return m, cases
 
 
+
+class QdqGraph:
+    """Nodes and initialisers of a graph being built, and its activations'
+    QuantizeLinear -> DequantizeLinear pairs (u8 over the calibrated range
+    with 0 in it): with ranges None, the float model instead, whose
+    tensors to quantize are collected in `points`."""
+
+    def __init__(self, ranges):
+        self.ranges, self.nodes, self.inits, self.points, self.done = ranges, [], [], [], {}
+
+    def c(self, name, arr):
+        self.inits.append(init(name, arr))
+        return name
+
+    def node(self, op, ins, outs, **attrs):
+        self.nodes.append(helper.make_node(op, ins, outs, **attrs))
+        return outs[0]
+
+    def qdq(self, x):  # one pair per tensor, shared by its readers
+        if x in self.done:
+            return self.done[x]
+        if self.ranges is None:
+            self.points.append(x)
+            self.done[x] = x
+            return x
+        lo, hi = min(self.ranges[x][0], 0.0), max(self.ranges[x][1], 0.0)
+        s = np.float32((hi - lo) / 255.0)
+        self.c(x + "_s", np.array(s, np.float32))
+        self.c(x + "_z", np.array(np.uint8(np.clip(np.round(-lo / s), 0, 255)), np.uint8))
+        self.node("QuantizeLinear", [x, x + "_s", x + "_z"], [x + "_q"])
+        self.done[x] = self.node("DequantizeLinear", [x + "_q", x + "_s", x + "_z"], [x + "_dq"])
+        return self.done[x]
+
+
 # ---- bert_qdq -------------------------------------------------------------------------------
 
 def bert_qdq(hidden=192, heads=3, ffn=768, layers=2, vocab=64, positions=64):
@@ -349,33 +383,8 @@ def bert_qdq(hidden=192, heads=3, ffn=768, layers=2, vocab=64, positions=64):
     def build(ranges):
         """The graph; with ranges None, the float model whose extra outputs
         are the tensors to quantize (in `points`)."""
-        nodes, inits, points = [], [], []
-
-        def c(name, arr):
-            inits.append(init(name, arr))
-            return name
-
-        def node(op, ins, outs, **attrs):
-            nodes.append(helper.make_node(op, ins, outs, **attrs))
-            return outs[0]
-
-        done = {}
-
-        def qdq(x):  # one pair per tensor, shared by its readers
-            if x in done:
-                return done[x]
-            if ranges is None:
-                points.append(x)
-                done[x] = x
-                return x
-            lo, hi = min(ranges[x][0], 0.0), max(ranges[x][1], 0.0)
-            s = np.float32((hi - lo) / 255.0)
-            z = np.uint8(np.clip(np.round(-lo / s), 0, 255))
-            c(x + "_s", np.array(s, np.float32))
-            c(x + "_z", np.array(z, np.uint8))
-            node("QuantizeLinear", [x, x + "_s", x + "_z"], [x + "_q"])
-            done[x] = node("DequantizeLinear", [x + "_q", x + "_s", x + "_z"], [x + "_dq"])
-            return done[x]
+        g = QdqGraph(ranges)
+        c, node, qdq = g.c, g.node, g.qdq
 
         def linear(x, name, cin, cout):
             w, bias = weights[name]
@@ -398,11 +407,11 @@ def bert_qdq(hidden=192, heads=3, ffn=768, layers=2, vocab=64, positions=64):
         x = bert_encoder(c, node, linear, layer_norm, hidden, heads, ffn, layers, lambda: word, lambda: pos, qdq)
         node("Identity", [x], ["last_hidden_state"])
         outputs = [vi("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])]
-        outputs += [vi(t, TensorProto.FLOAT, None) for t in points]
-        m = model("bert_qdq", nodes,
+        outputs += [vi(t, TensorProto.FLOAT, None) for t in g.points]
+        m = model("bert_qdq", g.nodes,
                   [vi("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-                   vi("attention_mask", TensorProto.INT64, ["batch", "sequence"])], outputs, inits, 17)
-        return m, points
+                   vi("attention_mask", TensorProto.INT64, ["batch", "sequence"])], outputs, g.inits, 17)
+        return m, g.points
 
     return build, cases
 
@@ -440,30 +449,8 @@ def qdq_resnet():
         cases.append((f"b{b}_{h}x{w}", [r.standard_normal((b, 3, h, w)).astype(np.float32)]))
 
     def build(ranges):
-        nodes, inits, points, done = [], [], [], {}
-
-        def c(name, arr):
-            inits.append(init(name, arr))
-            return name
-
-        def node(op, ins, outs, **attrs):
-            nodes.append(helper.make_node(op, ins, outs, **attrs))
-            return outs[0]
-
-        def qdq(x):
-            if x in done:
-                return done[x]
-            if ranges is None:
-                points.append(x)
-                done[x] = x
-                return x
-            lo, hi = min(ranges[x][0], 0.0), max(ranges[x][1], 0.0)
-            s = np.float32((hi - lo) / 255.0)
-            c(x + "_s", np.array(s, np.float32))
-            c(x + "_z", np.array(np.uint8(np.clip(np.round(-lo / s), 0, 255)), np.uint8))
-            node("QuantizeLinear", [x, x + "_s", x + "_z"], [x + "_q"])
-            done[x] = node("DequantizeLinear", [x + "_q", x + "_s", x + "_z"], [x + "_dq"])
-            return done[x]
+        g = QdqGraph(ranges)
+        c, node, qdq = g.c, g.node, g.qdq
 
         def conv(x, k, relu=True):
             name, w, bias, stride = convs[k]
@@ -494,10 +481,10 @@ def qdq_resnet():
         node("MatMul", [qdq("flat"), "head_w"], ["head_mm"])
         node("Add", ["head_mm", "head_b"], ["logits"])
         outputs = [vi("logits", TensorProto.FLOAT, ["batch", 10])]
-        outputs += [vi(t, TensorProto.FLOAT, None) for t in points]
-        m = model("qdq_resnet", nodes, [vi("images", TensorProto.FLOAT, ["batch", 3, "height", "width"])], outputs,
-                  inits, 17)
-        return m, points
+        outputs += [vi(t, TensorProto.FLOAT, None) for t in g.points]
+        m = model("qdq_resnet", g.nodes, [vi("images", TensorProto.FLOAT, ["batch", 3, "height", "width"])], outputs,
+                  g.inits, 17)
+        return m, g.points
 
     return build, cases
 
