@@ -158,11 +158,13 @@ void ProgramCodegen::emit_for(const tir::ForNode& f) {
     case LoopKind::Serial:
       // A float sum into one accumulator vectorises when LLVM may reorder
       // it (forcing the vectoriser allows that): partial sums per lane,
-      // added at the end, the same order for every row.
+      // added at the end, the same order for every row. Not unrolled first:
+      // a short constant extent (a layer norm's 32) was unrolled whole into
+      // a serial chain of additions, which nothing may then reorder.
       if (vector_unit() && float_sum_loop(f))
-        return emit_loop(
-            f.var, i64c(0), emit_sym(f.extent), f.body,
-            {loop_bool(ctx_, "llvm.loop.vectorize.enable", true), loop_flag(ctx_, "llvm.loop.mustprogress")});
+        return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body,
+                         {loop_bool(ctx_, "llvm.loop.vectorize.enable", true), loop_flag(ctx_, "llvm.loop.mustprogress"),
+                          loop_flag(ctx_, "llvm.loop.unroll.disable")});
       return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
     case LoopKind::Parallel:
       if (in_parallel_) return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
