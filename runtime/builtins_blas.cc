@@ -734,16 +734,27 @@ void qmatmul(BuiltinCall& c) {
   check_i32_out(out, what, batch * M * N);
   c.flops = 2.0 * double(batch) * double(M) * double(N) * double(K);
   c.integer_ops = true;
-  thread_local std::vector<uint8_t> packed;
-  packed.resize(size_t(qgemm_packed_b_size(K, N)));
-  ThreadPool* pool = ThreadPool::global().get();
-  for (int64_t i = 0; i < batch; ++i) {
-    const auto [oa, obb] = mb.offsets(i);
-    qgemm_pack_b(K, N, qmatrix(b, what, "b", N, size_t(obb)), zb.data(), int64_t(zb.size()), packed.data());
-    const int32_t* zrow = za.size() == 1 ? za.data() : za.data() + oa / std::max<int64_t>(K, 1);
-    qgemm_packed(M, N, K, qmatrix(a, what, "a", K, size_t(oa)), zrow, za.size() == 1 ? 1 : M, packed.data(),
-                 static_cast<int32_t*>(out.data()) + i * M * N, N, pool);
-  }
+  // Products too small to split (attention's, per batch and head) run
+  // whole on the pool's threads, one product per worker at a time, each
+  // packing its own B; larger ones one after another, each split.
+  ThreadPool& pool = *ThreadPool::global();
+  const bool across = batch > 1 && double(M) * double(N) * double(K) < double(1 << 17);
+  const size_t packed_size = size_t(qgemm_packed_b_size(K, N));
+  auto run = [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<uint8_t> packed;  // this thread's: each packs what it reads
+    packed.resize(packed_size);
+    int64_t packed_from = -1;  // the offset into b packed last (a broadcast b is packed once)
+    for (int64_t i = i0; i < i1; ++i) {
+      const auto [oa, obb] = mb.offsets(i);
+      if (obb != packed_from)
+        qgemm_pack_b(K, N, qmatrix(b, what, "b", N, size_t(obb)), zb.data(), int64_t(zb.size()), packed.data());
+      packed_from = obb;
+      const int32_t* zrow = za.size() == 1 ? za.data() : za.data() + oa / std::max<int64_t>(K, 1);
+      qgemm_packed(M, N, K, qmatrix(a, what, "a", K, size_t(oa)), zrow, za.size() == 1 ? 1 : M, packed.data(),
+                   static_cast<int32_t*>(out.data()) + i * M * N, N, across ? nullptr : &pool);
+    }
+  };
+  for_items(pool, batch, across && c.flops >= double(1 << 17), run);
 }
 
 // gemm.qconv2d_pack(w, w_zp, shape(groups), out): a convolution's 8-bit

@@ -378,3 +378,39 @@ TEST_CASE("gemm.qmatmul_packed scales its i32 sums and applies a fused epilogue,
   CHECK_THROWS_WITH_AS(call("blas.matmul", {Value(fa), Value(fb), shape_value(with_epilogue({}, 16384, 0, 1)), Value(bias), Value(y)}),
                        doctest::Contains("an epilogue of i32 sums or a quantized result needs an integer product"), Error);
 }
+
+TEST_CASE("gemm.qmatmul: batched products exact, b broadcast over a batch dim, small ones across the pool") {
+  std::mt19937 rng(10);
+  std::uniform_int_distribution<int> byte(0, 255);
+  // Small products (one per worker at a time) and large ones (each split); b broadcast over a's first dim.
+  for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{31, 64, 33}, {70, 96, 40}}) {
+    CAPTURE(M);
+    Tensor a = Tensor::empty(DType::u(8), {3, 4, M, K}), b = Tensor::empty(DType::i(8), {4, K, N});
+    for (int64_t i = 0; i < a.numel(); ++i) static_cast<uint8_t*>(a.data())[i] = uint8_t(byte(rng));
+    for (int64_t i = 0; i < b.numel(); ++i) static_cast<int8_t*>(b.data())[i] = int8_t(byte(rng) - 128);
+    Tensor za = Tensor::empty(DType::u(8), {}), zb = Tensor::empty(DType::i(8), {N});
+    *static_cast<uint8_t*>(za.data()) = 131;
+    for (int64_t j = 0; j < N; ++j) static_cast<int8_t*>(zb.data())[j] = int8_t(byte(rng) - 128);
+    const auto* ad = static_cast<const uint8_t*>(a.data());
+    const auto* bd = static_cast<const int8_t*>(b.data());
+    const auto* zbd = static_cast<const int8_t*>(zb.data());
+    std::vector<int32_t> want(size_t(12 * M * N));
+    for (int64_t p = 0; p < 12; ++p)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          int64_t acc = 0;
+          for (int64_t k = 0; k < K; ++k)
+            acc += (int64_t(ad[(p * M + i) * K + k]) - 131) * (int64_t(bd[((p % 4) * K + k) * N + j]) - zbd[j]);
+          want[size_t((p * M + i) * N + j)] = int32_t(acc);
+        }
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      ThreadPool::set_global_num_threads(threads);
+      Tensor out = Tensor::empty(DType::i32(), {3, 4, M, N});
+      call("gemm.qmatmul", {Value(a), Value(b), Value(za), Value(zb), Value(out)});
+      const auto* got = static_cast<const int32_t*>(out.data());
+      CHECK(std::vector<int32_t>(got, got + out.numel()) == want);
+    }
+  }
+  ThreadPool::set_global_num_threads(0);
+}
