@@ -96,20 +96,43 @@ class Rewriter : public ExprMutator {
     return v;
   }
 
-  // The zero point of `d` as matmul_integer takes it: per tensor as it is,
+  // The zero point of `d` as the integer ops take it: as it is,
   // or zeros of the operand's dtype where absent.
   Expr zero_point(const Dequantized& d, const Var& like, std::vector<Binding>& out) {
     if (d.zero_point) return d.zero_point;
     return emit(make_op_call("zeros", {make_shape({})}, {{"dtype", tensor_of(d.x)->dtype}}), like, "_zp", out);
   }
 
+  // f32(integer(x, w, zx, zw)) * (sx * sw), the scales' product shaped by
+  // expand_dims over `axes` where that is not empty: the bindings before,
+  // the last value returned.
+  Expr scaled_product(const char* integer, const Dequantized& x, const Dequantized& w, Attrs attrs,
+                      const std::vector<int64_t>& axes, const Var& var, std::vector<Binding>& out) {
+    Expr zx = zero_point(x, var, out), zw = zero_point(w, var, out);
+    Expr acc = emit(make_op_call(integer, {x.x, w.x, zx, zw}, std::move(attrs)), var, "_acc", out);
+    Expr accf = emit(make_op_call("astype", {acc}, {{"dtype", DataType::f32()}}), var, "_accf", out);
+    Expr scale = emit(make_op_call("multiply", {x.scale, w.scale}), var, "_scale", out);
+    if (!axes.empty()) scale = emit(make_op_call("expand_dims", {scale}, {{"axis", axes}}), var, "_scale", out);
+    Expr r = make_op_call("multiply", {accf, scale});
+    r->sinfo = infer_struct_info(r, InferContext{ana_, mod_});
+    return r;
+  }
+
+  // matmul(dequantize(a, sa, za), dequantize(b, sb, zb)), sa per tensor and
+  // sb per tensor or per column (axis = b's last).
+  std::optional<Expr> rewrite_matmul(const CallNode& c, const Var& var, std::vector<Binding>& out) {
+    std::optional<Dequantized> a = dequantized(c.args[0]), b = dequantized(c.args[1]);
+    if (!a || !b) return std::nullopt;
+    const TensorSI *sa = tensor_of(a->scale), *sb = tensor_of(b->scale), *xb = tensor_of(b->x);
+    if (sa->ndim != 0 || (sb->ndim != 0 && !(sb->ndim == 1 && b->axis == xb->ndim - 1))) return std::nullopt;
+    return scaled_product("matmul_integer", *a, *b, {}, {}, var, out);
+  }
+
   // conv(dequantize(x, sx, zx), dequantize(w, sw, zw)) with sx per tensor
   // and sw per tensor or per output channel (axis 0), w constant and a
-  // reduction of at least kConvMinK taps: f32(conv_integer(x, w, zx, zw))
-  // * (sx * sw), sw shaped to the output's channels.
+  // reduction of at least kConvMinK taps; sw shaped to the output's
+  // channels.
   std::optional<Expr> rewrite_conv(const CallNode& c, const Var& var, std::vector<Binding>& out) {
-    const TensorSI* y = tensor_of(c.args[0]) ? as<TensorSI>(var->sinfo) : nullptr;
-    if (!y || y->dtype != DataType::f32() || !c.attrs.get_dtype("out_dtype").is_void()) return std::nullopt;
     std::optional<Dequantized> x = dequantized(c.args[0]), w = dequantized(c.args[1]);
     if (!x || !w || w->x->kind != ExprKind::Constant) return std::nullopt;
     const TensorSI *sx = tensor_of(x->scale), *sw = tensor_of(w->scale), *wq = tensor_of(w->x);
@@ -121,43 +144,23 @@ class Rewriter : public ExprMutator {
       K *= (*wq->shape)[i].const_value();
     }
     if (K < kConvMinK) return std::nullopt;
-    Expr zx = zero_point(*x, var, out), zw = zero_point(*w, var, out);
     Attrs attrs;  // conv's but out_dtype (void here)
     for (const auto& [name, v] : c.attrs)
       if (name != "out_dtype") attrs.set(name, v);
-    Expr acc = emit(make_op_call("conv_integer", {x->x, w->x, zx, zw}, attrs), var, "_acc", out);
-    Expr accf = emit(make_op_call("astype", {acc}, {{"dtype", DataType::f32()}}), var, "_accf", out);
-    Expr scale = emit(make_op_call("multiply", {x->scale, w->scale}), var, "_scale", out);
-    if (sw->ndim == 1) {
-      std::vector<int64_t> axes;
-      for (int64_t a = 1; a < wq->ndim - 1; ++a) axes.push_back(a);
-      scale = emit(make_op_call("expand_dims", {scale}, {{"axis", axes}}), var, "_scale", out);
-    }
-    Expr r = make_op_call("multiply", {accf, scale});
-    r->sinfo = infer_struct_info(r, InferContext{ana_, mod_});
-    return r;
+    std::vector<int64_t> axes;
+    for (int64_t a = 1; sw->ndim == 1 && a < wq->ndim - 1; ++a) axes.push_back(a);
+    return scaled_product("conv_integer", *x, *w, std::move(attrs), axes, var, out);
   }
 
+  // An f32 matmul or conv (no out_dtype) of two dequantized operands.
   std::optional<Expr> rewrite(const Expr& value, const Var& var, std::vector<Binding>& out) {
     const auto* c = as<CallNode>(value);
-    if (c && c->op() && c->op()->name == "conv") return rewrite_conv(*c, var, out);
-    if (!c || !c->op() || c->op()->name != "matmul") return std::nullopt;
     const TensorSI* y = tensor_of(value);
-    if (!y || y->dtype != DataType::f32() || !c->attrs.get_dtype("out_dtype").is_void()) return std::nullopt;
-    std::optional<Dequantized> a = dequantized(c->args[0]), b = dequantized(c->args[1]);
-    if (!a || !b) return std::nullopt;
-    // a per tensor; b per tensor or per column.
-    const TensorSI *sa = tensor_of(a->scale), *sb = tensor_of(b->scale), *xb = tensor_of(b->x);
-    if (sa->ndim != 0) return std::nullopt;
-    const bool per_column = sb->ndim == 1;
-    if (sb->ndim != 0 && !(per_column && b->axis == xb->ndim - 1)) return std::nullopt;
-    Expr za = zero_point(*a, var, out), zb = zero_point(*b, var, out);
-    Expr acc = emit(make_op_call("matmul_integer", {a->x, b->x, za, zb}), var, "_acc", out);
-    Expr accf = emit(make_op_call("astype", {acc}, {{"dtype", DataType::f32()}}), var, "_accf", out);
-    Expr scale = emit(make_op_call("multiply", {a->scale, b->scale}), var, "_scale", out);
-    Expr r = make_op_call("multiply", {accf, scale});
-    r->sinfo = infer_struct_info(r, InferContext{ana_, mod_});
-    return r;
+    if (!c || !c->op() || !y || y->dtype != DataType::f32() || !c->attrs.get_dtype("out_dtype").is_void())
+      return std::nullopt;
+    if (c->op()->name == "matmul") return rewrite_matmul(*c, var, out);
+    if (c->op()->name == "conv") return rewrite_conv(*c, var, out);
+    return std::nullopt;
   }
 
   std::unordered_map<const VarNode*, Expr> values_;
