@@ -62,6 +62,22 @@ std::vector<int64_t> with_epilogue(std::vector<int64_t> p, int64_t flags, float 
   return p;
 }
 
+// Runs `body` on each ISA this CPU runs (the epilogue's AVX-512, AVX2 and
+// plain loops), at 1 and 2 threads.
+template <class F>
+void each_isa_at_1_and_2_threads(F&& body) {
+  for (int run = 0; run < 6; ++run) {
+    const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
+    if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
+    REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
+    const int threads = 1 + run % 2;
+    CAPTURE(std::string(kernel_isa_name(isa)));
+    CAPTURE(threads);
+    ThreadPool::set_global_num_threads(threads);
+    body();
+  }
+}
+
 }  // namespace
 
 TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clamps") {
@@ -86,15 +102,7 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
     std::vector<int64_t> p = {1, 1, pad, pad, 1, 1, l.groups, l.K, l.K, l.layout};
     Tensor b0 = random_tensor(rng, {l.O, 1, 1}), b1 = random_tensor(rng, {l.O});
     Tensor r = random_tensor(rng, {l.N, l.O, l.H, l.W});
-    for (int run = 0; run < 6; ++run) {
-      // Each ISA this CPU runs (the epilogue's AVX-512, AVX2 and plain loops), at 1 and 2 threads.
-      const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
-      if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
-      REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
-      const int threads = 1 + run % 2;
-      CAPTURE(kernel_isa_name(isa));
-      CAPTURE(threads);
-      ThreadPool::set_global_num_threads(threads);
+    each_isa_at_1_and_2_threads([&] {
       Tensor plain = Tensor::empty(DType::f32(), {l.N, l.O, l.H, l.W});
       call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(p), Value(plain)});
       const float* y = static_cast<const float*>(plain.data());
@@ -163,7 +171,7 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
       CHECK(wrong5 == 0);
       CHECK(wrong6 == 0);
       CHECK(wrong7 == 0);
-    }
+    });
   }
   REQUIRE(set_kernel_isa(""));
   ThreadPool::set_global_num_threads(0);
@@ -209,12 +217,7 @@ TEST_CASE("blas.matmul applies a fused epilogue to each slice of the product") {
     os.back() = k.b.back();
     const int64_t N = os.back();
     Tensor b0 = random_tensor(rng, {N}), b1 = random_tensor(rng, {1, N}), r = random_tensor(rng, os);
-    for (int run = 0; run < 6; ++run) {
-      const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
-      if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
-      REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
-      CAPTURE(std::string(kernel_isa_name(isa)));
-      ThreadPool::set_global_num_threads(1 + run % 2);
+    each_isa_at_1_and_2_threads([&] {
       Tensor plain = Tensor::empty(DType::f32(), os);
       call("blas.matmul", {Value(a), Value(b), Value(plain)});
       // Two biases, a residual, both clamps: bitwise the formula.
@@ -238,7 +241,7 @@ TEST_CASE("blas.matmul applies a fused epilogue to each slice of the product") {
       }
       CHECK(wrong1 == 0);
       CHECK(wrong2 == 0);
-    }
+    });
   }
   REQUIRE(set_kernel_isa(""));
   ThreadPool::set_global_num_threads(0);
@@ -283,27 +286,24 @@ TEST_CASE("gemm.qmatmul_packed scales its i32 sums and applies a fused epilogue,
     *static_cast<int8_t*>(qzi.data()) = -20;
     // About 100 steps over the sums' spread: both ends saturate somewhere.
     *static_cast<float*>(qs.data()) = 0.01f * std::sqrt(float(K)) * 128.0f * 128.0f / 100.0f;
-    for (int run = 0; run < 6; ++run) {
-      const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
-      if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
-      REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
-      CAPTURE(std::string(kernel_isa_name(isa)));
-      ThreadPool::set_global_num_threads(1 + run % 2);
+    each_isa_at_1_and_2_threads([&] {
       Tensor sums = Tensor::empty(DType::i32(), {rows, N});
       call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za), shape_value({K, N}), Value(sums)});
       // Scales per column, a bias, clamps: bitwise the formula.
       Tensor y1 = Tensor::empty(DType::f32(), {rows, N}), y2 = Tensor::empty(DType::f32(), {rows, N});
-      call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za), shape_value(with_epilogue({K, N}, 16384 | 1, -40.0f, 50.0f)),
-                                   Value(s), Value(bias), Value(y1)});
+      call("gemm.qmatmul_packed",
+           {Value(a), Value(bp), Value(za), shape_value(with_epilogue({K, N}, 16384 | 1, -40.0f, 50.0f)), Value(s),
+            Value(bias), Value(y1)});
       // One scale for all, a residual and GELU.
       call("gemm.qmatmul_packed",
-           {Value(a), Value(bp), Value(za), shape_value(with_epilogue({K, N}, 16384 | 4 | 256, -inf, inf, 0.70710678f, 1.0f, 0.5f)),
-            Value(s0), Value(r), Value(y2)});
+           {Value(a), Value(bp), Value(za),
+            shape_value(with_epilogue({K, N}, 16384 | 4 | 256, -inf, inf, 0.70710678f, 1.0f, 0.5f)), Value(s0),
+            Value(r), Value(y2)});
       // The product of two scales, a bias, the result quantized to u8 and to i8 (zero points 100 and -20).
       Tensor q8 = Tensor::empty(DType::u(8), {rows, N}), qi8 = Tensor::empty(DType::i(8), {rows, N});
       const std::vector<int64_t> qp = with_epilogue({K, N}, 16384 | 32768 | 65536 | 1, -inf, inf);
-      call("gemm.qmatmul_packed",
-           {Value(a), Value(bp), Value(za), shape_value(qp), Value(s0), Value(s1), Value(bias), Value(qs), Value(qz), Value(q8)});
+      call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za), shape_value(qp), Value(s0), Value(s1), Value(bias),
+                                   Value(qs), Value(qz), Value(q8)});
       call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za), shape_value(qp), Value(s0), Value(s1), Value(bias),
                                    Value(qs), Value(qzi), Value(qi8)});
       const int32_t* acc = static_cast<const int32_t*>(sums.data());
@@ -333,7 +333,7 @@ TEST_CASE("gemm.qmatmul_packed scales its i32 sums and applies a fused epilogue,
       CHECK(wrong_u8 == 0);
       CHECK(wrong_i8 == 0);
       CHECK(saturated > 0);  // the saturation taken too
-    }
+    });
   }
   REQUIRE(set_kernel_isa(""));
   ThreadPool::set_global_num_threads(0);
@@ -341,42 +341,48 @@ TEST_CASE("gemm.qmatmul_packed scales its i32 sums and applies a fused epilogue,
   // Operands that do not fit.
   Tensor a = Tensor::empty(DType::u(8), {4, 8}), b = Tensor::empty(DType::i(8), {8, 5});
   Tensor za = Tensor::empty(DType::u(8), {}), zb = Tensor::empty(DType::i(8), {});
-  std::memset(a.data(), 1, 32), std::memset(b.data(), 1, 40), std::memset(za.data(), 0, 1), std::memset(zb.data(), 0, 1);
+  std::memset(a.data(), 1, 32), std::memset(b.data(), 1, 40), std::memset(za.data(), 0, 1),
+      std::memset(zb.data(), 0, 1);
   Tensor bp = Tensor::empty(DType::u(8), {qgemm_packed_b_size(8, 5)});
   call("gemm.qmatmul_pack", {Value(b), Value(zb), Value(bp)});
   Tensor y = Tensor::empty(DType::f32(), {4, 5}), yi = Tensor::empty(DType::i32(), {4, 5});
   Tensor s3 = random_tensor(rng, {3}), bias = random_tensor(rng, {5});
-  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
-                                                    shape_value(with_epilogue({8, 5}, 16384, 0, 1)), Value(s3), Value(y)}),
-                       doctest::Contains("the sums' scale must be one f32 or 5"), Error);
-  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
-                                                    shape_value(with_epilogue({8, 5}, 1, 0, 1)), Value(bias), Value(y)}),
-                       doctest::Contains("is not the flags of an epilogue of scaled sums"), Error);
-  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
-                                                    shape_value(with_epilogue({8, 5}, 16384, 0, 1)), Value(bias), Value(yi)}),
-                       doctest::Contains("the output must hold 20 f32"), Error);
+  CHECK_THROWS_WITH_AS(
+      call("gemm.qmatmul_packed",
+           {Value(a), Value(bp), Value(za), shape_value(with_epilogue({8, 5}, 16384, 0, 1)), Value(s3), Value(y)}),
+      doctest::Contains("the sums' scale must be one f32 or 5"), Error);
+  CHECK_THROWS_WITH_AS(
+      call("gemm.qmatmul_packed",
+           {Value(a), Value(bp), Value(za), shape_value(with_epilogue({8, 5}, 1, 0, 1)), Value(bias), Value(y)}),
+      doctest::Contains("is not the flags of an epilogue of scaled sums"), Error);
+  CHECK_THROWS_WITH_AS(
+      call("gemm.qmatmul_packed",
+           {Value(a), Value(bp), Value(za), shape_value(with_epilogue({8, 5}, 16384, 0, 1)), Value(bias), Value(yi)}),
+      doctest::Contains("the output must hold 20 f32"), Error);
   Tensor one = random_tensor(rng, {1}), zi = Tensor::empty(DType::i(8), {}), zi32 = Tensor::empty(DType::i32(), {});
   std::memset(zi.data(), 0, 1), std::memset(zi32.data(), 0, 4);
   Tensor yu = Tensor::empty(DType::u(8), {4, 5});
-  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
-                                                    shape_value(with_epilogue({8, 5}, 16384 | 65536, 0, 1)), Value(one),
-                                                    Value(one), Value(zi), Value(yu)}),
+  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed",
+                            {Value(a), Value(bp), Value(za), shape_value(with_epilogue({8, 5}, 16384 | 65536, 0, 1)),
+                             Value(one), Value(one), Value(zi), Value(yu)}),
                        doctest::Contains("the output must hold 20 i8, got u8"), Error);
-  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
-                                                    shape_value(with_epilogue({8, 5}, 16384 | 65536, 0, 1)), Value(one),
-                                                    Value(one), Value(zi32), Value(yu)}),
+  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed",
+                            {Value(a), Value(bp), Value(za), shape_value(with_epilogue({8, 5}, 16384 | 65536, 0, 1)),
+                             Value(one), Value(one), Value(zi32), Value(yu)}),
                        doctest::Contains("zero point must be one u8 or i8"), Error);
-  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
-                                                    shape_value(with_epilogue({8, 5}, 16384 | 32768, 0, 1)), Value(bias),
-                                                    Value(one), Value(y)}),
+  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed",
+                            {Value(a), Value(bp), Value(za), shape_value(with_epilogue({8, 5}, 16384 | 32768, 0, 1)),
+                             Value(bias), Value(one), Value(y)}),
                        doctest::Contains("the sums' scale must be one f32, got f32[5]"), Error);
-  CHECK_THROWS_WITH_AS(call("gemm.qmatmul_packed", {Value(a), Value(bp), Value(za),
-                                                    shape_value(with_epilogue({8, 5}, 32768, 0, 1)), Value(one), Value(y)}),
-                       doctest::Contains("is not the flags of an epilogue of scaled sums"), Error);
+  CHECK_THROWS_WITH_AS(
+      call("gemm.qmatmul_packed",
+           {Value(a), Value(bp), Value(za), shape_value(with_epilogue({8, 5}, 32768, 0, 1)), Value(one), Value(y)}),
+      doctest::Contains("is not the flags of an epilogue of scaled sums"), Error);
   // And the other library calls refuse scaled sums.
   Tensor fa = random_tensor(rng, {4, 8}), fb = random_tensor(rng, {8, 5});
-  CHECK_THROWS_WITH_AS(call("blas.matmul", {Value(fa), Value(fb), shape_value(with_epilogue({}, 16384, 0, 1)), Value(bias), Value(y)}),
-                       doctest::Contains("an epilogue of i32 sums or a quantized result needs an integer product"), Error);
+  CHECK_THROWS_WITH_AS(
+      call("blas.matmul", {Value(fa), Value(fb), shape_value(with_epilogue({}, 16384, 0, 1)), Value(bias), Value(y)}),
+      doctest::Contains("an epilogue of i32 sums or a quantized result needs an integer product"), Error);
 }
 
 TEST_CASE("gemm.qmatmul: batched products exact, b broadcast over a batch dim, small ones across the pool") {
