@@ -63,8 +63,8 @@ struct Scalar {
 };
 
 struct Epilogue {
-  int scale = -1;              // an integer product's: the input of @f its i32 sums are scaled by
-  int scale2 = -1;             // and a second scalar factor of it ((s0 * s1) as the kernel wrote it)
+  int scale = -1;   // an integer product's: the input of @f its i32 sums are scaled by
+  int scale2 = -1;  // and a second scalar factor of it ((s0 * s1) as the kernel wrote it)
   // The result quantized (an integer product's): saturate(round(v / s) + z) to u8 or i8, s and z scalar inputs.
   int q_scale = -1, q_zero = -1;
   std::vector<size_t> biases;  // inputs of @f
@@ -136,8 +136,8 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
   if (p->outputs.size() != 1 || conv >= p->inputs.size()) return std::nullopt;
   const tir::Buffer &out = p->outputs[0], &y = p->inputs[conv];
   const bool quantized = integer && (out->dtype == DataType::u(8) || out->dtype == DataType::i(8));
-  if (!(out->dtype == DataType::f32() || quantized) ||
-      !(y->dtype == (integer ? DataType::i32() : DataType::f32())) || out->shape.size() < (product ? 1 : 2))
+  if (!(out->dtype == DataType::f32() || quantized) || !(y->dtype == (integer ? DataType::i32() : DataType::f32())) ||
+      out->shape.size() < (product ? 1 : 2))
     return std::nullopt;
   const size_t channel = product ? out->shape.size() - 1 : 1;
   const bool reshaped = !same_shape(out->shape, y->shape);
@@ -244,7 +244,8 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
       const auto* round = tir::as<tir::CallNodeT>(r);
       const auto* zc = tir::as<tir::CastNode>(z);
       const auto* zl = zc && zc->dtype == DataType::f32() ? tir::as<tir::LoadNode>(zc->a) : nullptr;
-      const auto* div = round && round->fn == tir::Intrinsic::round ? tir::as<tir::BinaryNode>(round->args[0]) : nullptr;
+      const auto* div =
+          round && round->fn == tir::Intrinsic::round ? tir::as<tir::BinaryNode>(round->args[0]) : nullptr;
       if (!zl || !(zl->buffer->dtype == out->dtype) || !div || div->op != tir::BinOp::Div) continue;
       const int s = scalar_input(div->b);
       int zi = input_index(p, zl->buffer);
@@ -402,8 +403,7 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
     int channel_dims = 0;
     for (size_t d = 0; d < l.indices.size(); ++d) {
       bool unit_var = false;
-      for (size_t k = 0; k < vars.size(); ++k)
-        unit_var |= is_var(l.indices[d], vars[k]) && out->shape[k] == SymExpr(1);
+      for (size_t k = 0; k < vars.size(); ++k) unit_var |= is_var(l.indices[d], vars[k]) && out->shape[k] == SymExpr(1);
       if (index_is(l.indices[d], vars[channel]) && l.buffer->shape[d] == out->shape[channel]) {
         ++channel_dims;
       } else if (!(index_is(l.indices[d], SymExpr(0)) || unit_var) || !(l.buffer->shape[d] == SymExpr(1))) {
@@ -555,10 +555,10 @@ class Fuser : public ExprMutator {
         std::vector<SymExpr> p;
         if (lib->second.name != kMatmul) p = as<ShapeExprNode>(lib_args->fields.back())->values;
         const int64_t flags = (e->scale >= 0 ? 1 << 14 : 0) | (e->scale2 >= 0 ? 1 << 15 : 0) |
-                              (e->q_scale >= 0 ? 1 << 16 : 0) | int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) | (e->silu ? 8 : 0) |
-                              (e->lo_input >= 0 ? 16 : 0) | (e->hi_input >= 0 ? 32 : 0) | (e->slope >= 0 ? 64 : 0) |
-                              (e->tanh ? 128 : 0) | (e->gelu ? 256 : 0) | (e->gelu_div ? 512 : 0) |
-                              (e->k1.input >= 0 ? 1024 : 0) | (e->k2.input >= 0 ? 2048 : 0) |
+                              (e->q_scale >= 0 ? 1 << 16 : 0) | int64_t(e->biases.size()) | (e->residual >= 0 ? 4 : 0) |
+                              (e->silu ? 8 : 0) | (e->lo_input >= 0 ? 16 : 0) | (e->hi_input >= 0 ? 32 : 0) |
+                              (e->slope >= 0 ? 64 : 0) | (e->tanh ? 128 : 0) | (e->gelu ? 256 : 0) |
+                              (e->gelu_div ? 512 : 0) | (e->k1.input >= 0 ? 1024 : 0) | (e->k2.input >= 0 ? 2048 : 0) |
                               (e->k3.input >= 0 ? 4096 : 0) | (e->hardswish ? 8192 : 0);
         for (int64_t v : {flags, float_bits(e->lo), float_bits(e->hi), float_bits(e->k1.value), float_bits(e->k2.value),
                           float_bits(e->k3.value)})
@@ -567,8 +567,8 @@ class Fuser : public ExprMutator {
         for (int i : {e->scale, e->scale2})
           if (i >= 0) fields.push_back(args->fields[size_t(i)]);
         for (size_t i : e->biases) fields.push_back(args->fields[i]);
-        for (int i : {e->residual, e->lo_input, e->hi_input, e->leak_at, e->slope, e->k1.input, e->k2.input, e->k3.input,
-                      e->q_scale, e->q_zero})
+        for (int i : {e->residual, e->lo_input, e->hi_input, e->leak_at, e->slope, e->k1.input, e->k2.input,
+                      e->k3.input, e->q_scale, e->q_zero})
           if (i >= 0) fields.push_back(args->fields[size_t(i)]);
         Expr call =
             make_op_call("call_library", {make_string(lib->second.name), make_tuple(fields)}, {}, {b.var->sinfo});

@@ -154,8 +154,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 erf_avx2(__m256
 // activation, the clamps.
 __attribute__((target("avx512f"))) void run_avx512(float* y, const float* s, float sc, const float* b, float bc,
                                                    const float* r, const Epilogue& e, int64_t n) {
-  const __m512 vsc = _mm512_set1_ps(sc), vbc = _mm512_set1_ps(bc), vlo = _mm512_set1_ps(e.lo), vhi = _mm512_set1_ps(e.hi),
-               one = _mm512_set1_ps(1.0f);
+  const __m512 vsc = _mm512_set1_ps(sc), vbc = _mm512_set1_ps(bc), vlo = _mm512_set1_ps(e.lo),
+               vhi = _mm512_set1_ps(e.hi), one = _mm512_set1_ps(1.0f);
   const __m512 at = _mm512_set1_ps(e.leak_at), slope = _mm512_set1_ps(e.slope);
   const __m512 k1 = _mm512_set1_ps(e.k1), k2 = _mm512_set1_ps(e.k2), k3 = _mm512_set1_ps(e.k3);
   const __mmask16 all = 0xffff;  // (GCC 12 warns of the unmasked min and max's undefined source)
@@ -194,16 +194,17 @@ __attribute__((target("avx512f"))) void run_avx512(float* y, const float* s, flo
 }
 __attribute__((target("avx2,fma"))) void run_avx2(float* y, const float* s, float sc, const float* b, float bc,
                                                   const float* r, const Epilogue& e, int64_t n) {
-  const __m256 vsc = _mm256_set1_ps(sc), vbc = _mm256_set1_ps(bc), vlo = _mm256_set1_ps(e.lo), vhi = _mm256_set1_ps(e.hi),
-               one = _mm256_set1_ps(1.0f);
+  const __m256 vsc = _mm256_set1_ps(sc), vbc = _mm256_set1_ps(bc), vlo = _mm256_set1_ps(e.lo),
+               vhi = _mm256_set1_ps(e.hi), one = _mm256_set1_ps(1.0f);
   const __m256 at = _mm256_set1_ps(e.leak_at), slope = _mm256_set1_ps(e.slope);
   const __m256 k1 = _mm256_set1_ps(e.k1), k2 = _mm256_set1_ps(e.k2), k3 = _mm256_set1_ps(e.k3);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t i = 0; i < n; i += 8) {
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<int64_t>(n - i, 8))), lane);
-    __m256 v = e.scale ? _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_maskload_epi32(reinterpret_cast<const int*>(y + i), m)),
-                                       s ? _mm256_maskload_ps(s + i, m) : vsc)
-                       : _mm256_maskload_ps(y + i, m);
+    __m256 v = e.scale
+                   ? _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_maskload_epi32(reinterpret_cast<const int*>(y + i), m)),
+                                   s ? _mm256_maskload_ps(s + i, m) : vsc)
+                   : _mm256_maskload_ps(y + i, m);
     v = _mm256_add_ps(v, b ? _mm256_maskload_ps(b + i, m) : vbc);
     if (r) v = _mm256_add_ps(v, _mm256_maskload_ps(r + i, m));
     switch (e.act) {
@@ -244,7 +245,8 @@ __attribute__((target("avx512f"))) int64_t quantize_avx512(const float* v, uint8
     __m512 x = _mm512_div_ps(_mm512_loadu_ps(v + i), vs);
     x = _mm512_add_ps(_mm512_maskz_roundscale_ps(all, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
     x = _mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, x, vlo), vhi);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_maskz_cvtepi32_epi8(all, _mm512_maskz_cvtps_epi32(all, x)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i),
+                     _mm512_maskz_cvtepi32_epi8(all, _mm512_maskz_cvtps_epi32(all, x)));
   }
   return i;
 }
@@ -315,8 +317,8 @@ void Epilogue::apply_all(float* y, int64_t N, int64_t O, int64_t P, ThreadPool* 
   auto body = [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t len_max = spread_bias ? L : P, j = begin % len_max, len = std::min(end - begin, len_max - j);
-      run(y + begin, nullptr, 0.0f, spread_bias ? spread_at + j : nullptr, spread_bias ? 0.0f : channel_bias(begin / P % O),
-          residual ? residual + begin : nullptr, *this, len);
+      run(y + begin, nullptr, 0.0f, spread_bias ? spread_at + j : nullptr,
+          spread_bias ? 0.0f : channel_bias(begin / P % O), residual ? residual + begin : nullptr, *this, len);
       begin += len;
     }
   };
@@ -354,8 +356,9 @@ int epilogue_tensors(int64_t flags) {
   const bool gelu = flags >> 8 & 1, hardswish = flags >> 13 & 1;
   const int acts = int(flags >> 3 & 1) + int(flags >> 6 & 1) + int(flags >> 7 & 1) + int(gelu) + int(hardswish);
   if (acts > 1 || (!gelu && (flags & (0x9 << 9))) || (!gelu && !hardswish && (flags & (0x3 << 10)))) return -1;
-  return int(flags >> 14 & 1) + int(flags >> 15 & 1) + 2 * int(flags >> 16 & 1) + int(flags & 3) + int(flags >> 2 & 1) + int(flags >> 4 & 1) + int(flags >> 5 & 1) + 2 * int(flags >> 6 & 1) +
-         int(flags >> 10 & 1) + int(flags >> 11 & 1) + int(flags >> 12 & 1);
+  return int(flags >> 14 & 1) + int(flags >> 15 & 1) + 2 * int(flags >> 16 & 1) + int(flags & 3) + int(flags >> 2 & 1) +
+         int(flags >> 4 & 1) + int(flags >> 5 & 1) + 2 * int(flags >> 6 & 1) + int(flags >> 10 & 1) +
+         int(flags >> 11 & 1) + int(flags >> 12 & 1);
 }
 
 size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t first, int64_t channels,
@@ -363,7 +366,8 @@ size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t 
   const int64_t flags = p[0];
   const int count = epilogue_tensors(flags);
   if (count < 0) rt_fail(what, ": ", flags, " is not an epilogue's flags");
-  if (!integer && flags >> 14) rt_fail(what, ": an epilogue of i32 sums or a quantized result needs an integer product");
+  if (!integer && flags >> 14)
+    rt_fail(what, ": an epilogue of i32 sums or a quantized result needs an integer product");
   auto as_float = [](int64_t bits) {
     const uint32_t u = uint32_t(bits);
     float f;
@@ -384,7 +388,8 @@ size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t 
     const Tensor& t = c.arg(at++).tensor("epilogue scale");
     const bool product = flags >> 15 & 1;
     if (!(t.dtype() == DType::f32()) || (t.numel() != 1 && (product || t.numel() != channels)))
-      rt_fail(what, ": the sums' scale must be one f32", product ? "" : rt_str(" or ", channels), ", got ", t.type_str());
+      rt_fail(what, ": the sums' scale must be one f32", product ? "" : rt_str(" or ", channels), ", got ",
+              t.type_str());
     e.scale = static_cast<const float*>(t.data());
     e.scale_columns = t.numel() == channels && channels != 1;
     e.scale_value = e.scale[0];
@@ -431,7 +436,8 @@ size_t read_epilogue(const char* what, BuiltinCall& c, const int64_t* p, size_t 
       rt_fail(what, ": the quantization's zero point must be one u8 or i8, got ", z.type_str());
     e.q_scale = *static_cast<const float*>(s.data());
     e.q_signed = z.dtype() == DType::i(8);
-    e.q_zero = e.q_signed ? float(*static_cast<const int8_t*>(z.data())) : float(*static_cast<const uint8_t*>(z.data()));
+    e.q_zero =
+        e.q_signed ? float(*static_cast<const int8_t*>(z.data())) : float(*static_cast<const uint8_t*>(z.data()));
   }
   return at - first;
 }

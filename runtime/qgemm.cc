@@ -297,12 +297,12 @@ void qgemm_pack_b(int64_t K, int64_t N, const QMatrix& B, const int32_t* b_zp, i
   const auto* bytes = static_cast<const uint8_t*>(B.data);
   // u8 as u8 - 128, so that both kinds are i8 here: flipping the top bit.
   const uint8_t flip = B.is_signed ? 0 : 0x80;
-  std::vector<int32_t> sums(size_t(NP * 16), 0);  // |sum| <= 128 K
+  std::vector<int64_t> sums(size_t(NP * 16), 0);  // taken modulo 2^32 below
   // In the order written: panel, group of 4 k, column, k.
   uint8_t* o = out;
   for (int64_t p = 0; p < NP; ++p) {
     const int64_t n0 = p * 16, width = std::min<int64_t>(16, N - n0);
-    int32_t* colsum = sums.data() + n0;
+    int64_t* colsum = sums.data() + n0;
     for (int64_t k4 = 0; k4 < K4; ++k4, o += 64) {
       const int64_t depth = std::min<int64_t>(4, K - k4 * 4);
       std::memset(o, 0, 64);

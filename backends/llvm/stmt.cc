@@ -163,8 +163,8 @@ void ProgramCodegen::emit_for(const tir::ForNode& f) {
       // a serial chain of additions, which nothing may then reorder.
       if (vector_unit() && float_sum_loop(f))
         return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body,
-                         {loop_bool(ctx_, "llvm.loop.vectorize.enable", true), loop_flag(ctx_, "llvm.loop.mustprogress"),
-                          loop_flag(ctx_, "llvm.loop.unroll.disable")});
+                         {loop_bool(ctx_, "llvm.loop.vectorize.enable", true),
+                          loop_flag(ctx_, "llvm.loop.mustprogress"), loop_flag(ctx_, "llvm.loop.unroll.disable")});
       return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
     case LoopKind::Parallel:
       if (in_parallel_) return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
