@@ -1,7 +1,7 @@
 // fuse-library-epilogues: a library convolution (gemm.conv2d_packed) or
-// product (blas.matmul, f32), the cpu target's, whose result only an
-// elementwise kernel reads, and reads as a bias, residual, activation and
-// clamp would,
+// product (blas.matmul, f32, or blas.matmul_view writing its result as it
+// is), the cpu target's, whose result only an elementwise kernel reads,
+// and reads as a bias, residual, activation and clamp would,
 //   y = call_library("gemm.conv2d_packed", (x, w, shape(p...)), out=T)
 //   z = call_tir(@f, (.., y, .., b, .., r, ..), out=T)
 //   @f: z[i] = max(y[i] + b[i1, 0, 0] + r[i], 0.0)   (terms in any order)
@@ -54,6 +54,7 @@ namespace {
 
 constexpr const char* kConv = "gemm.conv2d_packed";
 constexpr const char* kMatmul = "blas.matmul";
+constexpr const char* kMatmulView = "blas.matmul_view";
 constexpr const char* kQmatmul = "gemm.qmatmul_packed";
 
 // A scalar operand: a constant, or an input of @f read as one f32.
@@ -495,6 +496,20 @@ std::optional<LibraryCall> plain_library_call(const Expr& value) {
   if (name->value == kMatmul && args->fields.size() == 2 && t->dtype == DataType::f32() && t->shape &&
       !t->shape->empty())
     return LibraryCall{c, kMatmul};
+  // A product of views (passes/fold_matmul_views.cc) whose result is
+  // written as it is: its parameters a's, b's and out's views, out's rank 0.
+  if (name->value == kMatmulView && args->fields.size() == 3 && t->dtype == DataType::f32() && t->shape &&
+      !t->shape->empty()) {
+    const auto* params = as<ShapeExprNode>(args->fields[2]);
+    size_t pos = 0;
+    for (int view = 0; params && view < 3; ++view) {
+      if (pos >= params->values.size() || !params->values[pos].is_const()) return std::nullopt;
+      const int64_t rank = params->values[pos].const_value();
+      if (view == 2 && rank != 0) return std::nullopt;
+      pos += rank == 0 ? 1 : size_t(2 + 2 * rank);
+    }
+    if (params && pos == params->values.size()) return LibraryCall{c, kMatmulView};
+  }
   if (name->value == kQmatmul && args->fields.size() == 4 && t->dtype == DataType::i32()) {
     const auto* params = as<ShapeExprNode>(args->fields[3]);
     if (params && params->values.size() == 2) return LibraryCall{c, kQmatmul};

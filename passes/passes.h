@@ -39,6 +39,12 @@ IRModule rewrite_cuda_graph(const IRModule& mod);
 // constant w, of 512 taps or more, conv_integer so (passes/qdq_to_integer.cc).
 IRModule qdq_to_integer(const IRModule& mod);
 
+// cpu: a matmul reads its operands through the transposes, reshapes,
+// splits and slices that made them, and writes its result through the
+// transpose after it, as blas.matmul_view of strided views
+// (passes/fold_matmul_views.cc).
+IRModule fold_matmul_views(const IRModule& mod);
+
 // Each op call with a registered legaliser (passes/legalize/) becomes a
 // call_tir of a tensor program (or a library call), preceded by the
 // bindings it needs; other calls stay. Runs bind-shapes first.

@@ -17,6 +17,10 @@ const std::vector<Pass>& all_passes() {
        "a matmul (or a long convolution) of dequantized 8-bit tensors becomes their integer product times the "
        "scales",
        qdq_to_integer},
+      {"fold-matmul-views",
+       "cpu: a matmul reads its operands through the transposes, reshapes and slices that made them (and writes "
+       "its result through the transpose after it) as a BLAS product of strided views",
+       fold_matmul_views},
       {"legalize", "graph ops to tensor programs (call_tir) by the registered legalisers", legalize},
       {"eliminate-common-subexpr", "pure bindings equal to an earlier one become aliases of it",
        eliminate_common_subexpr},
@@ -73,6 +77,7 @@ std::vector<std::string> pipeline(const std::string& name, const std::string& ta
   } else if (name == "O2") {
     add(graph);
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
+    if (!gpu) add({"fold-matmul-views"});
     add({"legalize", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params", "fuse-ops",
          "fuse-tir", "fuse-library-epilogues", "simplify-tir", "dedupe-programs",
          "lift-workspaces", "canonicalize-bindings", "dead-code-elimination", "static-plan-memory",

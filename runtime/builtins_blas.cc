@@ -2,7 +2,8 @@
 //  - blas.matmul, through OpenBLAS (cblas): the matmuls the matmul
 //    legaliser sends here (f32 and f64). numpy matmul semantics: 1-D
 //    operands are promoted and the extra axis dropped, batch axes
-//    broadcast.
+//    broadcast. blas.matmul_view: the same product of strided views of its
+//    operands and result (passes/fold_matmul_views.cc).
 //  - gemm.conv2d: 2-D f32 convolutions (passes/legalize/nn.cc), one matrix
 //    product per image and group (runtime/gemm.h, whose results do not
 //    depend on an element's position, as a loop nest's do not) over an
@@ -20,6 +21,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,49 +121,201 @@ std::pair<int64_t, int64_t> inside(int64_t off, int64_t stride, int64_t limit, i
   return {lo, hi};
 }
 
+// An operand or the result of a product as the BLAS reads it: dims and
+// strides in elements, from element `at` of its tensor.
+struct Strided {
+  std::vector<int64_t> dims, strides;
+  int64_t at = 0;
+};
+
+Strided contiguous(std::vector<int64_t> dims) {
+  Strided s;
+  s.strides.assign(dims.size(), 0);
+  int64_t stride = 1;
+  for (size_t i = dims.size(); i-- > 0;) s.strides[i] = stride, stride *= dims[i];
+  s.dims = std::move(dims);
+  return s;
+}
+
+// One operand's view in blas.matmul_view's parameters, from p[pos]: its
+// rank r, then (r > 0) its offset, r dims and r strides; rank 0 reads the
+// tensor as it is. Fails unless every element it names lies inside `t`.
+std::optional<Strided> read_view(const char* what, const char* label, const Tensor& t, const std::vector<int64_t>& p,
+                                 size_t& pos) {
+  if (pos >= p.size()) rt_fail(what, ": the parameters ", shape_str(p), " end before ", label, "'s view");
+  const int64_t r = p[pos++];
+  if (r == 0) return std::nullopt;
+  if (r < 2 || r > 8 || pos + 1 + 2 * size_t(r) > p.size())
+    rt_fail(what, ": ", label, "'s view needs a rank from 2 to 8 and 1 + 2 * rank words, got rank ", r, " in ",
+            shape_str(p));
+  Strided s;
+  s.at = p[pos++];
+  s.dims.assign(p.begin() + long(pos), p.begin() + long(pos) + r);
+  s.strides.assign(p.begin() + long(pos) + r, p.begin() + long(pos) + 2 * r);
+  pos += 2 * size_t(r);
+  int64_t last = s.at, count = 1;
+  bool bad = s.at < 0;
+  for (size_t i = 0; i < s.dims.size(); ++i) {
+    bad |= s.dims[i] < 0 || s.strides[i] < 0;
+    count *= s.dims[i];
+    if (s.dims[i] > 0) last += (s.dims[i] - 1) * s.strides[i];
+  }
+  if (bad || (count > 0 && last >= t.numel()))
+    rt_fail(what, ": ", label, "'s view (offset ", s.at, ", dims ", shape_str(s.dims), ", strides ",
+            shape_str(s.strides), ") does not lie inside ", t.type_str());
+  return s;
+}
+
+// How BLAS reads a rows x cols matrix at strides (sr, sc): as stored
+// (row-major, leading dimension ld) or transposed; nullopt where neither
+// stride is 1.
+struct BlasLayout {
+  bool trans = false;
+  int64_t ld = 1;
+};
+std::optional<BlasLayout> blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+  if (sc == 1 || cols <= 1) {
+    const int64_t ld = rows <= 1 ? std::max<int64_t>(cols, 1) : sr;
+    if (ld >= std::max<int64_t>(cols, 1)) return BlasLayout{false, ld};
+  }
+  if (sr == 1 || rows <= 1) {
+    const int64_t ld = cols <= 1 ? std::max<int64_t>(rows, 1) : sc;
+    if (ld >= std::max<int64_t>(rows, 1)) return BlasLayout{true, ld};
+  }
+  return std::nullopt;
+}
+
+// The batch dims of a product of strided operands, numpy broadcast: each
+// output matrix's element offsets into a, b and the result.
+struct StridedBatch {
+  std::vector<int64_t> dims, sa, sb, sc;
+  int64_t count = 1;
+  std::array<int64_t, 3> offsets(int64_t i) const {
+    std::array<int64_t, 3> o = {0, 0, 0};
+    for (size_t k = dims.size(); k-- > 0;) {
+      const int64_t ix = i % dims[k];
+      i /= dims[k];
+      o[0] += ix * sa[k], o[1] += ix * sb[k], o[2] += ix * sc[k];
+    }
+    return o;
+  }
+};
+
 // blas.matmul(a, b, out), or blas.matmul(a, b, shape(e, lo, hi, k1, k2,
 // k3), tensors..., out) with an epilogue fused from the elementwise kernel
 // after it (passes/fuse_library_epilogues.cc; runtime/epilogue.h
 // read_epilogue: biases of N elements, one per column, a residual of
 // out's shape, one-element scalars), f32 only. Each worker applies it to
 // its slice of the product right after computing it.
-void matmul(BuiltinCall& c) {
-  const char* what = "blas.matmul";
-  const bool fused = c.num_args > 3;
-  const std::vector<int64_t>* ep_params = fused ? &c.arg(2).shape("blas.matmul epilogue parameters") : nullptr;
-  if (fused && (ep_params->size() != size_t(kEpilogueParams) || epilogue_tensors((*ep_params)[0]) < 0 ||
-                c.num_args != 4 + size_t(epilogue_tensors((*ep_params)[0]))))
-    rt_fail(what, ": an epilogue needs ", kEpilogueParams, " parameters and the tensors its flags name, got ",
-            shape_str(*ep_params), " and ", c.num_args, " arguments");
-  if (!fused && c.num_args != 3) rt_fail(what, ": takes 3 arguments, got ", c.num_args);
+//
+// blas.matmul_view(a, b, shape(views..., [e, lo, hi, k1, k2, k3]),
+// [tensors...], out): the same product of strided views of a, b and out
+// (passes/fold_matmul_views.cc: the transposes, reshapes and slices that
+// fed the product, or the transpose of its result, read in place). The
+// parameters hold a's, b's and out's views in turn (read_view), then an
+// epilogue, taken only where out is read as it is. In each operand's two
+// last dims one stride must be 1 (BLAS reads it as stored or transposed);
+// out's last one.
+void matmul_impl(BuiltinCall& c, bool views) {
+  const char* what = views ? "blas.matmul_view" : "blas.matmul";
   const Tensor& a = c.arg(0).tensor("blas.matmul a");
   const Tensor& b = c.arg(1).tensor("blas.matmul b");
   const Tensor& out = c.arg(c.num_args - 1).tensor("blas.matmul out");
+  std::optional<Strided> va, vb, vc;
+  const std::vector<int64_t>* params = nullptr;
+  size_t pos = 0;
+  if (views || c.num_args > 3)
+    params = &c.arg(2).shape(views ? "blas.matmul_view parameters" : "blas.matmul epilogue parameters");
+  if (views) {
+    if (c.num_args < 4) rt_fail(what, ": takes at least 4 arguments, got ", c.num_args);
+    va = read_view(what, "a", a, *params, pos);
+    vb = read_view(what, "b", b, *params, pos);
+    vc = read_view(what, "out", out, *params, pos);
+  }
+  const bool fused = views ? pos < params->size() : c.num_args > 3;
+  if (fused && (params->size() - pos != size_t(kEpilogueParams) || epilogue_tensors((*params)[pos]) < 0 ||
+                c.num_args != 4 + size_t(epilogue_tensors((*params)[pos]))))
+    rt_fail(what, ": an epilogue needs ", kEpilogueParams, " parameters and the tensors its flags name, got ",
+            shape_str(*params), " and ", c.num_args, " arguments");
+  if (!fused && c.num_args != (views ? 4 : 3)) rt_fail(what, ": takes ", views ? 4 : 3, " arguments, got ", c.num_args);
+  if (fused && vc) rt_fail(what, ": an epilogue needs out read as it is, not through a view");
   DType d = a.dtype();
   if (!(b.dtype() == d) || !(out.dtype() == d) || !(d == DType::f32() || d == DType::f(64)))
-    rt_fail("blas.matmul: needs f32 or f64 operands of one dtype, got ", a.type_str(), " and ", b.type_str());
-  std::vector<int64_t> as = a.shape(), bs = b.shape();
-  if (as.empty() || bs.empty()) rt_fail("blas.matmul: operands must have rank >= 1");
-  if (as.size() == 1) as.insert(as.begin(), 1);
-  if (bs.size() == 1) bs.push_back(1);
-  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
-  if (bs[bs.size() - 2] != K) rt_fail("blas.matmul: inner dims ", K, " and ", bs[bs.size() - 2], " differ");
-  const MatmulBatch mb = matmul_batch("blas.matmul", as, bs);
+    rt_fail(what, ": needs f32 or f64 operands of one dtype, got ", a.type_str(), " and ", b.type_str());
+  // The operands as strided matrices; 1-D ones read as they are promoted.
+  Strided sa, sb;
+  if (va) {
+    sa = *va;
+  } else {
+    std::vector<int64_t> as = a.shape();
+    if (as.empty()) rt_fail(what, ": operands must have rank >= 1");
+    if (as.size() == 1) as.insert(as.begin(), 1);
+    sa = contiguous(as);
+  }
+  if (vb) {
+    sb = *vb;
+  } else {
+    std::vector<int64_t> bs = b.shape();
+    if (bs.empty()) rt_fail(what, ": operands must have rank >= 1");
+    if (bs.size() == 1) bs.push_back(1);
+    sb = contiguous(bs);
+  }
+  const size_t ra = sa.dims.size(), rb = sb.dims.size();
+  const int64_t M = sa.dims[ra - 2], K = sa.dims[ra - 1], N = sb.dims[rb - 1];
+  if (sb.dims[rb - 2] != K) rt_fail(what, ": inner dims ", K, " and ", sb.dims[rb - 2], " differ");
+  StridedBatch mb;
+  const size_t nb = std::max(ra, rb) - 2;
+  mb.dims.assign(nb, 1), mb.sa.assign(nb, 0), mb.sb.assign(nb, 0), mb.sc.assign(nb, 0);
+  for (size_t i = 0; i < nb; ++i) {
+    const bool in_a = i + ra >= nb + 2, in_b = i + rb >= nb + 2;
+    const int64_t x = in_a ? sa.dims[i + ra - 2 - nb] : 1, y = in_b ? sb.dims[i + rb - 2 - nb] : 1;
+    if (x != y && x != 1 && y != 1) rt_fail(what, ": batch dims ", x, " and ", y, " do not broadcast");
+    mb.dims[i] = x == 1 ? y : x;
+    if (x != 1) mb.sa[i] = sa.strides[i + ra - 2 - nb];
+    if (y != 1) mb.sb[i] = sb.strides[i + rb - 2 - nb];
+  }
+  for (int64_t v : mb.dims) mb.count *= v;
   const int64_t batch = mb.count;
-  if (out.numel() != batch * M * N) rt_fail("blas.matmul: the output ", out.type_str(), " has the wrong size");
+  int64_t sCm = N, sCn = 1;
+  if (vc) {
+    std::vector<int64_t> want = mb.dims;
+    want.push_back(M), want.push_back(N);
+    if (vc->dims != want)
+      rt_fail(what, ": out's view has dims ", shape_str(vc->dims), ", the product ", shape_str(want));
+    for (size_t i = 0; i < nb; ++i) mb.sc[i] = vc->strides[i];
+    sCm = vc->strides[nb], sCn = vc->strides[nb + 1];
+  } else {
+    if (out.numel() != batch * M * N) rt_fail(what, ": the output ", out.type_str(), " has the wrong size");
+    int64_t stride = M * N;
+    for (size_t i = nb; i-- > 0;) mb.sc[i] = stride, stride *= mb.dims[i];
+  }
+  const int64_t sBn = sb.strides[rb - 1];  // b's column stride, for column slices
   Epilogue epilogue;
   if (fused) {
     if (!(d == DType::f32())) rt_fail(what, ": an epilogue needs f32 operands, got ", a.type_str());
-    read_epilogue(what, c, ep_params->data(), 3, N, out.shape(), epilogue);
+    read_epilogue(what, c, params->data() + pos, 3, N, out.shape(), epilogue);
   }
   c.flops = 2.0 * double(batch) * double(M) * double(N) * double(K);
   if (M == 0 || N == 0 || batch == 0) return;
   size_t esize = size_t(d.bits / 8);
   if (K == 0) {
+    if (vc) {
+      for (int64_t i = 0; i < batch; ++i)
+        for (int64_t m = 0; m < M; ++m)
+          std::memset(static_cast<char*>(out.data()) + size_t(vc->at + mb.offsets(i)[2] + m * sCm) * esize, 0,
+                      size_t(N) * esize);
+      return;
+    }
     std::memset(out.data(), 0, out.nbytes());
     if (fused) epilogue.apply_rows(static_cast<float*>(out.data()), 0, N, batch * M, 0, N);
     return;
   }
+  const std::optional<BlasLayout> la = blas_layout(M, K, sa.strides[ra - 2], sa.strides[ra - 1]);
+  const std::optional<BlasLayout> lb = blas_layout(K, N, sb.strides[rb - 2], sb.strides[rb - 1]);
+  const std::optional<BlasLayout> lc = blas_layout(M, N, sCm, sCn);
+  if (!la || !lb || !lc || lc->trans)
+    rt_fail(what, ": a, b and out need a stride of 1 in their last two dims (out in its last), got strides ",
+            shape_str(sa.strides), ", ", shape_str(sb.strides), " and (", sCm, ", ", sCn, ")");
   // Work items: each output matrix, in column slices when there are fewer
   // matrices than threads.
   std::shared_ptr<ThreadPool> pool = ThreadPool::global();
@@ -169,29 +323,37 @@ void matmul(BuiltinCall& c) {
   int64_t threads = pool->num_threads();
   Slices sl = column_slices(N, batch < threads ? (threads + batch - 1) / batch : 1, work);
   int64_t slices = sl.count, cols = sl.width;
+  const auto ta = la->trans ? CblasTrans : CblasNoTrans, tb = lb->trans ? CblasTrans : CblasNoTrans;
   auto one = [&](int64_t item) {
     int64_t i = item / slices, j0 = item % slices * cols, nj = std::min(cols, N - j0);
-    const auto [oa, obb] = mb.offsets(i);
-    const char* pa = static_cast<const char*>(a.data()) + size_t(oa) * esize;
-    const char* pb = static_cast<const char*>(b.data()) + size_t(obb + j0) * esize;
-    char* pc = static_cast<char*>(out.data()) + size_t(i * M * N + j0) * esize;
-    if (d == DType::f32() && M == 1)  // a row: the runtime's own, every column the same chain
-      gemv_f32(nj, K, reinterpret_cast<const float*>(pa), reinterpret_cast<const float*>(pb), N,
+    const auto [oa, obb, oc] = mb.offsets(i);
+    const char* pa = static_cast<const char*>(a.data()) + size_t(sa.at + oa) * esize;
+    const char* pb = static_cast<const char*>(b.data()) + size_t(sb.at + obb + j0 * sBn) * esize;
+    char* pc = static_cast<char*>(out.data()) + size_t((vc ? vc->at : 0) + oc + j0) * esize;
+    if (d == DType::f32() && M == 1 && !la->trans &&
+        !lb->trans)  // a row: the runtime's own, every column the same chain
+      gemv_f32(nj, K, reinterpret_cast<const float*>(pa), reinterpret_cast<const float*>(pb), lb->ld,
                reinterpret_cast<float*>(pc));
+    else if (d == DType::f32() && M == 1 && !la->trans)  // a row by b stored transposed: b's rows dotted with it
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(nj), blasint(K), 1.0f, reinterpret_cast<const float*>(pb),
+                  blasint(lb->ld), reinterpret_cast<const float*>(pa), 1, 0.0f, reinterpret_cast<float*>(pc), 1);
     else if (d == DType::f32())
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(K), 1.0f,
-                  reinterpret_cast<const float*>(pa), blasint(K), reinterpret_cast<const float*>(pb), blasint(N), 0.0f,
-                  reinterpret_cast<float*>(pc), blasint(N));
+      cblas_sgemm(CblasRowMajor, ta, tb, blasint(M), blasint(nj), blasint(K), 1.0f, reinterpret_cast<const float*>(pa),
+                  blasint(la->ld), reinterpret_cast<const float*>(pb), blasint(lb->ld), 0.0f,
+                  reinterpret_cast<float*>(pc), blasint(lc->ld));
     else
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(K), 1.0,
-                  reinterpret_cast<const double*>(pa), blasint(K), reinterpret_cast<const double*>(pb), blasint(N), 0.0,
-                  reinterpret_cast<double*>(pc), blasint(N));
+      cblas_dgemm(CblasRowMajor, ta, tb, blasint(M), blasint(nj), blasint(K), 1.0, reinterpret_cast<const double*>(pa),
+                  blasint(la->ld), reinterpret_cast<const double*>(pb), blasint(lb->ld), 0.0,
+                  reinterpret_cast<double*>(pc), blasint(lc->ld));
     if (fused) epilogue.apply_rows(static_cast<float*>(out.data()), i * M * N, N, M, j0, j0 + nj);
   };
   for_items(*pool, batch * slices, work >= double(1 << 17), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) one(t);
   });
 }
+
+void matmul(BuiltinCall& c) { matmul_impl(c, false); }
+void matmul_view(BuiltinCall& c) { matmul_impl(c, true); }
 
 // The operands of a library convolution: x, w, the parameters and y, all
 // of rank 4 or all of rank 3 (a 1-D convolution, read as height 1).
@@ -819,6 +981,7 @@ void register_blas_builtins() {
   openblas_set_num_threads(1);
   if (blas_thread_shutdown_) blas_thread_shutdown_();
   register_builtin("blas.matmul", matmul);
+  register_builtin("blas.matmul_view", matmul_view);
   register_builtin("gemm.conv2d", conv2d);
   register_builtin("gemm.conv2d_pack", conv2d_pack);
   register_builtin("gemm.conv2d_packed", conv2d_packed);

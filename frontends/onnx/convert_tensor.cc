@@ -61,6 +61,18 @@ std::vector<Value> convert_gather(Context& ctx) {
   if (auto v = gather_sym(ctx)) return {*v};
   Ranked x = ranked(ctx, 0);
   int ax = axis_of(ctx, ctx.attr_int("axis", 0), x.ndim());
+  // One constant index into a dim of known size (a fused QKV projection's
+  // q, k and v): a slice of one element without its axis, which a matmul
+  // reading it reads in place (passes/fold_matmul_views.cc).
+  if (auto one_idx = ctx.const_ints(1);
+      one_idx && one_idx->size() == 1 && ctx.shape(1) && ctx.shape(1)->empty() && x.dims[ax].is_const()) {
+    int64_t i = (*one_idx)[0], dim = x.dims[ax].const_value();
+    if (i < 0) i += dim;
+    if (i >= 0 && i < dim) {
+      Expr part = slice_axis(ctx, x.expr(ctx), ax, i, i + 1);
+      return {expr_value(ctx.emit_op("squeeze", {part}, one("axis", Ints{ax})))};
+    }
+  }
   Expr idx = nonnegative_indices(ctx, 1, x.dims[ax]);
   return {expr_value(ctx.emit_op("take", {x.expr(ctx), idx}, one("axis", int64_t(ax))))};
 }
