@@ -96,6 +96,7 @@ class ProgramCodegen {
   // Statements (stmt.cc).
   void emit_stmt(const tir::Stmt& s);
   void emit_for(const tir::ForNode& f);
+  bool emit_lane_fold(const tir::ForNode& f);
   void emit_allocate(const tir::AllocateNode& a);
   // Emits `for var in [begin, end)` around `body` in rotated form, the
   // shape the loop passes expect; `loop_md` is its !llvm.loop properties.
@@ -136,6 +137,9 @@ class ProgramCodegen {
   llvm::Value* fp_to_int_sat(llvm::Value* x, bool is_signed, llvm::Type* dst);
   llvm::Value* emit_guarded_select(const tir::SelectNode& s);
   SymExpr vector_var_;  // the innermost vectorized loop's variable while its body is emitted
+  // While a loop the vectoriser is forced on is emitted (it may reorder a
+  // float sum in it): its float accumulations are marked reassociable.
+  bool reorder_sums_ = false;
   llvm::Type* compute_type(DataType t);
   llvm::Type* storage_type(DataType t);  // of one element; sub-byte types: nullptr
   // Tags an access to a parameter buffer with its alias scope.

@@ -82,13 +82,24 @@ std::vector<std::pair<SymExpr, Value*>> ProgramCodegen::bind_shape_slots(const s
   return checks;
 }
 
+namespace {
+bool float_accumulation(const tir::StoreNode& st);
+}  // namespace
+
 void ProgramCodegen::emit_stmt(const tir::Stmt& s) {
   switch (s->kind) {
     case tir::SKind::For:
       return emit_for(*tir::as<tir::ForNode>(s));
     case tir::SKind::Store: {
       auto* st = tir::as<tir::StoreNode>(s);
-      return emit_store(st->buffer, st->indices, emit_expr(st->value));
+      Value* v = emit_expr(st->value);
+      // A sum the vectoriser may reorder (its loop is forced) may reorder
+      // its last steps too: the partial sums of the lanes are then added
+      // as a tree, not one after another (16 dependent additions a row).
+      if (reorder_sums_ && float_accumulation(*st))
+        if (auto* add = llvm::dyn_cast<llvm::Instruction>(v); add && add->getOpcode() == llvm::Instruction::FAdd)
+          add->setHasAllowReassoc(true);
+      return emit_store(st->buffer, st->indices, v);
     }
     case tir::SKind::Seq:
       for (const tir::Stmt& x : tir::as<tir::SeqNode>(s)->stmts) emit_stmt(x);
@@ -122,19 +133,16 @@ void ProgramCodegen::emit_stmt(const tir::Stmt& s) {
 
 namespace {
 
-// A loop whose body is only `acc[...] = acc[...] + v` on one element of a
-// float buffer, the same indices on both sides and free of the loop
-// variable: a sum reduction (softmax's denominator, a mean, a norm's
-// variance).
-bool float_sum_loop(const tir::ForNode& f) {
-  const auto* st = tir::as<tir::StoreNode>(f.body);
-  if (!st || !st->buffer->dtype.is_float() || st->value->kind != tir::TKind::Binary) return false;
-  const auto* add = tir::as<tir::BinaryNode>(st->value);
+// `acc[...] = acc[...] + v` on one element of a float buffer (constant
+// indices, equal on both sides).
+bool float_accumulation(const tir::StoreNode& st) {
+  if (!st.buffer->dtype.is_float() || st.value->kind != tir::TKind::Binary) return false;
+  const auto* add = tir::as<tir::BinaryNode>(st.value);
   if (add->op != tir::BinOp::Add) return false;
   auto is_acc = [&](const tir::TExpr& e) {
     if (e->kind != tir::TKind::Load) return false;
     const auto* l = tir::as<tir::LoadNode>(e);
-    if (l->buffer != st->buffer || l->indices.size() != st->indices.size()) return false;
+    if (l->buffer != st.buffer || l->indices.size() != st.indices.size()) return false;
     // Constant indices (an immediate, or a constant symbolic one), equal on both sides.
     auto constant = [](const tir::TExpr& i) -> std::optional<int64_t> {
       if (const auto* imm = tir::as<tir::ImmNode>(i)) return imm->int_value;
@@ -142,7 +150,7 @@ bool float_sum_loop(const tir::ForNode& f) {
       return std::nullopt;
     };
     for (size_t i = 0; i < l->indices.size(); ++i) {
-      std::optional<int64_t> a = constant(l->indices[i]), b = constant(st->indices[i]);
+      std::optional<int64_t> a = constant(l->indices[i]), b = constant(st.indices[i]);
       if (!a || !b || *a != *b) return false;
     }
     return true;
@@ -150,22 +158,90 @@ bool float_sum_loop(const tir::ForNode& f) {
   return is_acc(add->a) || is_acc(add->b);
 }
 
+// A loop whose body is only an accumulation into one float element: a sum
+// reduction (softmax's denominator, a mean, a norm's variance).
+bool float_sum_loop(const tir::ForNode& f) {
+  const auto* st = tir::as<tir::StoreNode>(f.body);
+  return st && float_accumulation(*st);
+}
+
 }  // namespace
+
+// `for l in range(C): a[...] = max(a[...], part[l])` (or min) over a
+// local f32 buffer of exactly C lanes, C a power of two from 4 to 64: the
+// lanes of a lane-wise reduction (passes/legalize/reduce.cc), folded as
+// a tree of vector steps on one load of `part` instead of C dependent
+// scalar ones (softmax over short rows: two such folds a row), then
+// into a. Each step is the scalar op's, NaN-propagating, so only the
+// sign of a zero that ties may differ. False where the loop is not one.
+bool ProgramCodegen::emit_lane_fold(const tir::ForNode& f) {
+  if (!f.extent.is_const()) return false;
+  const int64_t lanes = f.extent.const_value();
+  const auto* st = tir::as<tir::StoreNode>(f.body);
+  if (lanes < 4 || lanes > 64 || (lanes & (lanes - 1)) || !st || st->buffer->dtype != DataType::f32() ||
+      st->value->kind != tir::TKind::Binary)
+    return false;
+  const auto* op = tir::as<tir::BinaryNode>(st->value);
+  if ((op->op != tir::BinOp::Max && op->op != tir::BinOp::Min) || op->a->kind != tir::TKind::Load ||
+      op->b->kind != tir::TKind::Load)
+    return false;
+  const auto* acc = tir::as<tir::LoadNode>(op->a);
+  const auto* lane = tir::as<tir::LoadNode>(op->b);
+  auto same_const_index = [&](const tir::TExpr& x, const tir::TExpr& y) {
+    const auto *ix = tir::as<tir::ImmNode>(x), *iy = tir::as<tir::ImmNode>(y);
+    if (ix && iy) return ix->int_value == iy->int_value;
+    const auto *sx = tir::as<tir::SymNodeT>(x), *sy = tir::as<tir::SymNodeT>(y);
+    return sx && sy && sx->value.is_const() && sy->value.is_const() &&
+           sx->value.const_value() == sy->value.const_value();
+  };
+  if (acc->buffer != st->buffer || acc->indices.size() != st->indices.size()) return false;
+  for (size_t i = 0; i < st->indices.size(); ++i)
+    if (!same_const_index(acc->indices[i], st->indices[i])) return false;
+  const tir::Buffer& part = lane->buffer;
+  const auto* lv = lane->indices.size() == 1 ? tir::as<tir::SymNodeT>(lane->indices[0]) : nullptr;
+  if (part->scope != tir::Scope::Local || part->dtype != DataType::f32() || part->shape.size() != 1 ||
+      !part->shape[0].is_const() || part->shape[0].const_value() != lanes || !lv || !(lv->value == f.var))
+    return false;
+  const bool is_max = op->op == tir::BinOp::Max;
+  auto combine = [&](Value* a, Value* b) {  // the scalar op's semantics, lane by lane
+    Value* pick = is_max ? b_.CreateFCmpOGT(a, b) : b_.CreateFCmpOLT(a, b);
+    return b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, b_.CreateSelect(pick, a, b));
+  };
+  Value* v = b_.CreateAlignedLoad(llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(lanes)), buffer_base(part),
+                                  llvm::Align(4));
+  for (int64_t w = lanes / 2; w >= 1; w /= 2) {
+    std::vector<int> lo(static_cast<size_t>(w)), hi(static_cast<size_t>(w));
+    for (int64_t i = 0; i < w; ++i) lo[size_t(i)] = int(i), hi[size_t(i)] = int(i + w);
+    v = combine(b_.CreateShuffleVector(v, lo), b_.CreateShuffleVector(v, hi));
+  }
+  emit_store(st->buffer, st->indices, combine(emit_expr(op->a), b_.CreateExtractElement(v, uint64_t(0))));
+  return true;
+}
 
 void ProgramCodegen::emit_for(const tir::ForNode& f) {
   using tir::LoopKind;
   switch (f.loop_kind) {
     case LoopKind::Serial:
+      if (vector_unit() && emit_lane_fold(f)) return;
       // A float sum into one accumulator vectorises when LLVM may reorder
       // it (forcing the vectoriser allows that): partial sums per lane,
       // added at the end, the same order for every row. Not unrolled first:
       // a short constant extent (a layer norm's 32) was unrolled whole into
       // a serial chain of additions, which nothing may then reorder.
-      if (vector_unit() && float_sum_loop(f))
-        return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body,
-                         {loop_bool(ctx_, "llvm.loop.vectorize.enable", true),
-                          loop_flag(ctx_, "llvm.loop.mustprogress"), loop_flag(ctx_, "llvm.loop.unroll.disable")});
-      return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
+      if (vector_unit() && float_sum_loop(f)) {
+        const bool outer = std::exchange(reorder_sums_, true);
+        emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body,
+                  {loop_bool(ctx_, "llvm.loop.vectorize.enable", true), loop_flag(ctx_, "llvm.loop.mustprogress"),
+                   loop_flag(ctx_, "llvm.loop.unroll.disable")});
+        reorder_sums_ = outer;
+        return;
+      }
+      {  // a serial loop inside a vectorised one keeps its sums in order
+        const bool outer = std::exchange(reorder_sums_, false);
+        emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
+        reorder_sums_ = outer;
+        return;
+      }
     case LoopKind::Parallel:
       if (in_parallel_) return emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, {});
       return emit_parallel(f);
@@ -181,7 +257,9 @@ void ProgramCodegen::emit_for(const tir::ForNode& f) {
         md.push_back(loop_bool(ctx_, "llvm.loop.vectorize.predicate.enable", true));
       SymExpr outer = vector_var_;
       vector_var_ = f.var;
+      const bool outer_sums = std::exchange(reorder_sums_, true);
       emit_loop(f.var, i64c(0), emit_sym(f.extent), f.body, md);
+      reorder_sums_ = outer_sums;
       vector_var_ = outer;
       return;
     }

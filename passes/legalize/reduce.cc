@@ -56,8 +56,9 @@ Stmt lane_init(const Buffer& part, const Reducer& r) {
   return tir::make_for(l0, kLanes, LoopKind::Vectorized, tir::make_store(part, {idx(l0)}, r.init));
 }
 // One scan of at(j) for j < len: whole blocks of kLanes in a vector loop,
-// the rest into the first lanes.
-Stmt lane_scan(const Buffer& part, const SymExpr& len, const Reducer& r, const std::function<TExpr(const TExpr&)>& at) {
+// the rest into the first lanes (or, without `tail`, left for lane_tail).
+Stmt lane_scan(const Buffer& part, const SymExpr& len, const Reducer& r, const std::function<TExpr(const TExpr&)>& at,
+               bool tail = true) {
   SymExpr l1 = SymExpr::var("l1"), kb = SymExpr::var("kb"), kr = SymExpr::var("kr");
   TExpr whole = idx(floordiv(len, SymExpr(kLanes)) * SymExpr(kLanes));
   Stmt body = tir::make_for(
@@ -65,9 +66,19 @@ Stmt lane_scan(const Buffer& part, const SymExpr& len, const Reducer& r, const s
       tir::make_for(
           l1, kLanes, LoopKind::Vectorized,
           tir::make_store(part, {idx(l1)}, r.combine(load(part, {idx(l1)}), at(idx(kb) * idx(kLanes) + idx(l1))))));
-  Stmt tail = tir::make_for(kr, floormod(len, SymExpr(kLanes)), LoopKind::Serial,
+  if (!tail) return body;
+  Stmt rest = tir::make_for(kr, floormod(len, SymExpr(kLanes)), LoopKind::Serial,
                             tir::make_store(part, {idx(kr)}, r.combine(load(part, {idx(kr)}), at(whole + idx(kr)))));
-  return tir::make_seq({body, tail});
+  return tir::make_seq({body, rest});
+}
+// a combined with the elements of a scan past its whole blocks, once its
+// lanes are folded into a: the fold then reads lanes the vector loop
+// wrote whole (scalar stores into them stalled its vector load).
+Stmt lane_tail(const Local& a, const SymExpr& len, const Reducer& r, const std::function<TExpr(const TExpr&)>& at) {
+  SymExpr kr = SymExpr::var("kr");
+  TExpr whole = idx(floordiv(len, SymExpr(kLanes)) * SymExpr(kLanes));
+  return tir::make_for(kr, floormod(len, SymExpr(kLanes)), LoopKind::Serial,
+                       a.set(r.combine(a.get(), at(whole + idx(kr)))));
 }
 // a = the lanes folded in order, from r.init.
 Stmt lane_fold(const Buffer& part, const Local& a, const Reducer& r) {
@@ -202,7 +213,7 @@ std::optional<Expr> legalize_softmax(LegalizeContext& ctx, const CallNode& call)
             m, {len}, [&](const Index& k) { return xv(k[0]); }, [](auto& a, auto& v) { return max_(a, v); }, "k");
         // On the cpu, f32 softmax: exp once per element, stored and summed in
         // one vector loop (the sum reordered into per-lane partial sums),
-        // then divided in place; exp was otherwise computed twice, and the
+        // then scaled in place; exp was otherwise computed twice, and the
         // serial sum kept the loop scalar.
         if (ctx.libraries() && !log_form && acc == t) {
           bool vector = !len.is_const() || len.const_value() % 8 == 0 || len.const_value() >= 16;
@@ -211,9 +222,8 @@ std::optional<Expr> legalize_softmax(LegalizeContext& ctx, const CallNode& call)
           if (axis + 1 == x->shape.size() && (!len.is_const() || len.const_value() >= 32)) {
             Reducer r = max_reducer(acc);
             part = lane_buffer(acc);
-            max_loop =
-                tir::make_seq({lane_init(part, r), lane_scan(part, len, r, [&](const TExpr& j) { return xv(j); }),
-                               lane_fold(part, m, r)});
+            max_loop = tir::make_seq({lane_init(part, r), lane_scan(part, len, r, xv, false), lane_fold(part, m, r),
+                                      lane_tail(m, len, r, xv)});
           } else {
             max_loop = tir::make_seq({m.set(min_value(acc)), max_loop});
           }
@@ -223,9 +233,12 @@ std::optional<Expr> legalize_softmax(LegalizeContext& ctx, const CallNode& call)
               k1, len, kind,
               tir::make_seq({tir::make_store(y, at(o, idx(k1)), intrin(Intrinsic::exp, xv(idx(k1)) - m.get())),
                              s.set(s.get() + load(y, at(o, idx(k1))))}));
+          // Scaled by the sum's reciprocal, as ONNX Runtime does: a multiply
+          // an element instead of a division (within an ulp of it).
           Stmt divide =
-              tir::make_for(k2, len, kind, tir::make_store(y, at(o, idx(k2)), load(y, at(o, idx(k2))) / s.get()));
-          Stmt all = with_locals({m, s}, tir::make_seq({max_loop, s.set(zero(acc)), sum_store, divide}));
+              tir::make_for(k2, len, kind, tir::make_store(y, at(o, idx(k2)), load(y, at(o, idx(k2))) * s.get()));
+          Stmt all = with_locals(
+              {m, s}, tir::make_seq({max_loop, s.set(zero(acc)), sum_store, s.set(one(acc) / s.get()), divide}));
           return part ? tir::make_allocate(part, all) : all;
         }
         Stmt sum_loop = accumulate(

@@ -374,6 +374,48 @@ TEST_CASE("cpu: a max over lanes equals the serial max, NaN winning in the vecto
   }
 }
 
+// The fold of 16 lanes (tests/golden/legalize/reduce/max_lanes.out) is a
+// tree of vector steps on one load of the lanes (backends/llvm/stmt.cc
+// emit_lane_fold), min or max, NaN-propagating like the scalar op.
+const char* kLaneFolds = R"(
+prog @folds(x: Buffer[(16,), f32]) -> (out: Buffer[(2,), f32]) {
+  alloc part: Buffer[(16,), f32, local]
+  alloc acc: Buffer[(1,), f32, local]
+  for l0 in vectorized(16) {
+    part[l0] = x[l0]
+  }
+  acc[0] = f32.inf
+  for l1 in range(16) {
+    acc[0] = min(acc[0], part[l1])
+  }
+  out[0] = acc[0]
+  acc[0] = -f32.inf
+  for l2 in range(16) {
+    acc[0] = max(acc[0], part[l2])
+  }
+  out[1] = acc[0]
+}
+)";
+
+TEST_CASE("cpu: a fold of 16 lanes is a tree of vector steps, each lane's NaN and extreme found") {
+  std::string ir = emit_llvm_ir(programs_of(kLaneFolds), {"x86-64-v3", 3});
+  CHECK(ir.find("shufflevector <16 x float>") != std::string::npos);
+  Library lib(compile_programs(programs_of(kLaneFolds), {}));
+  Kernel k = lib.kernel("folds");
+  for (int at = 0; at < 16; ++at) {
+    CAPTURE(at);
+    std::vector<float> x = random_floats(16, uint32_t(at)), y(2);
+    x[size_t(at)] = -50.0f;
+    x[size_t(15 - at)] = 50.0f;
+    REQUIRE(call(k, {x.data(), y.data()}, {16, 2}) == 0);
+    CHECK(y[0] == (at == 15 - at ? 50.0f : -50.0f));
+    CHECK(y[1] == 50.0f);
+    x[size_t(at)] = std::nanf("");
+    REQUIRE(call(k, {x.data(), y.data()}, {16, 2}) == 0);
+    CHECK(std::isnan(y[0]));
+    CHECK(std::isnan(y[1]));
+  }
+}
 
 // A 3-tap sum with zero padding, as a depthwise convolution fused with its
 // padding reads: each tap at the index clamped into the row, selected
