@@ -243,7 +243,10 @@ def main():
                 f.write(text.replace("module_attrs {", 'module_attrs {cuda_graph="1", ', 1))
             r = run(build, rel, "--target", "cpu", "--emit", "relax")
             n = r.stdout.count('call_builtin("cuda.graph_run"')
-            check(n >= 1, f"{m} on cpu with cuda_graph=1: no region")
+            # cnn_tiny's cpu program has one kernel launch left between its
+            # library calls (its flatten is read in place by the product,
+            # passes/fold_matmul_views.cc): nothing to capture there.
+            check(n >= 1 or m == "cnn_tiny", f"{m} on cpu with cuda_graph=1: no region")
             rewritten += n
             cpkg = os.path.join(tmp, m + ".graphs.cpu.rpkg")
             r = run(build, rel, "--target", "cpu", "-o", cpkg)
@@ -252,6 +255,7 @@ def main():
             for case in sorted(os.listdir(data)):
                 r = run(rrun, cpkg, "--test-data", os.path.join(data, case), "--atol", "1e-5")
                 check(r.returncode == 0, f"{m} {case}, regions run directly on cpu: {r.stdout[-400:]}{r.stderr[-400:]}")
+        check(rewritten >= 2, f"regions on cpu: only {rewritten} in the 3 exported models")
         print(f"regions on cpu: {rewritten} in the 3 exported models, every case matches")
 
         # relax-run: without a driver, a clear refusal naming why; with a GPU,
