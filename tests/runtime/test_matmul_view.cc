@@ -16,34 +16,14 @@
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 #include "runtime/vm.h"
+#include "tests/runtime/builtin_call.h"
 
 using namespace relax::rt;
+using relax::rt::test::call;
+using relax::rt::test::random_tensor;
+using relax::rt::test::shape_value;
 
 namespace {
-
-Value shape_value(std::vector<int64_t> v) {
-  return Value(Shape(std::make_shared<const std::vector<int64_t>>(std::move(v))));
-}
-
-void call(const char* name, std::vector<Value> args) {
-  static VirtualMachine vm(
-      Executable{}, [](const std::string&) { return Tensor(); }, nullptr);
-  const Builtin* fn = find_builtin(name);
-  REQUIRE(fn);
-  std::vector<const Value*> argp;
-  for (const Value& a : args) argp.push_back(&a);
-  std::vector<int64_t> heap;
-  Value out;
-  BuiltinCall c{vm, heap, argp.data(), argp.size(), out};
-  (*fn)(c);
-}
-
-Tensor random_tensor(std::mt19937& rng, std::vector<int64_t> shape) {
-  Tensor t = Tensor::empty(DType::f32(), shape);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) static_cast<float*>(t.data())[i] = d(rng);
-  return t;
-}
 
 // A view as the parameters give it: offset, dims, strides.
 struct View {
