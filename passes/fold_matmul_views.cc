@@ -18,7 +18,7 @@
 //   o = call_library("blas.matmul_view", (p, qkv, shape(views...)))
 //   y = call_library("blas.matmul_view", (o, wo, shape(views...)))
 //
-// (runtime/builtins_blas.cc), and the transposes, reshapes and slices die
+// (runtime/builtins_matmul.cc), and the transposes, reshapes and slices die
 // (their other readers, if any, keep them). The bias add is then an
 // elementwise kernel after a product alone, which fuse-library-epilogues
 // moves into it.
@@ -69,7 +69,7 @@ bool is_one(const SymExpr& e) { return e.is_const() && e.const_value() == 1; }
 
 // The BLAS reads a rows x cols matrix at strides (sr, sc) as stored (sc
 // 1, sr its leading dimension, at least cols) or transposed (sr 1, sc at
-// least rows), as runtime/builtins_blas.cc blas_layout does; `stored_only`
+// least rows), as runtime/builtins_matmul.cc blas_layout does; `stored_only`
 // for the result, which must be stored.
 bool blas_readable(const Analyzer& ana, const SymExpr& rows, const SymExpr& cols, const SymExpr& sr, const SymExpr& sc,
                    bool stored_only) {

@@ -228,7 +228,7 @@ void reinterpret(BuiltinCall& c) {
 }  // namespace
 
 void register_control_builtins();  // runtime/builtins_control.cc
-void register_blas_builtins();     // runtime/builtins_blas.cc
+void register_blas_builtins();     // runtime/builtins_blas.cc (and builtins_matmul.cc)
 void register_pool_builtins();     // runtime/builtins_pool.cc
 void register_data_builtins();     // runtime/builtins_data.cc
 void register_shape_builtins();    // runtime/builtins_shape.cc

@@ -1,4 +1,4 @@
-// blas.matmul_view (runtime/builtins_blas.cc): products of strided views
+// blas.matmul_view (runtime/builtins_matmul.cc): products of strided views
 // of their operands and result, as passes/fold_matmul_views.cc writes them
 // for attention's transposed Q, K and V and its transposed result. Each
 // product is checked element by element against a loop over the same
