@@ -55,32 +55,25 @@ Stmt lane_init(const Buffer& part, const Reducer& r) {
   SymExpr l0 = SymExpr::var("l0");
   return tir::make_for(l0, kLanes, LoopKind::Vectorized, tir::make_store(part, {idx(l0)}, r.init));
 }
-// One scan of at(j) for j < len: whole blocks of kLanes in a vector loop,
-// the rest into the first lanes of `rest` (part itself where null; none
-// where `tail` is false: left for lane_tail).
-Stmt lane_scan(const Buffer& part, const SymExpr& len, const Reducer& r, const std::function<TExpr(const TExpr&)>& at,
-               bool tail = true, const Buffer& rest_lanes = nullptr) {
-  SymExpr l1 = SymExpr::var("l1"), kb = SymExpr::var("kb"), kr = SymExpr::var("kr");
-  TExpr whole = idx(floordiv(len, SymExpr(kLanes)) * SymExpr(kLanes));
-  Stmt body = tir::make_for(
+// One scan of at(j) over the whole blocks of kLanes in j < len, in a
+// vector loop; lane_rest takes the elements after them.
+Stmt lane_scan(const Buffer& part, const SymExpr& len, const Reducer& r, const std::function<TExpr(const TExpr&)>& at) {
+  SymExpr l1 = SymExpr::var("l1"), kb = SymExpr::var("kb");
+  return tir::make_for(
       kb, floordiv(len, SymExpr(kLanes)), LoopKind::Serial,
       tir::make_for(
           l1, kLanes, LoopKind::Vectorized,
           tir::make_store(part, {idx(l1)}, r.combine(load(part, {idx(l1)}), at(idx(kb) * idx(kLanes) + idx(l1))))));
-  if (!tail) return body;
-  const Buffer& q = rest_lanes ? rest_lanes : part;
-  Stmt rest = tir::make_for(kr, floormod(len, SymExpr(kLanes)), LoopKind::Serial,
-                            tir::make_store(q, {idx(kr)}, r.combine(load(q, {idx(kr)}), at(whole + idx(kr)))));
-  return tir::make_seq({body, rest});
 }
-// a combined with the elements of a scan past its whole blocks, once its
-// lanes are folded into a: the fold then reads lanes the vector loop
-// wrote whole (scalar stores into them stalled its vector load).
-Stmt lane_tail(const Local& a, const SymExpr& len, const Reducer& r, const std::function<TExpr(const TExpr&)>& at) {
+// The elements of a scan past its whole blocks, at(j) for the kr-th of
+// them, each given to into(kr, at(j)). Never into the vector loop's lanes:
+// a scalar store into them stalled the next vector load of them (a
+// softmax's fold, a whole tensor's min and max over rows of 36).
+Stmt lane_rest(const SymExpr& len, const std::function<TExpr(const TExpr&)>& at,
+               const std::function<Stmt(const TExpr&, const TExpr&)>& into) {
   SymExpr kr = SymExpr::var("kr");
   TExpr whole = idx(floordiv(len, SymExpr(kLanes)) * SymExpr(kLanes));
-  return tir::make_for(kr, floormod(len, SymExpr(kLanes)), LoopKind::Serial,
-                       a.set(r.combine(a.get(), at(whole + idx(kr)))));
+  return tir::make_for(kr, floormod(len, SymExpr(kLanes)), LoopKind::Serial, into(idx(kr), at(whole + idx(kr))));
 }
 // a = the lanes folded in order, from r.init.
 Stmt lane_fold(const Buffer& part, const Local& a, const Reducer& r) {
@@ -120,10 +113,8 @@ std::optional<Expr> legalize_reduce(LegalizeContext& ctx, const CallNode& call) 
         y->shape,
         [&](const Index& i) {
           // Each row's elements past its whole blocks go into lanes of
-          // their own, `rest`: scalar stores into the vector loop's lanes
-          // stalled the next row's vector load of them (a whole tensor's
-          // min and max, rows of 36: 7.6 GB/s), and one scalar running
-          // result made short rows a serial chain.
+          // their own, `rest` (lane_rest; one scalar running result made
+          // short rows a serial chain).
           Buffer part = lane_buffer(acc), rest = tir::make_buffer("rest", acc, {SymExpr(kLanes)}, tir::Scope::Local);
           Local a = local("acc", acc), b = local("acc_rest", acc);
           Stmt scan = loop_nest(
@@ -134,7 +125,10 @@ std::optional<Expr> legalize_reduce(LegalizeContext& ctx, const CallNode& call) 
                   k.push_back(j);
                   return cast(acc, load(x, input_index(red, keepdims, i, k)));
                 };
-                return lane_scan(part, last, r, at, true, rest);
+                return tir::make_seq(
+                    {lane_scan(part, last, r, at), lane_rest(last, at, [&](const TExpr& kr, const TExpr& v) {
+                       return tir::make_store(rest, {kr}, r.combine(load(rest, {kr}), v));
+                     })});
               },
               LoopHints{false, false, 1}, "k");
           Stmt all =
@@ -231,8 +225,10 @@ std::optional<Expr> legalize_softmax(LegalizeContext& ctx, const CallNode& call)
           if (axis + 1 == x->shape.size() && (!len.is_const() || len.const_value() >= 32)) {
             Reducer r = max_reducer(acc);
             part = lane_buffer(acc);
-            max_loop = tir::make_seq({lane_init(part, r), lane_scan(part, len, r, xv, false), lane_fold(part, m, r),
-                                      lane_tail(m, len, r, xv)});
+            // The max's last elements go into the folded lanes' max.
+            max_loop = tir::make_seq(
+                {lane_init(part, r), lane_scan(part, len, r, xv), lane_fold(part, m, r),
+                 lane_rest(len, xv, [&](const TExpr&, const TExpr& v) { return m.set(r.combine(m.get(), v)); })});
           } else {
             max_loop = tir::make_seq({m.set(min_value(acc)), max_loop});
           }
