@@ -44,38 +44,50 @@ int ThreadPool::default_num_threads() {
 }
 
 namespace {
-// claim_: generation (bits 32-63), chunks (16-31), next unclaimed chunk (0-15).
+// Run::claim: generation (bits 32-63), end of the unclaimed chunks (16-31), their start (0-15).
 constexpr uint32_t generation_of(uint64_t claim) { return uint32_t(claim >> 32); }
-constexpr uint32_t parts_of(uint64_t claim) { return uint32_t(claim >> 16) & 0xffff; }
-constexpr uint32_t index_of(uint64_t claim) { return uint32_t(claim) & 0xffff; }
+constexpr uint32_t end_of(uint64_t claim) { return uint32_t(claim >> 16) & 0xffff; }
+constexpr uint32_t start_of(uint64_t claim) { return uint32_t(claim) & 0xffff; }
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads > 0 ? num_threads : default_num_threads()) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(num_threads > 0 ? num_threads : default_num_threads()), runs_(new Run[size_t(num_threads_)]) {
   workers_.reserve(size_t(num_threads_ - 1));
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(wake_mu_);
     stop_.store(true, std::memory_order_release);
-    claim_.store(uint64_t(generation_of(claim_.load()) + 1) << 32, std::memory_order_release);
+    generation_.store(generation_.load() + 1, std::memory_order_release);
   }
   wake_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::work(uint32_t generation) {
+int64_t ThreadPool::claim(uint32_t generation, int r, bool from_back) {
+  std::atomic<uint64_t>& word = runs_[size_t(r)].claim;
+  uint64_t c = word.load(std::memory_order_acquire);
   for (;;) {
-    uint64_t c = claim_.load(std::memory_order_acquire);
-    if (generation_of(c) != generation) return;
-    // The chunk count comes in the same word: the job's fields may already
-    // be the next job's while this one's last chunks are claimed.
-    const uint32_t index = index_of(c), parts = parts_of(c);
-    if (index >= parts) return;
-    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+    if (generation_of(c) != generation || start_of(c) >= end_of(c)) return -1;
+    uint64_t next = from_back ? c - (uint64_t(1) << 16) : c + 1;
+    if (word.compare_exchange_weak(c, next, std::memory_order_acq_rel))
+      return from_back ? int64_t(end_of(c)) - 1 : int64_t(start_of(c));
+  }
+}
+
+void ThreadPool::work(uint32_t generation, int home) {
+  for (int r = home, tried = 0; tried < num_threads_;) {
+    const int64_t index = claim(generation, r, r != home);
+    if (index < 0) {
+      // This run is done: the next one's last chunks.
+      r = r + 1 == num_threads_ ? 0 : r + 1, ++tried;
+      continue;
+    }
     // Claimed: the job cannot finish (nor its fields change) before this chunk does.
-    const int64_t chunk = chunk_.load(std::memory_order_relaxed), begin = int64_t(index) * chunk;
+    const uint32_t parts = parts_.load(std::memory_order_relaxed);
+    const int64_t chunk = chunk_.load(std::memory_order_relaxed), begin = index * chunk;
     const int64_t end = std::min(n_.load(std::memory_order_relaxed), begin + chunk);
     bool outer = t_in_parallel;
     t_in_parallel = true;
@@ -88,22 +100,22 @@ void ThreadPool::work(uint32_t generation) {
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int home) {
   uint32_t seen = 0;
   for (;;) {
-    uint32_t g = generation_of(claim_.load(std::memory_order_acquire));
+    uint32_t g = generation_.load(std::memory_order_acquire);
     for (int i = 0; g == seen && i < kSpin; ++i) {
       cpu_relax();
-      g = generation_of(claim_.load(std::memory_order_acquire));
+      g = generation_.load(std::memory_order_acquire);
     }
     if (g == seen) {
       std::unique_lock lock(wake_mu_);
-      wake_cv_.wait(lock, [&] { return generation_of(claim_.load(std::memory_order_acquire)) != seen; });
-      g = generation_of(claim_.load(std::memory_order_acquire));
+      wake_cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      g = generation_.load(std::memory_order_acquire);
     }
     seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
-    work(g);
+    work(g, home);
   }
 }
 
@@ -125,14 +137,20 @@ void ThreadPool::parallel_for(int64_t n, Body body, void* ctx) {
   chunk_.store(chunk, std::memory_order_relaxed);
   body_.store(body, std::memory_order_relaxed);
   ctx_.store(ctx, std::memory_order_relaxed);
+  parts_.store(parts, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
-  const uint32_t generation = generation_of(claim_.load(std::memory_order_relaxed)) + 1;
+  const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
+  for (int r = 0; r < num_threads_; ++r) {
+    const uint64_t start = uint64_t(parts) * uint64_t(r) / uint64_t(num_threads_);
+    const uint64_t end = uint64_t(parts) * uint64_t(r + 1) / uint64_t(num_threads_);
+    runs_[size_t(r)].claim.store(uint64_t(generation) << 32 | end << 16 | start, std::memory_order_relaxed);
+  }
   {
     std::lock_guard lock(wake_mu_);
-    claim_.store(uint64_t(generation) << 32 | uint64_t(parts) << 16, std::memory_order_release);
+    generation_.store(generation, std::memory_order_release);
   }
   wake_cv_.notify_all();
-  work(generation);
+  work(generation, 0);
   // Every chunk is claimed; wait for the ones workers are still running.
   for (int i = 0; done_.load(std::memory_order_acquire) != parts && i < kSpin; ++i) cpu_relax();
   if (done_.load(std::memory_order_acquire) != parts) {

@@ -6,6 +6,13 @@
 // parallel_for(n, body, ctx) splits [0, n) into at most kChunksPerThread *
 // N contiguous chunks of near-equal size, which the caller and the workers
 // claim one at a time until none is left, and returns when all are done.
+// Thread t (the caller is 0) owns the t-th run of near-equal runs of
+// chunks: it claims its own from the front, and when they are gone takes
+// the others' from their back. Kernels split their outputs the same way
+// from one call to the next, so a thread mostly reads what it wrote: on a
+// machine whose cores are far apart (a cache line between them cost 200
+// ns on a cloud VM), taking chunks first come first served made a small
+// CNN at two threads 1.6 times slower than at one.
 // The caller does not wait for a worker to wake: on a shared machine,
 // where a worker's CPU may be taken for milliseconds, the caller runs the
 // chunks itself and waits only for those a worker has started (a static
@@ -60,9 +67,13 @@ class ThreadPool {
   static int default_num_threads();
 
  private:
-  void worker_loop();
-  // Claims and runs chunks of job `generation` until none is left.
-  void work(uint32_t generation);
+  void worker_loop(int home);
+  // Claims and runs chunks of job `generation` until none is left, its
+  // own run (`home`) first.
+  void work(uint32_t generation, int home);
+  // Claims a chunk of run r: its first unclaimed one or, from_back, its
+  // last. -1 when none is left or the job is no longer `generation`.
+  int64_t claim(uint32_t generation, int r, bool from_back);
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -75,11 +86,17 @@ class ThreadPool {
   std::atomic<int64_t> n_{0}, chunk_{0};
   std::atomic<Body> body_{nullptr};
   std::atomic<void*> ctx_{nullptr};
-  // The job's generation (high 32 bits), its number of chunks and its next
-  // unclaimed chunk (16 bits each): a chunk is claimed by one
+  // Per thread's run of chunks, on its own cache line: the job's
+  // generation (high 32 bits), the end and the start of the run's
+  // unclaimed chunks (16 bits each). A chunk is claimed by one
   // compare-and-swap, which fails once the job has changed.
-  std::atomic<uint64_t> claim_{0};
-  std::atomic<uint32_t> done_{0};  // chunks of the current job finished
+  struct alignas(64) Run {
+    std::atomic<uint64_t> claim{0};
+  };
+  std::unique_ptr<Run[]> runs_;
+  std::atomic<uint32_t> generation_{0};  // the current job's, published last
+  std::atomic<uint32_t> parts_{0};       // chunks of the current job
+  std::atomic<uint32_t> done_{0};        // chunks of the current job finished
   std::atomic<bool> stop_{false};
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;

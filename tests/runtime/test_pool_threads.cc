@@ -169,6 +169,52 @@ TEST_CASE("threads: the caller runs the chunks a worker has not claimed, without
   }
 }
 
+TEST_CASE("threads: each thread starts on its own run of chunks and takes the others' from their back") {
+  // The caller's first chunk waits until every worker has started one; a
+  // worker's first chunk waits until all other chunks are done. The
+  // workers then hold the fronts of their runs (4 chunks each), and the
+  // caller, after its own run, takes the rest of each run from its back.
+  for (int threads : {2, 4}) {
+    ThreadPool pool(threads);
+    const auto caller = std::this_thread::get_id();
+    const int n = 4 * threads, workers = threads - 1;
+    std::mutex mu;
+    std::vector<int64_t> caller_order, worker_first;
+    std::atomic<int> started{0}, done{0};
+    std::atomic<bool> timed_out{false};
+    auto wait_for = [&](std::atomic<int>& count, int want) {
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (count.load() < want && !timed_out)
+        if (std::chrono::steady_clock::now() > until) timed_out = true;
+    };
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      REQUIRE(e == b + 1);
+      if (std::this_thread::get_id() == caller) {
+        if (b == 0) wait_for(started, workers);
+        std::lock_guard lock(mu);
+        caller_order.push_back(b);
+      } else {
+        {
+          std::lock_guard lock(mu);
+          worker_first.push_back(b);
+        }
+        ++started;
+        wait_for(done, n - workers);
+      }
+      ++done;
+    });
+    REQUIRE_FALSE(timed_out.load());
+    std::vector<int64_t> want_caller{0, 1, 2, 3}, want_workers;
+    for (int r = 1; r < threads; ++r) {
+      want_workers.push_back(4 * r);
+      for (int k = 3; k >= 1; --k) want_caller.push_back(4 * r + k);
+    }
+    std::sort(worker_first.begin(), worker_first.end());
+    CHECK_MESSAGE(caller_order == want_caller, "threads=", threads);
+    CHECK_MESSAGE(worker_first == want_workers, "threads=", threads);
+  }
+}
+
 TEST_CASE("threads: nested and concurrent calls run, serially where needed") {
   ThreadPool pool(4);
   for (int rep = 0; rep < 50; ++rep) {
