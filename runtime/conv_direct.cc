@@ -510,7 +510,9 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   // Both cores where the work pays for waking the second and sharing the
   // data between two cores: at 2^18 multiply-adds a layer (a 16-channel
   // 3x3 convolution over 6x5, two images) took longer on two threads
-  // than on one.
+  // than on one. (With the pool handing each thread the same part of
+  // every layer, 2^18 flops paid where the two vCPUs were close, and cost
+  // a third more where a cache line took 300 ns between them.)
   const bool split = pool && pool->num_threads() > 1 && 2.0 * double(g.N * g.O * P) * double(K) >= double(1 << 20);
   auto run = [&](int64_t n, auto&& body) {
     if (split && n > 1)
@@ -520,18 +522,16 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   };
   // The padded image, one plane per item: zeros where the padding is
   // (rows above and below, columns left and right), the input inside.
-  // The copy is a few masked loads and stores per row: split over the
-  // pool only where it is large (a parallel_for costs microseconds).
+  // Split as the sums are, so that each thread pads the planes of the
+  // images it then reads (one thread padding all of them for both cost
+  // resnet_small 5% at two threads).
   if (copy) {
     static_assert(sizeof(T) == sizeof(float), "the rows are copied as 32-bit lanes");
     auto pad = [&](int64_t begin, int64_t end) {
       pad_planes(reinterpret_cast<const float*>(x) + begin * g.H * g.W, end - begin, g.H, g.W, g.ph, g.pw, Hp, Wp,
                  reinterpret_cast<float*>(xp) + begin * Hp * Wp);
     };
-    if (g.N * g.C * Hp * Wp >= (int64_t(1) << 16))
-      run(g.N * g.C, pad);
-    else
-      pad(0, g.N * g.C);
+    run(g.N * g.C, pad);
   }
   if (!packed) pack_weights(w, g.O, g.groups, K, kLanes, scratch.data(), split ? pool : nullptr);
   const T* wt = packed ? packed : scratch.data();
