@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/conv_direct.h"
+#include "runtime/cpu_isa.h"
 #include "runtime/epilogue.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
@@ -82,50 +83,21 @@ ConvArgs conv_args(BuiltinCall& c, const std::array<const char*, 5>& labels, DTy
   return a;
 }
 
-// Direct convolution (runtime/conv_direct.h) where the im2col matrix
-// would cost more than it saves: kernels wider than 1x1 with at least 8
-// output channels per group and a reduction shorter than 4096 (past it the
-// GEMM's cache blocking wins), and 1x1 ones over at most one tile of
-// positions. relax-bench-conv, ResNet-50's layers, one thread: 3x3 convs of
-// 64 to 256 channels ran 1.1x to 1.7x faster direct; 1x1 ones 1.4x to 2.2x
-// faster as a product (the direct kernel rereads each weight block from L2
-// per 6 positions), down to 7x7 positions; under 8 positions (1x1 and 2x2
-// planes) direct, any kernel and reduction (EfficientNet-like 1x1 layers
-// over 1x1 planes: 1.7 GFLOP/s as a product); and wider kernels with 4 to
-// 7 outputs per group too. 1x1 kernels with a stride (ResNet's
-// downsampling) over at most 128 channels in and out: direct, where the
-// im2col matrix is a strided copy as large as the product's input (16 to
-// 128 channels, 3x3 to 28x28 outputs: 1.1x to 9x faster direct; 64 or
-// more channels in and 256 out: 1.4x to 1.8x faster as a product).
-// RELAX_CONV=direct|im2col forces one or the other.
-bool use_direct(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P, bool strided) {
+// conv2d_direct_pays for this CPU, unless RELAX_CONV=direct|im2col forces one or the other.
+bool use_direct(const Conv2dGeometry& g) {
   static const int forced = [] {
     const char* e = std::getenv("RELAX_CONV");
     return !e ? -1 : std::string(e) == "direct" ? 1 : std::string(e) == "im2col" ? 0 : -1;
   }();
   if (!conv2d_direct_available()) return false;
   if (forced >= 0) return forced;
-  if (Og < 4) return false;
-  const bool wide = KH > 1 || KW > 1;
-  // 4 to 7 outputs per group: the 8-channel tiles, half empty, still beat
-  // building the im2col matrix for so few rows (3x3 layers of 4 outputs
-  // 2.6x to 7x faster, from 9x13 to 56x56 planes).
-  if (Og < 8) return wide && K < 4096;
-  // Fewer than 8 output positions: the direct kernel's block tiles keep
-  // many output channels' sums in flight, where the GEMM's tiles would be
-  // mostly padding, whatever the reduction.
-  if (P < 8) return true;
-  if (!wide && strided) return K <= 128 && Og <= 128;
-  // A 1x1 kernel without a stride is a plain product for the GEMM.
-  return K < 4096 && wide;
+  return conv2d_direct_pays(g.KH, g.KW, g.O / g.groups, g.C / g.groups * g.KH * g.KW, g.OH * g.OW, g.sh, g.sw,
+                            kernel_isa() == KernelIsa::avx512);
 }
 
 }  // namespace
 
-bool conv2d_prefers_direct(const Conv2dGeometry& g) {
-  const int64_t Og = g.O / g.groups;
-  return use_direct(g.KH, g.KW, Og, g.C / g.groups * g.KH * g.KW, g.OH * g.OW, g.sh > 1 || g.sw > 1);
-}
+bool conv2d_prefers_direct(const Conv2dGeometry& g) { return use_direct(g); }
 
 namespace {
 
@@ -200,8 +172,7 @@ void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* 
     std::fill(y, y + g.N * g.O * P, 0.0f);
     return;
   }
-  if (method == ConvMethod::direct ||
-      (method == ConvMethod::automatic && use_direct(g.KH, g.KW, Og, K, P, g.sh > 1 || g.sw > 1))) {
+  if (method == ConvMethod::direct || (method == ConvMethod::automatic && use_direct(g))) {
     thread_local std::vector<float> scratch;
     return conv2d_direct_f32(g, x, w, y, scratch, pool);
   }

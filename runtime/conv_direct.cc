@@ -577,8 +577,17 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
       const int64_t per_image = pairs * row_groups * col_tiles;
       const RowTiles& table = row_tiles();
       run(g.N * g.groups * per_image, [&](int64_t begin, int64_t end) {
-        for (Digits<5> r({col_tiles, row_groups, pairs, g.groups, g.N}, begin); begin < end; ++begin, r.next()) {
-          int64_t ct = r.d[0], rg = r.d[1], bp = r.d[2], gi = r.d[3], n = r.d[4];
+        // Items by rows, then channel pairs, where an image's input is at
+        // least as large as the weights (the early layers: a thread reads
+        // mostly the rows it wrote the layer before, and each reads all
+        // the weights, which are few); else by pairs, then rows (a thread
+        // reads half the weights, each pair's from L2 for every row).
+        // ResNet-50 at two threads: 51.4 -> 49.4 ms.
+        const bool rows_outer = g.C * g.H * g.W >= g.O * K;
+        const int64_t inner = rows_outer ? pairs : row_groups, outer = rows_outer ? row_groups : pairs;
+        for (Digits<5> r({col_tiles, inner, outer, g.groups, g.N}, begin); begin < end; ++begin, r.next()) {
+          int64_t ct = r.d[0], rg = rows_outer ? r.d[2] : r.d[1], bp = rows_outer ? r.d[1] : r.d[2], gi = r.d[3];
+          int64_t n = r.d[4];
           int64_t ow0 = ct * width, w = std::min(width, g.OW - ow0), oh0 = rg * R;
           int rows = int(std::min<int64_t>(R, g.OH - oh0)), ob = int(std::min<int64_t>(2, blocks - 2 * bp));
           int64_t o0 = gi * Og + 2 * bp * kLanes, oc = std::min<int64_t>(2 * kLanes, Og - 2 * bp * kLanes);

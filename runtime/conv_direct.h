@@ -58,8 +58,49 @@ enum class ConvMethod { automatic, direct, im2col };
 void conv2d_f32(const Conv2dGeometry& g, const float* x, const float* w, float* y, float* col, ThreadPool* pool,
                 ConvMethod method = ConvMethod::automatic);
 
+// Whether a convolution runs directly or as im2col + product: for an
+// Og-output-per-group layer with a K-long reduction over P output
+// positions an image (-1: not known), on a CPU with AVX-512 (the row
+// tiles) or without. conv2d_prefers_direct asks it for this CPU, a
+// build's packing (passes/legalize/nn.cc) for the target's.
+//
+// Measured with relax-bench-conv on ResNet-50's layers:
+// - Without AVX-512 (Intel, AVX2 tiles of 6 positions): 3x3 layers of 64
+//   to 256 channels ran 1.1x to 1.7x faster direct; 1x1 ones 1.4x to 2.2x
+//   faster as a product (the tile rereads each weight block from L2 per 6
+//   positions), down to 7x7 planes; a reduction of 4096 or more goes to
+//   the GEMM's cache blocking; strided 1x1 layers (ResNet's downsampling)
+//   over at most 128 channels in and out direct (the im2col matrix is a
+//   strided copy as large as the product's input: 1.1x to 9x), wider ones
+//   as a product (1.4x to 1.8x).
+// - With AVX-512 (AMD EPYC, row tiles of up to 28 sums): direct everywhere
+//   but 1x1 layers reducing fewer than 128 channels. One thread: 1x1
+//   layers of 256 to 2048 channels 1.1x to 1.6x faster direct, 3x3 ones
+//   of 512 channels (K = 4608) 1.7x, strided 1x1 ones 1.1x to 1.6x; 64
+//   channels into 256 1.1x faster as a product. Two threads: direct 1.3x
+//   to 2.1x faster (it splits by rows, the product's packing does not).
+//   The whole network's convolutions: 72.9 ms against 85.7 at one
+//   thread, 40.1 against 54.6 at two.
+// - Either way, under 8 positions (1x1 and 2x2 planes) direct, any kernel
+//   and reduction (the block tiles keep many channels' sums in flight
+//   where the GEMM's tiles would be mostly padding), and with 4 to 7
+//   outputs per group direct where the kernel is wider than 1x1 (the
+//   8-channel tiles, half empty, still beat building the im2col matrix
+//   for so few rows: 2.6x to 7x), under 4 never.
+inline bool conv2d_direct_pays(int64_t KH, int64_t KW, int64_t Og, int64_t K, int64_t P, int64_t sh, int64_t sw,
+                               bool avx512) {
+  const bool wide = KH > 1 || KW > 1, strided = sh > 1 || sw > 1;
+  if (Og < 4) return false;
+  if (Og < 8) return wide && K < 4096;
+  if (P >= 0 && P < 8) return true;
+  if (avx512 && (sw == 1 || sw == 2)) return wide || strided || K >= 128;  // the row tiles' column strides
+  if (!wide && strided) return K <= 128 && Og <= 128;
+  return wide && K < 4096;
+}
+
 // Whether conv2d_f32 convolves g directly (the rest as im2col + product):
-// what a build's packed weights follow too (passes/legalize/nn.cc).
+// conv2d_direct_pays for this CPU. RELAX_CONV=direct|im2col forces one or
+// the other.
 bool conv2d_prefers_direct(const Conv2dGeometry& g);
 
 // Whether this CPU has the kernel (AVX2 and FMA).

@@ -64,6 +64,10 @@ CpuArtifact compile_programs(const std::vector<tir::Program>& programs, const Cp
 // ("host:znver3:1f2e...").
 std::string cpu_key(const std::string& cpu);
 
+// Whether --cpu NAME has AVX-512 (avx512f): the runtime's convolutions
+// then take its row tiles, and a build packs weights for them.
+bool cpu_has_avx512(const std::string& cpu);
+
 // The optimised LLVM IR of the programs, for inspection and tests.
 std::string emit_llvm_ir(const std::vector<tir::Program>& programs, const CpuOptions& opts);
 

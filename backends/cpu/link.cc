@@ -103,6 +103,12 @@ std::string cpu_key(const std::string& cpu) {
   return "host:" + llvm::sys::getHostCPUName().str() + ":" + rt::checksum64_hex(f.data(), f.size());
 }
 
+bool cpu_has_avx512(const std::string& cpu) {
+  CpuOptions opts;
+  opts.cpu = cpu;
+  return make_target_machine(opts)->getMCSubtargetInfo()->checkFeatures("+avx512f");
+}
+
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuOptions& opts) {
   init_llvm();
   if (opts.opt_level < 0 || opts.opt_level > 3) fail("cpu codegen: opt_level must be 0..3, got ", opts.opt_level);

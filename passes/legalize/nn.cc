@@ -13,6 +13,7 @@
 #include "passes/legalize/legalize.h"
 #include "passes/legalize/nn_common.h"
 #include "passes/legalize/te.h"
+#include "runtime/conv_direct.h"
 
 namespace relax {
 namespace {
@@ -123,11 +124,9 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   // (gemm.conv2d_pack): at O2 the packing moves to @transform_params and a
   // build folds it into the package, so no run transposes or repacks it.
   // Layout 0 (the direct kernel, no workspace) where the runtime convolves
-  // directly (runtime/conv_direct.h conv2d_prefers_direct: at least 8
-  // outputs per group and an output plane known to hold fewer than 8
-  // positions, or at least 4 and a kernel wider than 1x1 with a reduction
-  // under 4096, or a strided 1x1 kernel over at most 128 channels in and
-  // out), else 1 (im2col + GEMM).
+  // directly (runtime/conv_direct.h conv2d_direct_pays, for the target CPU:
+  // the module's `avx512`, which the cpu target sets), else 1 (im2col +
+  // GEMM).
   // Depthwise ones with one output per channel over planes known to be
   // small (at most 64 outputs): layout 2, channels in the vector lanes
   // (conv2d_depthwise_packed_f32); the plane-wise kernel zero-fills and
@@ -137,11 +136,8 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   if (!i32 && (!depthwise || channel_blocks) && weights->kind == ExprKind::Constant && ws[1].is_const() &&
       kh.is_const() && kw.is_const()) {
     int64_t Og = ws[0].const_value() / groups, K = ws[1].const_value() * kh.const_value() * kw.const_value();
-    const bool small_plane = plane >= 0 && plane < 8;
-    const bool wide = !kh.is_const(1) || !kw.is_const(1);
-    const bool strided = std::any_of(win.strides.begin(), win.strides.end(), [](int64_t s) { return s > 1; });
-    const bool direct = (Og >= 8 && small_plane) || (Og >= 4 && wide && K < 4096) ||
-                        (Og >= 8 && !wide && strided && K <= 128 && Og <= 128);
+    const bool direct = rt::conv2d_direct_pays(kh.const_value(), kw.const_value(), Og, K, plane, win.strides[0],
+                                               win.strides[1], ctx.module().attrs.get_string("avx512", "0") == "1");
     int64_t layout = channel_blocks ? 2 : direct ? 0 : 1;
     if (layout == 0) no_workspace = true;
     for (const char* name : {kConv2dPack, kConv2dPacked})
