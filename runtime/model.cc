@@ -55,9 +55,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
     // Also without kernels: a package whose only work is cuBLAS calls runs
     // under the CUDA runtime, with its weights on the device.
     bool has = m->pkg_.has("kernels.cuda");
-    m->kernels_ = CudaKernels::load(has ? m->pkg_.section_text("kernels.cuda") : R"({"kernels": []})",
-                                    has ? m->pkg_.section_text("kernels.cuda.ptx") : "", device,
-                                    path + ":kernels.cuda");
+    m->kernels_ =
+        CudaKernels::load(has ? m->pkg_.section_text("kernels.cuda") : R"({"kernels": []})",
+                          has ? m->pkg_.section_text("kernels.cuda.ptx") : "", device, path + ":kernels.cuda");
   } else {
     rt_fail(path, ": built for target '", target, "', which this runtime cannot run");
   }
@@ -98,10 +98,10 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
   } catch (const nlohmann::json::exception& e) {
     rt_fail(path, ": the lifted constants' index is malformed: ", e.what());
   }
-  Executable exe = Executable::deserialize(std::string_view(
-      reinterpret_cast<const char*>(m->pkg_.section("bytecode").data()), m->pkg_.section("bytecode").size()));
+  m->exe_ = Executable::deserialize(std::string_view(reinterpret_cast<const char*>(m->pkg_.section("bytecode").data()),
+                                                     m->pkg_.section("bytecode").size()));
   m->vm_ = std::make_unique<VirtualMachine>(
-      std::move(exe),
+      m->exe_,
       [&](const std::string& name) {
         auto it = weights.find(name);
         return it == weights.end() ? Tensor() : it->second;
@@ -113,14 +113,67 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
     Value r = m->vm_->invoke("transform_params", {});
     const std::vector<Value>& fields = r.tuple("@transform_params' result");
     for (auto& [field, t] : lifted) {
-      if (field >= fields.size()) rt_fail(path, ": @transform_params returned ", fields.size(), " values, fewer than listed");
+      if (field >= fields.size())
+        rt_fail(path, ": @transform_params returned ", fields.size(), " values, fewer than listed");
       const Tensor& v = fields[field].tensor("a lifted constant");
       if (!(v.dtype() == t.dtype()) || v.shape() != t.shape())
         rt_fail(path, ": @transform_params' field ", field, " is ", v.type_str(), ", the manifest says ", t.type_str());
       std::memcpy(t.data(), v.data(), t.nbytes());
     }
   }
+  m->weights_ = std::move(weights);
+  m->side_by_side_ = target == "cpu";
   return m;
+}
+
+size_t Model::num_vms() const {
+  std::lock_guard lock(vms_mu_);
+  return num_vms_;
+}
+
+VirtualMachine* Model::acquire_vm() {
+  {
+    std::unique_lock lock(vms_mu_);
+    if (!side_by_side_) vm_free_.wait(lock, [&] { return !vm_busy_; });
+    if (!vm_busy_) {
+      vm_busy_ = true;
+      return vm_.get();
+    }
+    if (!idle_.empty()) {
+      VirtualMachine* vm = idle_.back().release();
+      idle_.pop_back();
+      return vm;
+    }
+    ++num_vms_;
+  }
+  // A run overlaps the others: a VM of its own over the same weights and
+  // kernels (made outside the lock; its allocator is its own).
+  try {
+    return new VirtualMachine(
+        exe_,
+        [&](const std::string& name) {
+          auto it = weights_.find(name);
+          return it == weights_.end() ? Tensor() : it->second;
+        },
+        kernels_.get(), kernels_ ? kernels_->make_pool() : nullptr);
+  } catch (...) {
+    std::lock_guard lock(vms_mu_);
+    --num_vms_;
+    throw;
+  }
+}
+
+void Model::release_vm(VirtualMachine* vm) {
+  {
+    std::lock_guard lock(vms_mu_);
+    if (vm == vm_.get()) {
+      vm_busy_ = false;
+    } else {
+      idle_.emplace_back(vm);
+      return;
+    }
+  }
+  vm_free_.notify_one();
 }
 
 Value read_test_value(const std::string& path, const TensorDesc& desc) {
@@ -143,7 +196,13 @@ std::vector<Value> Model::run_values(std::vector<Value> inputs) {
           rt_fail("input '", inputs_[i].name, "' is a sequence of ", inputs_[i].dtype, ", got a ",
                   e.tensor().dtype().str(), " element");
   }
-  Value r = vm_->invoke(0, std::move(inputs));
+  VirtualMachine* vm = acquire_vm();
+  struct Release {
+    Model* m;
+    VirtualMachine* vm;
+    ~Release() { m->release_vm(vm); }
+  } release{this, vm};
+  Value r = vm->invoke(0, std::move(inputs));
   if (output_is_tuple_) return r.tuple("the model's result");
   return {r};
 }

@@ -3,7 +3,10 @@
 // and the C API hold.
 #pragma once
 
+#include <condition_variable>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -42,11 +45,21 @@ class Model {
 
   // Runs @main. Inputs in manifest order; outputs in manifest order. A
   // model with sequence inputs or outputs needs run_values.
+  //
+  // Safe to call from several threads at once. A cpu package runs them
+  // side by side: each run takes a VM of its own (registers, memo slots,
+  // allocator), made the first time that many run at once and kept for
+  // the next, over the one copy of the weights and kernels. A vulkan or
+  // cuda package runs them one at a time (one queue, one stream).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   // The same with any values: a sequence is a tuple of tensors.
   std::vector<Value> run_values(std::vector<Value> inputs);
 
+  // The first VM: the one a run takes when no other run is in flight
+  // (relax-run's --profile reads its timings).
   VirtualMachine& vm() { return *vm_; }
+  // VMs made so far (1 + those made for overlapping runs).
+  size_t num_vms() const;
   // The package's kernels (cpu shared object, Vulkan pipelines); null when it has none.
   const Kernels* kernels() const { return kernels_.get(); }
 
@@ -57,6 +70,20 @@ class Model {
   bool output_is_tuple_ = false;
   std::unique_ptr<Kernels> kernels_;
   std::unique_ptr<VirtualMachine> vm_;
+
+  // What another VM is made from: the bytecode and the weights (the
+  // lifted constants computed by the first VM at load).
+  Executable exe_;
+  std::map<std::string, Tensor> weights_;
+  bool side_by_side_ = false;  // cpu: overlapping runs each take a VM
+  mutable std::mutex vms_mu_;
+  std::condition_variable vm_free_;
+  bool vm_busy_ = false;                               // vm_ is running
+  std::vector<std::unique_ptr<VirtualMachine>> idle_;  // the others, not running
+  size_t num_vms_ = 1;
+
+  VirtualMachine* acquire_vm();
+  void release_vm(VirtualMachine* vm);
 };
 
 }  // namespace relax::rt

@@ -8,8 +8,12 @@
  * Conventions: a call that fails returns NULL (or a non-zero int) and
  * leaves a message in relax_last_error() (per thread), naming the package,
  * the input and the dim where that is what went wrong. Nothing here throws
- * or aborts. A model is not thread-safe: run it from one thread at a time
- * (load one per thread to run in parallel). Tensors are dense and
+ * or aborts. relax_model_run may be called on one model from many threads
+ * at once: a cpu model runs the calls side by side, each on state of its
+ * own over the one copy of the weights (made the first time that many
+ * calls overlap, then kept); a vulkan or cuda model runs them one at a
+ * time. The other calls on a model only read it; relax_model_free must
+ * come after every call on it has returned. Tensors are dense and
  * row-major; dtypes are named as the package names them ("f32", "f16",
  * "bf16", "f64", "i8", "i16", "i32", "i64", "u8", "bool", ...).
  */
