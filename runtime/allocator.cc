@@ -1,6 +1,10 @@
 #include "runtime/allocator.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <bit>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -9,6 +13,45 @@
 #include "runtime/error.h"
 
 namespace relax::rt {
+namespace {
+
+std::atomic<size_t> g_held{0};
+
+size_t default_cap() {
+  if (const char* env = std::getenv("RELAX_MAX_MEMORY"))
+    if (auto b = parse_bytes(env)) return *b;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : SIZE_MAX;
+}
+
+std::atomic<size_t>& cap() {
+  static std::atomic<size_t> c{default_cap()};
+  return c;
+}
+
+}  // namespace
+
+size_t memory_cap() { return cap().load(std::memory_order_relaxed); }
+void set_memory_cap(size_t bytes) { cap().store(bytes, std::memory_order_relaxed); }
+size_t memory_held() { return g_held.load(std::memory_order_relaxed); }
+
+std::optional<size_t> parse_bytes(const std::string& text) {
+  size_t i = 0, v = 0;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+    if (__builtin_mul_overflow(v, size_t(10), &v) || __builtin_add_overflow(v, size_t(text[i] - '0'), &v))
+      return std::nullopt;
+  }
+  if (i == 0) return std::nullopt;
+  int shift = 0;
+  if (i < text.size()) {
+    const char u = char(std::toupper(static_cast<unsigned char>(text[i++])));
+    shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : u == 'T' ? 40 : -1;
+    if (shift < 0) return std::nullopt;
+    if (i < text.size() && (text[i] == 'B' || text[i] == 'b')) ++i;  // "8GB"
+  }
+  if (i != text.size() || (shift && v > (SIZE_MAX >> shift))) return std::nullopt;
+  return v << shift;
+}
 
 struct PoolAllocator::State {
   struct Block {
@@ -22,18 +65,20 @@ struct PoolAllocator::State {
   std::shared_ptr<BlockSource> source;
   bool closed = false;  // the PoolAllocator is gone: free blocks at once
 
-  void free_block(Block b) {
-    if (b.from_source)
+  void free_block(Block b, size_t cls) {
+    if (b.from_source) {
       source->release(b.p);
-    else
+    } else {
       std::free(b.p);
+      g_held.fetch_sub(cls, std::memory_order_relaxed);
+    }
   }
 
   void give_back(Block b, size_t cls) {
     std::lock_guard lock(mu);
     stats.bytes_in_use -= cls;
     if (closed || stats.bytes_cached + cls > max_cached) {
-      free_block(b);
+      free_block(b, cls);
       return;
     }
     free_lists[cls].push_back(b);
@@ -42,7 +87,7 @@ struct PoolAllocator::State {
 
   void release_all() {
     for (auto& [cls, list] : free_lists)
-      for (Block b : list) free_block(b);
+      for (Block b : list) free_block(b, cls);
     free_lists.clear();
     stats.bytes_cached = 0;
   }
@@ -106,11 +151,29 @@ std::shared_ptr<Storage> PoolAllocator::allocate(size_t nbytes) {
     from_source = p != nullptr;
   }
   if (!p) {
-    p = std::aligned_alloc(Storage::kAlignment, cls);
+    // Within the cap (this pool's cached blocks go back first when they
+    // would pass it), then from the system.
+    const size_t limit = memory_cap();
+    size_t held = g_held.fetch_add(cls, std::memory_order_relaxed) + cls;
+    if (held > limit || held < cls) {
+      g_held.fetch_sub(cls, std::memory_order_relaxed);
+      {
+        std::lock_guard lock(state_->mu);
+        state_->release_all();
+      }
+      held = g_held.fetch_add(cls, std::memory_order_relaxed) + cls;
+    }
+    if (held <= limit && held >= cls) p = std::aligned_alloc(Storage::kAlignment, cls);
     if (!p) {
+      g_held.fetch_sub(cls, std::memory_order_relaxed);
       std::lock_guard lock(state_->mu);
       state_->stats.bytes_in_use -= cls;
-      rt_fail("out of memory allocating ", nbytes, " bytes");
+      if (held > limit || held < cls)
+        rt_fail("out of memory: ", nbytes, " bytes more would take the runtime's tensors to ", held - cls + nbytes,
+                " bytes, past the cap of ", limit,
+                " (relax-run --max-memory, RELAX_MAX_MEMORY or relax_set_max_memory; by default this machine's "
+                "memory)");
+      rt_fail("out of memory: the system refused ", nbytes, " bytes (the runtime's tensors hold ", held - cls, ")");
     }
   }
   std::shared_ptr<void> owner(p, PoolBlock{state_, cls, from_source});

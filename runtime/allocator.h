@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "runtime/tensor.h"
 
@@ -35,6 +37,19 @@ class BlockSource {
   // Gives back a block allocate() returned.
   virtual void release(void* block) = 0;
 };
+
+// The most bytes the runtime's pools hold from the host heap at once, all
+// pools of the process together (blocks in use and cached): a block that
+// would pass it is refused with an rt::Error naming the bytes, before the
+// system is asked, so that a run too large for the machine fails cleanly
+// instead of being killed. Default: $RELAX_MAX_MEMORY (bytes, or with a K,
+// M, G or T suffix) if set, else this machine's physical memory.
+size_t memory_cap();
+void set_memory_cap(size_t bytes);
+// What the pools hold from the host heap now.
+size_t memory_held();
+// "8G", "512M", "1000" as bytes; nullopt when not a size.
+std::optional<size_t> parse_bytes(const std::string& text);
 
 class PoolAllocator {
  public:

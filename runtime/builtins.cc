@@ -139,18 +139,30 @@ void make_shape_b(BuiltinCall& c) {
 
 void make_prim(BuiltinCall& c) { c.out = eval_pattern(c, c.arg(0).shape("make_prim pattern")).at(0); }
 
+// A tensor from the VM's pool; a refusal (the memory cap, the system)
+// names it: argument `name_at`, where the package gives its name.
+Tensor alloc_named(BuiltinCall& c, DType dtype, const std::vector<int64_t>& shape, size_t name_at, const char* what) {
+  try {
+    return Tensor::empty(dtype, shape, c.vm.pool());
+  } catch (const Error& e) {
+    const std::string name = c.num_args > name_at ? c.arg(name_at).str("a name") : "";
+    rt_fail(what, name.empty() ? "" : " '" + name + "'", " ", dtype.str(), shape_str(shape), ": ", e.what());
+  }
+}
+
+// alloc_tensor(shape, dtype[, name]).
 void alloc_tensor(BuiltinCall& c) {
   const std::vector<int64_t>& shape = c.arg(0).shape("alloc_tensor shape");
   for (int64_t d : shape)
     if (d < 0) rt_fail("cannot allocate a tensor of shape ", shape_str(shape), ": a dim is negative");
-  c.out = Tensor::empty(DType::unpack(c.arg(1).int_value()), shape, c.vm.pool());
+  c.out = alloc_named(c, DType::unpack(c.arg(1).int_value()), shape, 2, "tensor");
 }
 
-// alloc_storage(shape(nbytes)): a planned block, held as a u8 tensor.
+// alloc_storage(shape(nbytes)[, name]): a planned block, held as a u8 tensor.
 void alloc_storage(BuiltinCall& c) {
   const std::vector<int64_t>& size = c.arg(0).shape("alloc_storage size");
   if (size.size() != 1 || size[0] < 0) rt_fail("alloc_storage: bad size ", shape_str(size));
-  c.out = Tensor::empty(DType::u(8), {size[0]}, c.vm.pool());
+  c.out = alloc_named(c, DType::u(8), {size[0]}, 1, "planned storage");
 }
 
 // alloc_storage_persistent(size, site): the block this site got last while

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "runtime/allocator.h"
 #include "runtime/compare.h"
 #include "runtime/cpu_peak.h"
 #include "runtime/cuda.h"
@@ -200,7 +201,7 @@ nlohmann::json print_profile(const std::vector<KernelProfile>& kernels, double p
 
 int main(int argc, char** argv) {
   CLI::App app{"relax-run: run a package (*.rpkg) on inputs from .npy or .pb files."};
-  std::string pkg, output_dir, test_data;
+  std::string pkg, output_dir, test_data, max_memory;
   std::vector<std::string> inputs;
   int threads = 0, bench = 0, device = 0;
   bool json = false, list = false;
@@ -219,6 +220,10 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "the Vulkan device a vulkan package runs on (see --list-devices)")
       ->capture_default_str();
   app.add_option("--bench", bench, "run N more times and print the median latency");
+  app.add_option("--max-memory", max_memory,
+                 "the most memory the run's tensors may hold, in bytes or with K, M, G or T (e.g. 8G): a tensor "
+                 "past it fails the run with an error naming it (default: $RELAX_MAX_MEMORY, else this machine's "
+                 "memory)");
   app.add_flag("--json", json, "print the result as JSON on standard output");
   bool stats = false, profile = false;
   app.add_flag("--profile", profile,
@@ -246,6 +251,15 @@ int main(int argc, char** argv) {
   if (pkg.empty()) {
     std::cerr << "relax-run: a package is required (or --list-devices)\n" << app.help();
     return 2;
+  }
+
+  if (!max_memory.empty()) {
+    auto bytes = relax::rt::parse_bytes(max_memory);
+    if (!bytes) {
+      std::cerr << "relax-run: --max-memory: '" << max_memory << "' is not a size (bytes, or with K, M, G or T)\n";
+      return 2;
+    }
+    relax::rt::set_memory_cap(*bytes);
   }
 
   nlohmann::json rep{{"package", pkg}};

@@ -567,7 +567,7 @@ class FunctionLowering {
              sinfo_text(f), "); it must be bound by a match_cast first");
       Arg shape = shape_arg(*t->shape);
       int r = new_reg();
-      emit_builtin("relax.alloc_tensor", {shape, m_.dtype_const(t->dtype)}, r);
+      emit_builtin("relax.alloc_tensor", {shape, m_.dtype_const(t->dtype), m_.string_const(current_)}, r);
       regs.push_back(r);
     }
     return regs;
@@ -703,7 +703,7 @@ class FunctionLowering {
     int r = new_reg();
     std::string site = call.attrs.get_string("persistent", "");
     if (site.empty())
-      emit_builtin("relax.alloc_storage", {lower_value(call.args[0], name)}, r);
+      emit_builtin("relax.alloc_storage", {lower_value(call.args[0], name), m_.string_const(name)}, r);
     else
       emit_builtin("relax.alloc_storage_persistent", {lower_value(call.args[0], name), m_.string_const(site)}, r);
     return Arg::reg(r);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/allocator.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
@@ -136,6 +137,8 @@ relax_result* relax_model_run(relax_model* model, const relax_tensor* inputs, in
       },
       static_cast<relax_result*>(nullptr));
 }
+
+void relax_set_max_memory(uint64_t bytes) { set_memory_cap(size_t(bytes)); }
 
 int32_t relax_result_count(const relax_result* result) { return result ? int32_t(result->tensors.size()) : 0; }
 

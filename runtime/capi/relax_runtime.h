@@ -72,6 +72,13 @@ RELAX_API int relax_model_output(const relax_model* model, int32_t i, const char
  * (a wrong count, dtype, rank or dim: the message names the input). */
 RELAX_API relax_result* relax_model_run(relax_model* model, const relax_tensor* inputs, int32_t num_inputs);
 
+/* The most bytes the runtime's tensors may hold at once, all models of
+ * the process together: a run that would pass it fails (NULL, and a
+ * message naming the tensor and the bytes) instead of exhausting the
+ * machine. Default: $RELAX_MAX_MEMORY (bytes, or with a K, M, G or T
+ * suffix) if set, else the machine's physical memory. */
+RELAX_API void relax_set_max_memory(uint64_t bytes);
+
 RELAX_API int32_t relax_result_count(const relax_result* result);
 /* Output i of a run, valid until relax_result_free. 0 on success. */
 RELAX_API int relax_result_get(const relax_result* result, int32_t i, relax_tensor* out);

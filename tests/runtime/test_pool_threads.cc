@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/allocator.h"
+#include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
 namespace relax::rt {
@@ -26,6 +27,33 @@ TEST_CASE("pool: size classes are 64-byte multiples with at most 25% waste") {
     CHECK(c % 64 == 0);
     if (n > 256) CHECK(c <= n + n / 4 + 64);
   }
+}
+
+TEST_CASE("pool: sizes parse; a block past the memory cap is refused, naming the bytes") {
+  CHECK(parse_bytes("1000") == size_t(1000));
+  CHECK(parse_bytes("8K") == size_t(8) << 10);
+  CHECK(parse_bytes("512m") == size_t(512) << 20);
+  CHECK(parse_bytes("2GB") == size_t(2) << 30);
+  CHECK(parse_bytes("1T") == size_t(1) << 40);
+  for (const char* bad : {"", "G", "12X", "1.5G", "-1", "99999999999999999999", "20000000000T", "1GG"})
+    CHECK_MESSAGE(!parse_bytes(bad), bad);
+
+  const size_t old_cap = memory_cap(), before = memory_held();
+  set_memory_cap(before + (1 << 20));
+  {
+    PoolAllocator pool;
+    Tensor a = Tensor::empty(DType::f32(), {1 << 17}, &pool);  // 512 KiB: inside
+    CHECK(memory_held() == before + PoolAllocator::size_class(1 << 19));
+    CHECK_THROWS_WITH_AS(Tensor::empty(DType::f32(), {1 << 18}, &pool),
+                         doctest::Contains("1048576 bytes more would take the runtime's tensors to"), Error);
+    CHECK(pool.stats().bytes_in_use == PoolAllocator::size_class(1 << 19));
+    a = Tensor();  // cached: still held, and released for the next request that needs the room
+    CHECK(memory_held() == before + PoolAllocator::size_class(1 << 19));
+    Tensor b = Tensor::empty(DType::f32(), {3 << 16}, &pool);  // 768 KiB: fits once the cached block goes
+    CHECK(memory_held() == before + PoolAllocator::size_class(3 << 18));
+  }
+  CHECK(memory_held() == before);
+  set_memory_cap(old_cap);
 }
 
 TEST_CASE("pool: freed blocks are reused and counted") {

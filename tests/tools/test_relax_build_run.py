@@ -175,6 +175,18 @@ def main():
         r = run(build, model, "--bound", "batch=oops", "-o", bounded + "2")
         check(r.returncode == 1 and "NAME=LO..HI" in r.stderr, f"bad --bound: {r.stderr}")
 
+        # --max-memory: a run whose tensors would pass it fails naming the
+        # tensor and the bytes; under it the same run succeeds; a bad size
+        # is a usage error.
+        np.save(os.path.join(tmp, "xbig.npy"), np.ones((100000, 8), np.float32))
+        r = run(rrun, pkg, "--input", "x=" + os.path.join(tmp, "xbig.npy"), "--max-memory", "1M")
+        check(r.returncode == 1 and "f32[100000, 5]" in r.stderr and "2000000 bytes" in r.stderr
+              and "past the cap of 1048576" in r.stderr, f"--max-memory 1M: exit {r.returncode}: {r.stderr}")
+        r = run(rrun, pkg, "--input", "x=" + os.path.join(tmp, "xbig.npy"), "--max-memory", "64M")
+        check(r.returncode == 0, f"--max-memory 64M: exit {r.returncode}: {r.stderr}")
+        r = run(rrun, pkg, "--input", "x=" + os.path.join(tmp, "x.npy"), "--max-memory", "lots")
+        check(r.returncode == 2 and "--max-memory" in r.stderr, f"--max-memory lots: {r.stderr}")
+
         # A damaged package is refused.
         blob = bytearray(open(pkg, "rb").read())
         blob[len(blob) // 2] ^= 0x40
