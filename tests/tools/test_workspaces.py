@@ -23,8 +23,9 @@ workspace is planned, and the values match a numpy convolution. Their
 weights are constants, so they go to gemm.conv2d_packed over weights
 packed once (gemm.conv2d_pack, folded at build time): layout 1 (the
 GEMM's) keeps the im2col workspace; layout 0, for those the direct kernel
-takes (wider than 1x1, at least 4 outputs per group, a reduction under
-4096), needs none.
+takes (runtime/conv_direct.h conv2d_direct_pays, for the target CPU: a
+512-channel 3x3 layer is built for x86-64-v3 and for the host), needs
+none.
 
     tests/tools/test_workspaces.py --bin build/bin
 """
@@ -108,17 +109,33 @@ def check_conv_library(tmp, build, rrun):
         (8, 8, 3, [1, 2], [1, 1, 1, 1], [1, 1], 2, ["h", "w"], [(1, 7, 7), (2, 6, 9)]),
         (6, 6, 3, [2, 1], [0, 1, 2, 0], [2, 1], 1, [11, 10], [(1, 11, 10), (3, 11, 10)]),
         (4, 12, 1, [1, 1], [0, 0, 0, 0], [1, 1], 1, ["h", "w"], [(2, 5, 6)]),
-        # A reduction of 512 * 9 = 4608: im2col + GEMM, with its workspace.
+        # A reduction of 512 * 9 = 4608: for a CPU without AVX-512 im2col +
+        # GEMM, with its workspace; with it (the host's, where it has it)
+        # the direct kernel.
+        (512, 8, 3, [1, 1], [1, 1, 1, 1], [1, 1], 1, ["h", "w"], [(1, 5, 6)], ["--cpu", "x86-64-v3"]),
         (512, 8, 3, [1, 1], [1, 1, 1, 1], [1, 1], 1, ["h", "w"], [(1, 5, 6)]),
     ]
-    for c, o, k, strides, pads, dil, groups, hw, runs in cases:
-        what = f"conv c{c} o{o} k{k} s{strides} p{pads} d{dil} g{groups}"
+    for c, o, k, strides, pads, dil, groups, hw, runs, *cpu in cases:
+        cpu = cpu[0] if cpu else []
+        what = f"conv c{c} o{o} k{k} s{strides} p{pads} d{dil} g{groups} {' '.join(cpu)}"
         model, w = conv_model(c, o, k, strides, pads, dil, groups, hw)
         path = os.path.join(tmp, "conv.onnx")
         save(model, path)
-        r = run(build, path, "--emit", "relax", "-o", "-")
-        # the direct kernel's packed layout: no workspace
-        direct = k > 1 and o // groups >= 4 and c // groups * k * k < 4096
+        r = run(build, path, "--emit", "relax", "-o", "-", *cpu)
+        # the direct kernel's packed layout, no workspace, as
+        # runtime/conv_direct.h conv2d_direct_pays chooses for the target CPU
+        avx512 = 'avx512="1"' in r.stdout
+        og, K, wide = o // groups, c // groups * k * k, k > 1
+        if og < 4:
+            direct = False
+        elif og < 8:
+            direct = wide and K < 4096
+        elif avx512 and strides[1] in (1, 2):
+            direct = wide or strides != [1, 1] or K >= 128
+        elif not wide and strides != [1, 1]:
+            direct = K <= 128 and og <= 128
+        else:
+            direct = wide and K < 4096
         no_workspace = k == 1 or direct
         layout = "0)" if direct else "1)"
         check(r.returncode == 0 and '"gemm.conv2d_packed"' in r.stdout and f'"gemm.conv2d_pack", (const("w"' in r.stdout,
@@ -128,7 +145,7 @@ def check_conv_library(tmp, build, rrun):
         check(planned_ws != no_workspace,
               f"{what}: workspace planned: {planned_ws}, expected {not no_workspace}: {r.stdout}")
         pkg = os.path.join(tmp, "conv.rpkg")
-        r = run(build, path, "-o", pkg)
+        r = run(build, path, "-o", pkg, *cpu)
         check(r.returncode == 0, f"{what}: relax-build: {r.stderr}")
         for shape in runs:
             x = rng.standard_normal((shape[0], c, shape[1], shape[2])).astype(np.float32)
