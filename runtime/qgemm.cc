@@ -323,7 +323,7 @@ void qgemm_pack_b(int64_t K, int64_t N, const QMatrix& B, const int32_t* b_zp, i
     tail[size_t(n)] = zb;
     tail[size_t(NP * 16 + n)] = int32_t(uint32_t(sums[size_t(n)]) - uint32_t(K) * uint32_t(zb));
   }
-  std::memcpy(out + NP * K4 * 64, tail.data(), tail.size() * sizeof(int32_t));
+  if (!tail.empty()) std::memcpy(out + NP * K4 * 64, tail.data(), tail.size() * sizeof(int32_t));
 }
 
 void qgemm_packed(int64_t M, int64_t N, int64_t K, const QMatrix& A, const int32_t* a_zp, int64_t zp_count,

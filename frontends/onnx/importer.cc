@@ -656,12 +656,15 @@ StructInfo Context::sinfo(size_t i) {
   fail("input ", i, " is required");
 }
 
+// (The struct info is held while it is read: sinfo returns it by value.)
 DataType Context::dtype(size_t i) {
-  auto* t = as<TensorSI>(sinfo(i));
+  StructInfo si = sinfo(i);
+  auto* t = as<TensorSI>(si);
   return t ? t->dtype : DataType();
 }
 int Context::ndim(size_t i) {
-  auto* t = as<TensorSI>(sinfo(i));
+  StructInfo si = sinfo(i);
+  auto* t = as<TensorSI>(si);
   return t ? t->ndim : -1;
 }
 std::optional<std::vector<SymExpr>> Context::shape(size_t i) {

@@ -142,7 +142,7 @@ StructInfo infer_binary(const CallNode& call, const InferContext& ctx, Binary ki
   }
   if (kind == Binary::Compare || kind == Binary::Logical) dtype = DataType::boolean();
   if (a.is_prim && b.is_prim) {
-    const SymExpr &va = as<PrimSI>(arg_sinfo(call, 0))->value, &vb = as<PrimSI>(arg_sinfo(call, 1))->value;
+    const SymExpr va = as<PrimSI>(arg_sinfo(call, 0))->value, vb = as<PrimSI>(arg_sinfo(call, 1))->value;
     SymExpr value = fold && dtype.is_int() && va.defined() && vb.defined() ? fold(va, vb) : SymExpr();
     return prim_si(dtype, value.defined() ? ctx.ana.simplify(value) : value);
   }

@@ -470,10 +470,12 @@ std::optional<Expr> legalize_dft(LegalizeContext& ctx, const CallNode& call) {
           return select(lt(tt, idx(d)), f64(load(x, xi)), zero(kF64));
         };
         Signal s;
+        // Bins above n/2 are the conjugates of those below (Hermitian).
+        // (Outside the branch: s's functions below hold them by reference
+        // and run after it.)
+        const SymExpr half = floordiv(n, 2);
+        auto mirror = [&](const TExpr& k) { return select(le(k, idx(half)), k, idx(n) - k); };
         if (inverse && onesided) {
-          // Bins above n/2 are the conjugates of those below (Hermitian).
-          SymExpr half = floordiv(n, 2);
-          auto mirror = [&](const TExpr& k) { return select(le(k, idx(half)), k, idx(n) - k); };
           s.re = [&](const TExpr& k) { return sample(mirror(k), 0); };
           s.im = [&](const TExpr& k) {
             if (!complex_in) return zero(kF64);
