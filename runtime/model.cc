@@ -63,7 +63,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
   }
 
   // Weights are views of the mapping; the package stays mapped while any lives.
-  std::map<std::string, Tensor> weights;
+  std::map<std::string, Tensor>& weights = m->weights_;
   std::span<const uint8_t> wsec = m->pkg_.section("weights");
   auto keep = m->pkg_.keep_alive();
   try {
@@ -100,13 +100,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
   }
   m->exe_ = Executable::deserialize(std::string_view(reinterpret_cast<const char*>(m->pkg_.section("bytecode").data()),
                                                      m->pkg_.section("bytecode").size()));
-  m->vm_ = std::make_unique<VirtualMachine>(
-      m->exe_,
-      [&](const std::string& name) {
-        auto it = weights.find(name);
-        return it == weights.end() ? Tensor() : it->second;
-      },
-      m->kernels_.get(), pool);
+  m->vm_ = m->make_vm(pool);
   if (!lifted.empty()) {
     if (m->vm_->exe().find_function("transform_params") < 0)
       rt_fail(path, ": the package lists lifted constants but has no @transform_params");
@@ -121,14 +115,18 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
       std::memcpy(t.data(), v.data(), t.nbytes());
     }
   }
-  m->weights_ = std::move(weights);
   m->side_by_side_ = target == "cpu";
   return m;
 }
 
-size_t Model::num_vms() const {
-  std::lock_guard lock(vms_mu_);
-  return num_vms_;
+std::unique_ptr<VirtualMachine> Model::make_vm(std::shared_ptr<PoolAllocator> pool) const {
+  return std::make_unique<VirtualMachine>(
+      exe_,
+      [&](const std::string& name) {
+        auto it = weights_.find(name);
+        return it == weights_.end() ? Tensor() : it->second;
+      },
+      kernels_.get(), std::move(pool));
 }
 
 VirtualMachine* Model::acquire_vm() {
@@ -144,23 +142,10 @@ VirtualMachine* Model::acquire_vm() {
       idle_.pop_back();
       return vm;
     }
-    ++num_vms_;
   }
   // A run overlaps the others: a VM of its own over the same weights and
   // kernels (made outside the lock; its allocator is its own).
-  try {
-    return new VirtualMachine(
-        exe_,
-        [&](const std::string& name) {
-          auto it = weights_.find(name);
-          return it == weights_.end() ? Tensor() : it->second;
-        },
-        kernels_.get(), kernels_ ? kernels_->make_pool() : nullptr);
-  } catch (...) {
-    std::lock_guard lock(vms_mu_);
-    --num_vms_;
-    throw;
-  }
+  return make_vm(kernels_ ? kernels_->make_pool() : nullptr).release();
 }
 
 void Model::release_vm(VirtualMachine* vm) {

@@ -58,8 +58,6 @@ class Model {
   // The first VM: the one a run takes when no other run is in flight
   // (relax-run's --profile reads its timings).
   VirtualMachine& vm() { return *vm_; }
-  // VMs made so far (1 + those made for overlapping runs).
-  size_t num_vms() const;
   // The package's kernels (cpu shared object, Vulkan pipelines); null when it has none.
   const Kernels* kernels() const { return kernels_.get(); }
 
@@ -71,17 +69,17 @@ class Model {
   std::unique_ptr<Kernels> kernels_;
   std::unique_ptr<VirtualMachine> vm_;
 
-  // What another VM is made from: the bytecode and the weights (the
-  // lifted constants computed by the first VM at load).
+  // What every VM is made from: the bytecode and the weights (the lifted
+  // constants computed by the first VM at load).
   Executable exe_;
   std::map<std::string, Tensor> weights_;
   bool side_by_side_ = false;  // cpu: overlapping runs each take a VM
-  mutable std::mutex vms_mu_;
+  std::mutex vms_mu_;
   std::condition_variable vm_free_;
   bool vm_busy_ = false;                               // vm_ is running
   std::vector<std::unique_ptr<VirtualMachine>> idle_;  // the others, not running
-  size_t num_vms_ = 1;
 
+  std::unique_ptr<VirtualMachine> make_vm(std::shared_ptr<PoolAllocator> pool) const;
   VirtualMachine* acquire_vm();
   void release_vm(VirtualMachine* vm);
 };

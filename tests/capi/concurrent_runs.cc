@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "runtime/capi/relax_runtime.h"
+#include "runtime/dtype.h"
+#include "runtime/tensor.h"
 #include "runtime/tensor_proto.h"
 
 namespace {
@@ -43,13 +45,6 @@ struct Package {
   std::vector<Case> cases;
 };
 
-size_t dtype_bytes(const std::string& d) {
-  if (d == "f64" || d == "i64" || d == "u64") return 8;
-  if (d == "f32" || d == "i32" || d == "u32") return 4;
-  if (d == "f16" || d == "bf16" || d == "i16" || d == "u16") return 2;
-  return 1;
-}
-
 // The outputs of one run, copied; an empty message when it succeeded.
 std::string run(relax_model* model, const Case& c, std::vector<Output>& out) {
   relax_result* r = relax_model_run(model, c.views.data(), int32_t(c.views.size()));
@@ -62,10 +57,13 @@ std::string run(relax_model* model, const Case& c, std::vector<Output>& out) {
       return relax_last_error();
     }
     Output o{t.dtype, std::vector<int64_t>(t.shape, t.shape + t.ndim), {}};
-    size_t n = dtype_bytes(o.dtype);
-    for (int64_t d : o.shape) n *= size_t(d);
+    const auto dtype = relax::rt::DType::parse(o.dtype);
+    if (!dtype) {
+      relax_result_free(r);
+      return "output " + std::to_string(i) + " has an unknown dtype '" + o.dtype + "'";
+    }
     const auto* p = static_cast<const uint8_t*>(t.data);
-    o.bytes.assign(p, p + n);
+    o.bytes.assign(p, p + dtype->storage_bytes(relax::rt::shape_numel(o.shape)));
     out.push_back(std::move(o));
   }
   relax_result_free(r);
