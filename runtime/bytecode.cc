@@ -8,7 +8,9 @@
 namespace relax::rt {
 namespace {
 
-constexpr char kMagic[8] = {'R', 'X', 'B', 'C', 'O', 'D', 'E', '1'};
+// Format 2 added the kernel signatures.
+constexpr char kMagic[8] = {'R', 'X', 'B', 'C', 'O', 'D', 'E', '2'};
+constexpr char kMagicV1[8] = {'R', 'X', 'B', 'C', 'O', 'D', 'E', '1'};
 
 class Writer {
  public:
@@ -90,6 +92,12 @@ const char* callee_kind_name(CalleeKind k) {
 
 }  // namespace
 
+bool KernelSignature::takes_syms() const {
+  int64_t dims = 0;
+  for (int64_t r : ranks) dims += r;
+  return num_shape_args > dims;
+}
+
 int Executable::find_function(std::string_view name) const {
   for (size_t i = 0; i < functions.size(); ++i)
     if (functions[i].name == name) return int(i);
@@ -111,6 +119,14 @@ std::string Executable::serialize() const {
   for (const auto* names : {&kernels, &builtins}) {
     w.i64(int64_t(names->size()));
     for (const std::string& n : *names) w.str(n);
+  }
+  for (const KernelSignature& k : kernel_signatures) {
+    w.i64(int64_t(k.dtypes.size()));
+    for (size_t i = 0; i < k.dtypes.size(); ++i) {
+      w.i64(k.dtypes[i]);
+      w.i64(k.ranks[i]);
+    }
+    w.i64(k.num_shape_args);
   }
   w.i64(int64_t(functions.size()));
   for (const Function& f : functions) {
@@ -136,9 +152,61 @@ std::string Executable::serialize() const {
   return w.take();
 }
 
+namespace {
+
+// What is wrong with shape pattern `pat` for a function of `heap_size`
+// slots (`match`: relax.match_shape's, else make_shape's); empty when whole.
+std::string pattern_problem(const std::vector<int64_t>& pat, bool match, int64_t heap_size) {
+  namespace P = ShapePattern;
+  if (pat.empty()) return "empty shape pattern";
+  int64_t ndim = pat[0];
+  if (ndim < -2 || ndim > 64) return "shape pattern of rank " + std::to_string(ndim);
+  if (ndim == -1) return match ? (pat.size() == 1 ? "" : "trailing words in a shape pattern") : "make_shape of any rank";
+  size_t k = 1;
+  for (int64_t i = 0, n = ndim == -2 ? 1 : ndim; i < n; ++i) {
+    if (k >= pat.size()) return "shape pattern ends early";
+    int64_t tag = pat[k];
+    if (match && tag == P::kAny) {
+      k += 1;
+    } else if (match && tag == P::kBind) {
+      if (k + 4 > pat.size()) return "shape pattern ends early";
+      if (pat[k + 1] < 0 || pat[k + 1] >= heap_size) return "shape pattern binds a slot out of range";
+      k += 4;
+    } else if (tag == P::kExpr) {
+      if (k + 2 > pat.size()) return "shape pattern ends early";
+      int64_t len = pat[k + 1];
+      if (len < 1 || size_t(len) > pat.size() - k - 2) return "shape code length out of range";
+      // The stack discipline and the slots, as eval_shape_code runs it.
+      int64_t depth = 0;
+      for (size_t j = k + 2, end = k + 2 + size_t(len); j < end; ++j) {
+        int64_t op = pat[j];
+        if (op == P::kPushConst || op == P::kPushSlot) {
+          if (++j >= end) return "shape code ends inside an operand";
+          if (op == P::kPushSlot && (pat[j] < 0 || pat[j] >= heap_size)) return "shape code reads a slot out of range";
+          if (++depth > 32) return "shape code too deep";
+        } else if (op >= P::kAdd && op <= P::kMax) {
+          if (depth-- < 2) return "shape code pops an empty stack";
+        } else {
+          return "shape code has bad op " + std::to_string(op);
+        }
+      }
+      if (depth != 1) return "shape code leaves " + std::to_string(depth) + " values";
+      k += 2 + size_t(len);
+    } else {
+      return "shape pattern has bad tag " + std::to_string(tag);
+    }
+  }
+  return k == pat.size() ? "" : "trailing words in a shape pattern";
+}
+
+}  // namespace
+
 Executable Executable::deserialize(std::string_view bytes) {
   Reader r(bytes);
-  if (r.raw(8) != std::string_view(kMagic, 8)) throw Error("bytecode: bad magic (not a relax VM program)");
+  std::string_view magic = r.raw(8);
+  if (magic == std::string_view(kMagicV1, 8))
+    throw Error("bytecode: format 1, from an older relax (this runtime reads format 2); build the package again");
+  if (magic != std::string_view(kMagic, 8)) throw Error("bytecode: bad magic (not a relax VM program)");
   Executable e;
   e.constants.resize(r.count(25));
   for (Constant& c : e.constants) {
@@ -154,6 +222,23 @@ Executable Executable::deserialize(std::string_view bytes) {
   for (auto* names : {&e.kernels, &e.builtins}) {
     names->resize(r.count(8));
     for (std::string& n : *names) n = r.str();
+  }
+  e.kernel_signatures.resize(e.kernels.size());
+  for (size_t k = 0; k < e.kernels.size(); ++k) {
+    KernelSignature& sig = e.kernel_signatures[k];
+    size_t n = r.count(16);
+    sig.dtypes.resize(n);
+    sig.ranks.resize(n);
+    int64_t dims = 0;
+    for (size_t i = 0; i < n; ++i) {
+      sig.dtypes[i] = r.i64();
+      sig.ranks[i] = r.i64();
+      if (sig.ranks[i] < 0 || sig.ranks[i] > 64) throw Error("bytecode: kernel " + e.kernels[k] + ": bad rank");
+      dims += sig.ranks[i];
+    }
+    sig.num_shape_args = r.i64();
+    if (sig.num_shape_args < dims || sig.num_shape_args > dims + 4096)
+      throw Error("bytecode: kernel " + e.kernels[k] + ": bad shape argument count");
   }
   e.functions.resize(r.count(8));
   for (Function& f : e.functions) {
@@ -207,6 +292,26 @@ Executable Executable::deserialize(std::string_view bytes) {
             if (a.kind == ArgKind::Register) check_reg(a.value, false);
             if (a.kind == ArgKind::Const && (a.value < 0 || size_t(a.value) >= e.constants.size()))
               bad(f, pc, "constant out of range");
+          }
+          if (in.callee_kind == CalleeKind::Builtin) {
+            // The shape builtins' patterns: every slot and code checked here.
+            const std::string& b = e.builtins[size_t(in.callee)];
+            bool match = b == "relax.match_shape";
+            size_t at = match ? 1 : 0;
+            if ((match || b == "relax.make_shape" || b == "relax.make_prim") && at < in.args.size()) {
+              const Arg& a = in.args[at];
+              if (a.kind != ArgKind::Const || e.constants[size_t(a.value)].kind != Constant::Kind::IntList)
+                bad(f, pc, b + "'s pattern is not a list constant");
+              std::string why = pattern_problem(e.constants[size_t(a.value)].list, match, f.heap_size);
+              if (!why.empty()) bad(f, pc, b + ": " + why);
+            }
+          }
+          if (in.callee_kind == CalleeKind::Kernel) {
+            const KernelSignature& sig = e.kernel_signatures[size_t(in.callee)];
+            size_t want = sig.dtypes.size() + (sig.takes_syms() ? 1 : 0);
+            if (in.args.size() != want)
+              bad(f, pc, "kernel " + e.kernels[size_t(in.callee)] + " takes " + std::to_string(want) +
+                             " arguments, the call passes " + std::to_string(in.args.size()));
           }
           break;
         }
@@ -321,19 +426,21 @@ int64_t eval_shape_code(const int64_t* code, int64_t len, const int64_t* heap, i
     }
     if (sp < 2) throw Error("shape code: stack underflow");
     int64_t b = stack[--sp], a = stack[sp - 1], r = 0;
+    bool overflow = false;
     switch (op) {
       case P::kAdd:
-        r = a + b;
+        overflow = __builtin_add_overflow(a, b, &r);
         break;
       case P::kSub:
-        r = a - b;
+        overflow = __builtin_sub_overflow(a, b, &r);
         break;
       case P::kMul:
-        r = a * b;
+        overflow = __builtin_mul_overflow(a, b, &r);
         break;
       case P::kFloorDiv:
       case P::kFloorMod: {
         if (b == 0) throw Error("shape computation divides by zero");
+        if (a == INT64_MIN && b == -1) throw Error("shape computation overflows int64");
         int64_t q = a / b, m = a % b;
         if (m != 0 && ((m < 0) != (b < 0))) {
           q -= 1;
@@ -351,6 +458,7 @@ int64_t eval_shape_code(const int64_t* code, int64_t len, const int64_t* heap, i
       default:
         throw Error("shape code: bad op " + std::to_string(op));
     }
+    if (overflow) throw Error("shape computation overflows int64");
     stack[sp - 1] = r;
   }
   if (sp != 1) throw Error("shape code: malformed");

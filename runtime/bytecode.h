@@ -63,9 +63,22 @@ struct Function {
   std::vector<Instr> code;
 };
 
+// What a compiled kernel takes. A kernel trusts the count, dtypes and ranks
+// of its buffers and the count of its shape arguments (its prologue checks
+// how their dims relate: docs/runtime_abi.md section 2), so the VM checks
+// those at every call against this.
+struct KernelSignature {
+  std::vector<int64_t> dtypes;  // each buffer parameter's (inputs, then outputs), packed as DType::pack
+  std::vector<int64_t> ranks;   // each buffer parameter's rank
+  int64_t num_shape_args = 0;   // i64 slots: every buffer dim, then the symbolic parameters
+  // The symbolic parameters come as a shape after the buffers.
+  bool takes_syms() const;
+};
+
 struct Executable {
   std::vector<Function> functions;
   std::vector<std::string> kernels;   // kernel symbols in the target's code object
+  std::vector<KernelSignature> kernel_signatures;  // one per kernel
   std::vector<std::string> builtins;  // runtime builtin names, resolved at load
   std::vector<Constant> constants;
 

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "runtime/error.h"
 #include "runtime/file_util.h"
@@ -137,6 +138,18 @@ size_t PackageWriter::Section::size() const {
 }
 
 void PackageWriter::write(const std::string& path) const {
+  AtomicFile out(path);
+  emit([&](const void* p, size_t n) { out.write(p, n); });
+  out.commit();
+}
+
+std::string PackageWriter::bytes() const {
+  std::string out;
+  emit([&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); });
+  return out;
+}
+
+void PackageWriter::emit(const std::function<void(const void*, size_t)>& sink) const {
   // Lay the file out first: the header records every offset and the size.
   size_t cursor = kPackageHeaderSize + sections_.size() * kPackageEntrySize;
   std::vector<size_t> offsets;
@@ -162,36 +175,34 @@ void PackageWriter::write(const std::string& path) const {
     put64(at + 32, sections_[i].size());
   }
 
-  AtomicFile out(path);
   Checksum64 sum;
   size_t written = 0;
-  auto emit = [&](const void* p, size_t n) {
-    out.write(p, n);
+  auto put = [&](const void* p, size_t n) {
+    sink(p, n);
     sum.update(p, n);
     written += n;
   };
   static const char kZeros[4096] = {};
   auto pad_to = [&](size_t at) {
-    while (written < at) emit(kZeros, std::min(sizeof(kZeros), at - written));
+    while (written < at) put(kZeros, std::min(sizeof(kZeros), at - written));
   };
-  emit(header.data(), header.size());
+  put(header.data(), header.size());
   for (size_t i = 0; i < sections_.size(); ++i) {
     pad_to(offsets[i]);
     const Section& s = sections_[i];
     if (s.parts.empty()) {
-      emit(s.bytes.data(), s.bytes.size());
+      put(s.bytes.data(), s.bytes.size());
       continue;
     }
     std::vector<size_t> at = parts_offsets(s.parts, s.part_alignment);
     for (size_t k = 0; k < s.parts.size(); ++k) {
       pad_to(offsets[i] + at[k]);
-      emit(s.parts[k].data(), s.parts[k].size());
+      put(s.parts[k].data(), s.parts[k].size());
     }
   }
   pad_to(body_end);
   uint64_t checksum = sum.finish();
-  out.write(&checksum, 8);
-  out.commit();
+  sink(&checksum, 8);
 }
 
 Package Package::open(const std::string& path, bool verify_checksum) {

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -84,8 +85,11 @@ class PackageWriter {
                                            size_t part_alignment);
   // Writes the package atomically (temporary file, fsync, rename).
   void write(const std::string& path) const;
+  // The package's bytes, as write() would put them in the file.
+  std::string bytes() const;
 
  private:
+  void emit(const std::function<void(const void*, size_t)>& sink) const;
   struct Section {
     std::string name;
     std::string bytes;

@@ -147,7 +147,7 @@ void read_fixed(WireReader& r, int wire, std::vector<T>& out, std::string_view l
   size_t n = b.size() / sizeof(T);
   size_t at = out.size();
   out.resize(at + n);
-  std::memcpy(out.data() + at, b.data(), b.size());
+  if (n > 0) std::memcpy(out.data() + at, b.data(), b.size());
 }
 
 struct Fields {

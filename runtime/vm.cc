@@ -127,6 +127,8 @@ VirtualMachine::VirtualMachine(Executable exe, const std::function<Tensor(const 
   }
   for (const Function& f : exe_.functions) memo_.emplace_back(f.code.size());
   kernel_source_ = kernels;
+  if (exe_.kernel_signatures.size() != exe_.kernels.size())
+    rt_fail("the program lists ", exe_.kernels.size(), " kernels but ", exe_.kernel_signatures.size(), " signatures");
   for (const std::string& k : exe_.kernels) {
     if (!kernels) rt_fail("the program calls kernel ", k, " but the package has no kernels");
     kernels_.push_back(kernels->kernel_call(k));
@@ -191,6 +193,12 @@ bool truthy(const Value& v) {
 }
 
 }  // namespace
+
+const std::string& VirtualMachine::callee_name(const Instr& in) const {
+  return in.callee_kind == CalleeKind::Function ? exe_.functions[size_t(in.callee)].name
+         : in.callee_kind == CalleeKind::Kernel ? exe_.kernels[size_t(in.callee)]
+                                                : exe_.builtins[size_t(in.callee)];
+}
 
 Value VirtualMachine::run(int function, std::vector<Value>& regs) {
   const Function& f = exe_.functions[size_t(function)];
@@ -257,20 +265,27 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
           break;
         }
         case CalleeKind::Kernel: {
+          // The signature's buffers, then its symbolic parameters as one
+          // shape (the bytecode verifier checked the count).
+          const KernelSignature& sig = exe_.kernel_signatures[size_t(in.callee)];
           buffers.clear();
           shape_args.clear();
-          const Value* syms = nullptr;
-          for (const Value* a : argp) {
-            if (const auto* t = std::get_if<Tensor>(&a->v)) {
-              buffers.push_back(t->data());
-              shape_args.insert(shape_args.end(), t->shape().begin(), t->shape().end());
-            } else if (a->is_shape()) {
-              syms = a;
-            } else {
-              rt_fail("a kernel argument must be a tensor, got ", a->kind_name());
-            }
+          for (size_t i = 0; i < sig.dtypes.size(); ++i) {
+            const auto* t = std::get_if<Tensor>(&argp[i]->v);
+            if (!t) rt_fail("kernel argument ", i, " must be a tensor, got ", argp[i]->kind_name());
+            if (t->dtype().pack() != sig.dtypes[i] || int64_t(t->ndim()) != sig.ranks[i])
+              rt_fail("kernel argument ", i, " is ", t->type_str(), ", the kernel takes ",
+                      DType::unpack(sig.dtypes[i]).str(), " of rank ", sig.ranks[i]);
+            buffers.push_back(t->data());
+            shape_args.insert(shape_args.end(), t->shape().begin(), t->shape().end());
           }
-          if (syms) shape_args.insert(shape_args.end(), syms->shape().begin(), syms->shape().end());
+          if (sig.takes_syms()) {
+            const Value* syms = argp.back();
+            if (!syms->is_shape()) rt_fail("the kernel's last argument must be a shape, got ", syms->kind_name());
+            shape_args.insert(shape_args.end(), syms->shape().begin(), syms->shape().end());
+          }
+          if (int64_t(shape_args.size()) != sig.num_shape_args)
+            rt_fail("the kernel takes ", sig.num_shape_args, " shape values, the call gives ", shape_args.size());
           auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
           int32_t rc = kernels_[size_t(in.callee)](buffers.data(), shape_args.data());
           if (rc != 0) rt_fail("returned error code ", rc);
@@ -294,13 +309,17 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
         }
       }
     } catch (const Error& e) {
-      const std::string& callee = in.callee_kind == CalleeKind::Function ? exe_.functions[size_t(in.callee)].name
-                                  : in.callee_kind == CalleeKind::Kernel ? exe_.kernels[size_t(in.callee)]
-                                                                         : exe_.builtins[size_t(in.callee)];
+      const std::string& callee = callee_name(in);
       std::string msg = e.what();
       // Shape checks already say where they are; others get the place.
       if (in.callee_kind == CalleeKind::Builtin && callee == "relax.match_shape") throw;
       throw Error(rt_str("in ", f.name, " at ", pc, " (", callee, "): ", msg));
+    } catch (const std::bad_alloc&) {
+      throw Error(rt_str("in ", f.name, " at ", pc, " (", callee_name(in), "): out of memory"));
+    } catch (const std::exception& e) {
+      // A builtin's bounds check (vector::at) on arguments no compiler
+      // output has: a damaged program.
+      throw Error(rt_str("in ", f.name, " at ", pc, " (", callee_name(in), "): malformed call: ", e.what()));
     }
     ++pc;
   }

@@ -140,6 +140,7 @@ class VirtualMachine {
 
  private:
   Value run(int function, std::vector<Value>& regs);
+  const std::string& callee_name(const Instr& in) const;
 
   Executable exe_;
   std::vector<Value> consts_;

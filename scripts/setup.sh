@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages the project builds and tests with.
+# Installs the Debian 12 packages the project builds and tests with;
+# with --fuzz, also clang-16 and libFuzzer (scripts/fuzz.sh's build only).
 # Idempotent and quiet: it prints nothing when everything is already there.
 set -euo pipefail
 
@@ -13,6 +14,7 @@ PACKAGES=(
   python3-onnx python3-numpy libonnx-testdata
   graphviz
 )
+[ "${1:-}" = --fuzz ] && PACKAGES+=(clang-16 libclang-rt-16-dev libfuzzer-16-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -37,8 +37,21 @@ class ModuleLowering {
     if (fresh) {
       out_.programs.push_back(program);
       out_.exe.kernels.push_back(program);
+      out_.exe.kernel_signatures.push_back(signature(program));
     }
     return it->second;
+  }
+  rt::KernelSignature signature(const std::string& program) const {
+    tir::Program p = mod_.program(program);
+    if (!p) fail("vm lowering: the module has no tensor program @", program);
+    rt::KernelSignature sig;
+    for (const auto* list : {&p->inputs, &p->outputs})
+      for (const tir::Buffer& b : *list) {
+        sig.dtypes.push_back(int64_t(b->dtype.code) | int64_t(b->dtype.bits) << 8 | int64_t(b->dtype.lanes) << 16);
+        sig.ranks.push_back(int64_t(b->shape.size()));
+      }
+    shape_arg_slots(*p, &sig.num_shape_args);
+    return sig;
   }
   // A slot for a function lowered later (nested functions, lifted).
   int reserve_function() {

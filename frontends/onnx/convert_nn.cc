@@ -81,6 +81,7 @@ Geometry read_geometry(Context& ctx, int sp, const std::optional<Dims>& kernel, 
 std::optional<Dims> spatial_dims(Context& ctx, size_t i) {
   auto s = ctx.shape(i);
   if (!s) return std::nullopt;
+  if (s->size() < 3) ctx.fail("input ", i, " must have rank >= 3, got ", s->size());
   return Dims(s->begin() + 2, s->end());
 }
 

@@ -537,15 +537,19 @@ std::vector<std::pair<std::string, HostTensor>> Importer::referenced_weights(con
 
 ImportedModel import_onnx(const std::string& path, const ImportOptions& opts) {
   onnx::ModelProto model = load_model(path);
-  opts.apply_to(model, path);
-  std::string dir = std::filesystem::path(path).parent_path().string();
+  return import_onnx_model(model, path, std::filesystem::path(path).parent_path().string(), opts);
+}
+
+ImportedModel import_onnx_model(onnx::ModelProto& model, const std::string& label, const std::string& dir,
+                                const ImportOptions& opts) {
+  opts.apply_to(model, label);
   Importer imp(model, dir);
   try {
     return imp.run();
   } catch (const UnsupportedModel&) {
     throw;
   } catch (const Error& e) {
-    fail(path, ": ", e.what());
+    fail(label, ": ", e.what());
   }
 }
 

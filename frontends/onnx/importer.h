@@ -75,6 +75,10 @@ struct ImportOptions {
 // model, naming the file and the node; an option naming no input or
 // dim of the model).
 ImportedModel import_onnx(const std::string& path, const ImportOptions& opts = {});
+// The same for a parsed model: errors name `label`, external data is read
+// from the folder `dir` (and never from outside it).
+ImportedModel import_onnx_model(onnx::ModelProto& model, const std::string& label, const std::string& dir,
+                                const ImportOptions& opts = {});
 
 // The --json summary of relax-import.
 std::string summary_json(const std::string& model_path, const ImportedModel* m, const UnsupportedModel* unsupported,

@@ -89,10 +89,9 @@ class Mapped {
 };
 
 template <typename Msg>
-Msg parse_file(const std::string& path, const char* what) {
-  Mapped file(path, what);
-  if (file.size() > size_t(INT32_MAX)) fail(path, ": ", what, " is over 2 GiB (protobuf's limit); use external data");
-  google::protobuf::io::ArrayInputStream raw(file.data(), int(file.size()));
+Msg parse_bytes(const void* data, size_t size, const std::string& path, const char* what) {
+  if (size > size_t(INT32_MAX)) fail(path, ": ", what, " is over 2 GiB (protobuf's limit); use external data");
+  google::protobuf::io::ArrayInputStream raw(data, int(size));
   google::protobuf::io::CodedInputStream in(&raw);
   in.SetTotalBytesLimit(INT32_MAX);
   in.SetRecursionLimit(512);
@@ -100,6 +99,12 @@ Msg parse_file(const std::string& path, const char* what) {
   if (!msg.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
     fail(path, ": not a valid ", what, " (protobuf parse failed)");
   return msg;
+}
+
+template <typename Msg>
+Msg parse_file(const std::string& path, const char* what) {
+  Mapped file(path, what);
+  return parse_bytes<Msg>(file.data(), file.size(), path, what);
 }
 
 // Reads the external bytes of a tensor, refusing locations outside `dir`.
@@ -160,6 +165,10 @@ int onnx_type_of(DataType dtype) {
 
 onnx::ModelProto load_model(const std::string& path) {
   return parse_file<onnx::ModelProto>(path, "ONNX model");
+}
+
+onnx::ModelProto parse_model(std::span<const uint8_t> bytes, const std::string& label) {
+  return parse_bytes<onnx::ModelProto>(bytes.data(), bytes.size(), label, "ONNX model");
 }
 
 onnx::TensorProto load_tensor_file(const std::string& path) {

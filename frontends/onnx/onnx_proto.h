@@ -6,6 +6,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <optional>
+#include <span>
 #include <string>
 
 #include "frontends/onnx/host_tensor.h"
@@ -52,9 +53,10 @@ std::string onnx_type_name(int onnx_type);
 // The ONNX element type number of an IR dtype.
 int onnx_type_of(DataType dtype);
 
-// Parses a model file. `dir` receives the model's folder (for external
-// data). Errors name the file.
+// Parses a model file. Errors name the file.
 onnx::ModelProto load_model(const std::string& path);
+// Parses a model held in memory; errors name `label`.
+onnx::ModelProto parse_model(std::span<const uint8_t> bytes, const std::string& label);
 // Parses a serialized TensorProto (an input_K.pb / output_K.pb file).
 onnx::TensorProto load_tensor_file(const std::string& path);
 

@@ -254,3 +254,86 @@ TEST_CASE("vm lowering implements exactly the ops that declare a Library or VM l
   CHECK(find_op("call_library")->lowering == OpLowering::Library);
   CHECK(find_op("call_tir")->lowering == OpLowering::VM);
 }
+
+TEST_CASE("vm: a kernel is called only with the count, dtypes and ranks of its signature") {
+  // A kernel trusts those (its prologue checks only how dims relate), so
+  // the bytecode verifier checks each call's argument count and the VM
+  // each argument, whatever the program says.
+  IRModule mod = parse_module(R"(
+fn @main(x: Tensor[(n, 8), f32], b: Tensor[(8,), f32]) -> Tensor[(n, 8), f32] {
+  y: Tensor[(n, 8), f32] = call_tir(@add, (x, b), out=Tensor[(n, 8), f32])
+  return y
+}
+
+prog @add(x: Buffer[(n, 8), f32], b: Buffer[(8,), f32]) -> (y: Buffer[(n, 8), f32]) {
+  for i0 in parallel(n) {
+    for i1 in vectorized(8) {
+      y[i0, i1] = x[i0, i1] + b[i1]
+    }
+  }
+}
+)");
+  VMLowered l = lower_to_vm(mod);
+  REQUIRE(l.exe.kernel_signatures.size() == 1);
+  const rt::KernelSignature& sig = l.exe.kernel_signatures[0];
+  CHECK(sig.ranks == std::vector<int64_t>{2, 1, 2});
+  CHECK(sig.dtypes == std::vector<int64_t>(3, rt::DType::f32().pack()));
+  CHECK(sig.num_shape_args == 5);
+  CHECK_FALSE(sig.takes_syms());
+
+  struct Counting : rt::Kernels {
+    mutable int calls = 0;
+    rt::KernelCall kernel_call(std::string_view) const override {
+      return [this](void* const*, const int64_t*) { return ++calls, 0; };
+    }
+  } kernels;
+  std::string bytes = l.exe.serialize();
+  auto vm = std::make_unique<rt::VirtualMachine>(
+      rt::Executable::deserialize(bytes), [](const std::string&) { return rt::Tensor(); }, &kernels);
+  vm->invoke("main", {tensor(rt::DType::f32(), {3, 8}), tensor(rt::DType::f32(), {8})});
+  CHECK(kernels.calls == 1);
+
+  // A program whose call passes a tensor of another dtype or rank than
+  // the kernel's (the input checks come first, so change the signature).
+  rt::Executable exe = rt::Executable::deserialize(bytes);
+  exe.kernel_signatures[0].dtypes[1] = rt::DType::f16().pack();
+  vm = std::make_unique<rt::VirtualMachine>(
+      std::move(exe), [](const std::string&) { return rt::Tensor(); }, &kernels);
+  std::string e = error_of([&] { vm->invoke("main", {tensor(rt::DType::f32(), {3, 8}), tensor(rt::DType::f32(), {8})}); });
+  CHECK(e.find("kernel argument 1 is f32[8], the kernel takes f16 of rank 1") != std::string::npos);
+  CHECK(kernels.calls == 1);
+
+  // A call with one argument fewer is refused when the bytecode is read.
+  exe = rt::Executable::deserialize(bytes);
+  for (rt::Instr& in : exe.functions[0].code)
+    if (in.op == rt::Opcode::Call && in.callee_kind == rt::CalleeKind::Kernel) in.args.pop_back();
+  CHECK_THROWS_WITH_AS(rt::Executable::deserialize(exe.serialize()),
+                       doctest::Contains("kernel add takes 3 arguments, the call passes 2"), rt::Error);
+
+  // Format 1 (no signatures) is named as such.
+  std::string old = bytes;
+  old[7] = '1';
+  CHECK_THROWS_WITH_AS(rt::Executable::deserialize(old), doctest::Contains("format 1, from an older relax"), rt::Error);
+}
+
+TEST_CASE("bytecode: the shape builtins' patterns are checked when the program is read") {
+  IRModule mod = parse_module("fn @main(x: Tensor[(n, 2), f32]) -> Shape[(n * 2,)] {\n  return shape(n * 2)\n}\n");
+  rt::Executable good = lower_to_vm(mod).exe;
+  CHECK_NOTHROW(rt::Executable::deserialize(good.serialize()));
+  auto refused = [&](const std::function<void(std::vector<int64_t>&)>& damage, const std::string& why) {
+    rt::Executable exe = good;
+    for (rt::Constant& c : exe.constants)
+      if (c.kind == rt::Constant::Kind::IntList) damage(c.list);
+    CHECK_THROWS_WITH_AS(rt::Executable::deserialize(exe.serialize()), doctest::Contains(why.c_str()), rt::Error);
+  };
+  refused([](std::vector<int64_t>& p) { p.pop_back(); }, "length out of range");
+  refused([](std::vector<int64_t>& p) { p.push_back(0); }, "trailing words");
+  refused([](std::vector<int64_t>& p) { p[0] = 99; }, "rank 99");
+  // Every slot a pattern binds or reads must lie in the function's heap.
+  refused(
+      [](std::vector<int64_t>& p) {
+        for (size_t i = 1; i + 1 < p.size(); ++i)
+          if (p[i] == rt::ShapePattern::kPushSlot || (p[i] == rt::ShapePattern::kBind && i + 3 < p.size())) p[i + 1] = 7;
+      },
+      "slot out of range");
+}

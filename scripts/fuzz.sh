@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Fuzzes the readers of untrusted bytes (docs/fuzzing.md).
+#
+#   scripts/fuzz.sh [TARGET|all] [SECONDS]      default: all, 60 s each
+#
+# Targets: onnx onnx_proto ir package npy tensor_proto safetensors.
+# Installs clang-16 and libFuzzer when missing (scripts/setup.sh --fuzz),
+# builds what is missing of build-fuzz/ (libFuzzer, AddressSanitizer and
+# UndefinedBehaviorSanitizer), makes each target's seeds from the
+# repository's own files (build-fuzz/seeds/TARGET; the package and
+# safetensors seeds are built by build/'s relax-build and relax-import,
+# so build/ is built first when it lacks them), and runs each target for
+# SECONDS on its corpus (build-fuzz/corpus/TARGET, kept between runs).
+#
+# Exit 0 when nothing crashed; otherwise 1, naming each crashing input
+# (build-fuzz/findings/TARGET/crash-*). A summary line per target
+# (executions, per second, coverage, corpus) goes to standard output and
+# to build-fuzz/history.tsv. FUZZ_JOBS=N runs N targets at once (default
+# 1); FUZZ_FLAGS adds libFuzzer flags.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ALL=(onnx onnx_proto ir package npy tensor_proto safetensors)
+which=${1:-all}
+seconds=${2:-60}
+if [ "$which" = all ]; then
+  targets=("${ALL[@]}")
+elif [[ " ${ALL[*]} " == *" $which "* ]]; then
+  targets=("$which")
+else
+  echo "fuzz.sh: no target '$which' (one of: ${ALL[*]}, all)" >&2
+  exit 2
+fi
+[[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2; }
+
+scripts/setup.sh --fuzz
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+if [ ! -f build-fuzz/build.ninja ]; then
+  CC=clang-16 CXX=clang++-16 cmake -G Ninja -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRELAX_FUZZ=ON \
+    -DRELAX_ENABLE_CPU=OFF -DRELAX_ENABLE_VULKAN=OFF -DRELAX_ENABLE_CUDA=OFF -DRELAX_BUILD_TESTS=OFF >/dev/null
+fi
+cmake --build build-fuzz --target "${targets[@]/#/fuzz_}" >/dev/null
+
+# The seeds need relax-import and relax-build for some targets.
+needs_tools=0
+for t in "${targets[@]}"; do [[ $t == package || $t == safetensors ]] && needs_tools=1; done
+if [ $needs_tools = 1 ] && [ ! -x build/bin/relax-build ]; then scripts/build.sh >/dev/null; fi
+
+small() { find "$@" -type f -size -256k 2>/dev/null | sort; }
+seed() {  # seed TARGET: fills build-fuzz/seeds/TARGET
+  local t=$1 dir=build-fuzz/seeds/$1 work=build-fuzz/seed-work
+  rm -rf "$dir" && mkdir -p "$dir" "$work"
+  case $t in
+    onnx | onnx_proto)
+      small tests/models tests/corpus examples -name '*.onnx' | while read -r f; do cp "$f" "$dir/"; done ;;
+    ir)
+      small tests/ir tests/golden -name '*.relax' | while read -r f; do cp "$f" "$dir/$(echo "$f" | tr / _)"; done ;;
+    npy)
+      small tests -name '*.npy' | head -200 | while read -r f; do cp "$f" "$dir/$(echo "$f" | tr / _)"; done ;;
+    tensor_proto)
+      small tests -name '*.pb' | head -200 | while read -r f; do cp "$f" "$dir/$(echo "$f" | tr / _)"; done ;;
+    safetensors)
+      for m in tests/models/cnn_tiny.onnx tests/corpus/{gqa_window_ort,lstm_forecaster,qdq_detector,dynquant_seg}.onnx; do
+        build/bin/relax-import "$m" -o "$work/$(basename "$m" .onnx).relax" >/dev/null
+        cp "$work/$(basename "$m" .onnx).safetensors" "$dir/"
+      done ;;
+    package)
+      # Small models whose programs call builtins, kernels, library calls,
+      # control flow and lifted weight transforms.
+      for m in tests/models/cnn_tiny.onnx tests/corpus/{scripted_if,scripted_loop,gqa_window_ort,lstm_forecaster,dynquant_seg,contrib_misc}.onnx; do
+        build/bin/relax-build "$m" -o "$dir/$(basename "$m" .onnx).rpkg" >/dev/null
+      done ;;
+  esac
+}
+
+mkdir -p build-fuzz/logs
+run() {  # run TARGET: one fuzzing session; prints its summary line
+  local t=$1 log=build-fuzz/logs/$1.log
+  mkdir -p "build-fuzz/corpus/$t" "build-fuzz/findings/$t"
+  local rc=0 before
+  before=$(find "build-fuzz/findings/$t" -type f | wc -l)
+  # shellcheck disable=SC2086
+  build-fuzz/bin/fuzz_"$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+    -artifact_prefix="build-fuzz/findings/$t/" ${FUZZ_FLAGS:-} "build-fuzz/corpus/$t" "build-fuzz/seeds/$t" \
+    >"$log" 2>&1 || rc=$?
+  local execs rate cov ft corp
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  # -fork=N prints no final stats: its status lines count all executions.
+  [ -n "$execs" ] || execs=$(grep -oE '^#[0-9]+: cov' "$log" | tail -1 | tr -dc 0-9)
+  [ -n "$rate" ] || { [ -n "$execs" ] && rate=$((execs / (seconds > 0 ? seconds : 1))); }
+  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+  ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+  corp=$(find "build-fuzz/corpus/$t" -type f | wc -l)
+  local result=clean found
+  found=$(($(find "build-fuzz/findings/$t" -type f | wc -l) - before))
+  if [ $rc -ne 0 ] || [ $found -gt 0 ]; then
+    result="FOUND $(grep -oE "(Test unit written to|crash|leak|timeout|oom)[^ ]* ?[^ ]*build-fuzz/findings/[^ ]+" "$log" | grep -oE 'build-fuzz/findings/[^ ]+' | sort -u | tr '\n' ' ')(log: $log)"
+    rc=1
+  fi
+  printf '%s\t%s\t%s s\t%s execs\t%s/s\tcov %s\tft %s\tcorpus %s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$seconds" \
+    "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$corp" "$result" | tee -a build-fuzz/history.tsv
+  [ $rc -eq 0 ]
+}
+
+for t in "${targets[@]}"; do seed "$t"; done
+status=0
+jobs=${FUZZ_JOBS:-1}
+pids=()
+for t in "${targets[@]}"; do
+  run "$t" &
+  pids+=($!)
+  if [ ${#pids[@]} -ge "$jobs" ]; then
+    wait "${pids[0]}" || status=1
+    pids=("${pids[@]:1}")
+  fi
+done
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+exit $status
