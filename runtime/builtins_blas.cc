@@ -285,6 +285,18 @@ Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& 
                          ys[3], p[0],  p[1],  p[2],  p[3],  p[4], p[5], p[6]};
   if (g.groups < 1 || g.C % g.groups != 0 || g.O % g.groups != 0 || xs[0] != ys[0] || g.KH < 1 || g.KW < 1)
     rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
+  // The kernels size their padded copy of x to hold every tap of every
+  // output: with these bounds no size they compute overflows.
+  constexpr int64_t kStep = 1 << 16, kPad = 1 << 20, kKernel = 1 << 16;
+  if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1 || g.sh > kStep || g.sw > kStep || g.dh > kStep ||
+      g.dw > kStep || g.ph < 0 || g.pw < 0 || g.ph > kPad || g.pw > kPad || g.KH > kKernel || g.KW > kKernel)
+    rt_fail(what, ": strides ", g.sh, "x", g.sw, ", dilations ", g.dh, "x", g.dw, ", padding ", g.ph, "x", g.pw,
+            " or kernel ", g.KH, "x", g.KW, " out of range");
+  __int128 hp = std::max<__int128>(g.H + g.ph, __int128(g.OH - 1) * g.sh + __int128(g.KH - 1) * g.dh + 1);
+  __int128 wp = std::max<__int128>(g.W + g.pw, __int128(g.OW - 1) * g.sw + __int128(g.KW - 1) * g.dw + 1);
+  if (__int128(g.N) * g.C * hp * wp > (__int128(1) << 40) || __int128(g.C) * g.KH * g.KW * g.OH * g.OW > (__int128(1) << 40))
+    rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " with a ", g.KH, "x", g.KW,
+            " kernel need a padded input or an im2col matrix of more than 2^40 elements");
   return g;
 }
 

@@ -73,13 +73,14 @@ void list_split(BuiltinCall& c) {
       int64_t k = element_as_int64(s, 0);
       if (k <= 0) rt_fail("SplitToSequence: split ", k, " must be positive");
       if (drop && k != 1) rt_fail("SplitToSequence: keepdims 0 with a split of ", k, ", not 1");
-      for (int64_t at = 0; at < v.len; at += k) lengths.push_back(std::min(k, v.len - at));
+      for (int64_t at = 0; at < v.len; at += lengths.back()) lengths.push_back(std::min(k, v.len - at));
     } else {
       drop = false;  // keepdims applies to a scalar split only
       for (int64_t i = 0; i < s.numel(); ++i) lengths.push_back(element_as_int64(s, i));
       int64_t sum = 0;
       for (int64_t n : lengths) {
         if (n < 0) rt_fail("SplitToSequence: split has a negative length ", n);
+        if (n > v.len - sum) rt_fail("SplitToSequence: split sums past the axis' length ", v.len);
         sum += n;
       }
       if (sum != v.len) rt_fail("SplitToSequence: split sums to ", sum, " but the axis has length ", v.len);

@@ -9,8 +9,10 @@
 // checksum. The bytecode section is mostly changed as a program (an
 // instruction's register, callee, jump or argument; a constant), so the
 // mutations reach the verifier and the VM instead of its reader. The
-// compiled kernels (kernels.*) are never changed: they are native code,
-// which the loader cannot check (docs/runtime_abi.md, section 6).
+// compiled kernels (kernels.*) are not changed, and an input whose kernels
+// changed all the same (a byte mutation of the whole file, a moved section)
+// is skipped: they are native code, which the loader cannot check
+// (docs/runtime_abi.md, section 6).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,12 +61,56 @@ std::optional<std::vector<Value>> make_inputs(const Model& m) {
   return out;
 }
 
+// The compiled kernels the fuzzer may load: those of the packages in
+// $RELAX_FUZZ_TRUSTED_KERNELS (scripts/fuzz.sh: the seeds, built by
+// relax-build), by checksum. A package whose kernels are other bytes is
+// skipped: no loader can check native code (docs/runtime_abi.md,
+// section 6), so a mutated shared object is not a finding. Unset (the
+// replay of regressions): every package is loaded.
+std::set<uint64_t>& trusted_kernels() {
+  static std::set<uint64_t> set;
+  return set;
+}
+
+bool kernels_trusted(const std::string& path) {
+  if (trusted_kernels().empty()) return true;
+  try {
+    Package p = Package::open(path);
+    for (const SectionInfo& s : p.sections())
+      if (s.name.rfind("kernels", 0) == 0) {
+        std::span<const uint8_t> b = p.section(s.name);
+        if (!trusted_kernels().count(checksum64(b.data(), b.size()))) return false;
+      }
+  } catch (const Error&) {
+    // Not a package: Model::load says why.
+  }
+  return true;
+}
+
 std::string scratch_path() {
   static const std::string path = relax::fuzz::empty_dir() + "/fuzz.rpkg";
   return path;
 }
 
 }  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  const char* dir = std::getenv("RELAX_FUZZ_TRUSTED_KERNELS");
+  if (!dir) return 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    try {
+      Package p = Package::open(e.path().string());
+      for (const SectionInfo& s : p.sections())
+        if (s.name.rfind("kernels", 0) == 0) {
+          std::span<const uint8_t> b = p.section(s.name);
+          trusted_kernels().insert(checksum64(b.data(), b.size()));
+        }
+    } catch (const Error&) {
+    }
+  }
+  if (trusted_kernels().empty()) relax::fuzz::finding(std::string("no package with kernels in ") + dir);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static bool once = [] {
@@ -78,6 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size > 0 && ::write(fd, data, size) != ssize_t(size)) relax::fuzz::finding("short write to " + scratch_path());
     ::close(fd);
   }
+  if (!kernels_trusted(scratch_path())) return 0;
   relax::fuzz::expect_clean_errors([&] {
     std::unique_ptr<Model> m = Model::load(scratch_path());
     if (auto inputs = make_inputs(*m)) m->run_values(std::move(*inputs));
@@ -225,9 +273,16 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
     bytes.resize(n * 2 + 64);
     bytes.resize(LLVMFuzzerMutate(reinterpret_cast<uint8_t*>(bytes.data()), n, bytes.size()));
   }
-  PackageWriter w;
-  for (auto& [n, b] : *sections) w.add(n, b);
-  std::string out = w.bytes();
+  std::string out;
+  try {
+    PackageWriter w;
+    for (auto& [n, b] : *sections) w.add(n, b);
+    out = w.bytes();
+  } catch (const Error&) {  // a table no writer makes (an empty or repeated name): bytes, then
+    size = LLVMFuzzerMutate(data, size, max_size);
+    reseal(data, size, rng);
+    return size;
+  }
   if (out.size() > max_size) return size;
   std::memcpy(data, out.data(), out.size());
   return out.size();

@@ -13,11 +13,15 @@
 
 #include "tests/fuzz/fuzz_util.h"
 
+// A target's set-up, when it has one (as libFuzzer calls it).
+extern "C" __attribute__((weak)) int LLVMFuzzerInitialize(int* argc, char*** argv);
+
 // The custom mutators call libFuzzer's; never reached here.
 extern "C" size_t LLVMFuzzerMutate(uint8_t*, size_t size, size_t) { return size; }
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
+  if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
   std::vector<fs::path> files;
   for (int i = 1; i < argc; ++i) {
     fs::path p(argv[i]);

@@ -256,3 +256,21 @@ TEST_CASE("builtins: lists (ONNX sequences) insert copies, positions count from 
   CHECK(error_of([&] { call("relax.list_concat", {empty, Value(int64_t(0)), Value(int64_t(0))}); }) ==
         "ConcatFromSequence: the sequence is empty");
 }
+
+TEST_CASE("builtins: SplitToSequence refuses split lengths whose sum overflows (found by fuzz_package)") {
+  // Two lengths of 2^62 + 2 sum past int64 and wrapped to the axis' 4 before:
+  // the copies then read far past the input.
+  Tensor x = f32({4, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  const int64_t big = (int64_t(1) << 62) + 2;
+  for (std::vector<int64_t> split : {std::vector<int64_t>{big, big, big, big}, std::vector<int64_t>{5, 0},
+                                     std::vector<int64_t>{INT64_MAX, 1}}) {
+    CHECK_THROWS_WITH_AS(call("relax.list_split", {x, int64_t(0), int64_t(1), i64({int64_t(split.size())}, split)}),
+                         doctest::Contains("sums past the axis' length 4"), Error);
+  }
+  // A scalar split near INT64_MAX is one part.
+  Value parts = call("relax.list_split", {x, int64_t(0), int64_t(1), i64({}, {INT64_MAX})});
+  CHECK(parts.tuple().size() == 1);
+  parts = call("relax.list_split", {x, int64_t(0), int64_t(1), i64({}, {3})});
+  REQUIRE(parts.tuple().size() == 2);
+  CHECK(parts.tuple()[1].tensor("").shape() == std::vector<int64_t>{1, 2});
+}
