@@ -80,6 +80,8 @@ class Context {
   size_t num_outputs() const { return size_t(node_.output_size()); }
   // Whether output i is wanted (present and named).
   bool output_used(size_t i) const;
+  // Output i's name, or "" when the node has no such output (a name hint).
+  std::string output_name(size_t i) const { return output_used(i) ? node_.output(int(i)) : std::string(); }
   // Input i; absent (Value::absent()) when omitted or out of range.
   const Value& input(size_t i) const;
   bool has_input(size_t i) const { return !input(i).absent(); }
@@ -112,7 +114,8 @@ class Context {
   // fresh variables bound at run time by a match_cast of the input, which
   // then stands for input i, here and in the nodes after this one (each
   // Shape of one value reads the same dims). No gap in shape deduction stops
-  // an import where the rank is known; an unknown rank is unsupported.
+  // an import where the rank is known; an unknown rank is unsupported. A
+  // known rank other than `rank` (when given) is an error.
   std::vector<SymExpr> bound_shape(size_t i, int rank = -1);
   // Elements of input i when known symbolically (from `sym`, or from small
   // integer constant data); nullopt otherwise.

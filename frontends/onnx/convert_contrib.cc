@@ -339,12 +339,12 @@ std::vector<Value> convert_multi_head_attention(Context& ctx) {
   if (!ctx.has_input(1) || !ctx.has_input(2)) ctx.unsupported("packed QKV or KV (key and value absent)");
   if (ctx.has_input(8) || ctx.has_input(9)) ctx.unsupported("past_sequence_length / cache_indirection (shared buffers)");
   Expr q = ctx.expr(0), k = ctx.expr(1), v = ctx.expr(2);
-  int64_t d = const_dim(ctx, ctx.bound_shape(0)[2], "hidden size");
+  int64_t d = const_dim(ctx, ctx.bound_shape(0, 3)[2], "hidden size");
   bool bnsh = ctx.bound_shape(1).size() == 4;
   if (ctx.has_input(3)) {
     Expr b = ctx.expr(3);
     auto part = [&](int64_t begin, int64_t end) { return slice_axis(ctx, b, 0, begin, end); };
-    int64_t total = const_dim(ctx, ctx.bound_shape(3)[0], "bias size");
+    int64_t total = const_dim(ctx, ctx.bound_shape(3, 1)[0], "bias size");
     q = add(ctx, q, part(0, d));
     if (!bnsh) {
       k = add(ctx, k, part(d, 2 * d));
@@ -359,7 +359,7 @@ std::vector<Value> convert_multi_head_attention(Context& ctx) {
   SymExpr past_len(0);
   if (ctx.has_input(6) != ctx.has_input(7)) ctx.fail("past_key and past_value come together");
   if (ctx.has_input(6)) {
-    past_len = ctx.bound_shape(6)[2];
+    past_len = ctx.bound_shape(6, 4)[2];
     k = op(ctx, "concat", {make_tuple({ctx.expr(6), k})}, {{"axis", int64_t(2)}});
     v = op(ctx, "concat", {make_tuple({ctx.expr(7), v})}, {{"axis", int64_t(2)}});
   }
@@ -386,7 +386,7 @@ std::vector<Value> convert_group_query_attention(Context& ctx) {
   if (heads < 1 || kv_heads < 1 || heads % kv_heads) ctx.fail("needs num_heads, a multiple of kv_num_heads");
   if (ctx.num_inputs() > 11 && ctx.has_input(11)) ctx.unsupported("head_sink");
   if (ctx.attr_int("smooth_softmax", 0)) ctx.unsupported("smooth_softmax");
-  Dims qs = ctx.bound_shape(0);
+  Dims qs = ctx.bound_shape(0, 3);
   Expr q = ctx.expr(0), k, v;
   int64_t width = const_dim(ctx, qs[2], "query width");
   if (ctx.has_input(1)) {
@@ -399,7 +399,7 @@ std::vector<Value> convert_group_query_attention(Context& ctx) {
     q = slice_axis(ctx, q, 2, 0, heads * head);
   }
   SymExpr past_len(0);
-  if (ctx.has_input(3)) past_len = ctx.bound_shape(3)[2];
+  if (ctx.has_input(3)) past_len = ctx.bound_shape(3, 4)[2];
   if (ctx.attr_int("do_rotary", 0)) {  // Q and the new K at positions P .. P + S - 1
     if (!ctx.has_input(7) || !ctx.has_input(8)) ctx.fail("do_rotary needs cos_cache and sin_cache");
     Expr pos = ctx.has_input(9) ? cast_to(ctx, ctx.expr(9), kI64)
@@ -467,7 +467,7 @@ std::vector<Value> convert_embed_layer_norm(Context& ctx) {
 // positions offset .. offset + S - 1.
 std::vector<Value> convert_rotary_embedding(Context& ctx) {
   Dims xs = ctx.bound_shape(0);
-  int64_t half = const_dim(ctx, ctx.bound_shape(2)[1], "cos_cache width");
+  int64_t half = const_dim(ctx, ctx.bound_shape(2, 2)[1], "cos_cache width");
   int64_t num_heads = ctx.attr_int("num_heads", 0), rot_attr = ctx.attr_int("rotary_embedding_dim", 0);
   if (rot_attr > 0 && rot_attr != 2 * half) ctx.fail("rotary_embedding_dim ", rot_attr, " is not cos_cache's width x 2");
   Expr x = ctx.expr(0);

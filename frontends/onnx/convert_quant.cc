@@ -81,10 +81,10 @@ std::vector<Value> convert_dynamic_quantize(Context& ctx) {
   Expr range = binary(ctx, "subtract", hi, lo);
   Expr empty = binary(ctx, "equal", range, f32(0));
   range = ctx.emit_op("where", {empty, f32(1), range});
-  Expr scale = ctx.emit(make_op_call("divide", {range, f32(255)}), ctx.node().output(1));
+  Expr scale = ctx.emit(make_op_call("divide", {range, f32(255)}), ctx.output_name(1));
   Expr zp = binary(ctx, "subtract", f32(0), binary(ctx, "divide", lo, scale));
   zp = ctx.emit_op("round", {ctx.emit_op("clip", {zp, f32(0), f32(255)})});
-  zp = ctx.emit(make_op_call("astype", {zp}, {{"dtype", DataType::u(8)}}), ctx.node().output(2));
+  zp = ctx.emit(make_op_call("astype", {zp}, {{"dtype", DataType::u(8)}}), ctx.output_name(2));
   Expr y = ctx.emit_op("quantize", {x, scale, zp}, {{"out_dtype", DataType::u(8)}});
   return {expr_value(y), expr_value(scale), expr_value(zp)};
 }

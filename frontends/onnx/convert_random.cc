@@ -39,7 +39,7 @@ uint64_t fnv1a(const std::string& s) {
 // The seed of the node's generator (see the file comment).
 int64_t node_seed(const Context& ctx) {
   const onnx::AttributeProto* a = ctx.attr("seed");
-  if (!a) return int64_t(fnv1a(ctx.node().output_size() ? ctx.node().output(0) : ctx.op_type()));
+  if (!a) return int64_t(fnv1a(ctx.node().output_size() ? ctx.output_name(0) : ctx.op_type()));
   if (a->type() == onnx::AttributeProto::INT) return a->i();
   float f = ctx.attr_float("seed");
   if (std::isfinite(f) && std::trunc(f) == f && std::fabs(f) < 9.2e18f) return int64_t(f);
@@ -148,7 +148,7 @@ std::vector<Value> dropout_identity(Context& ctx) {
   if (ctx.num_outputs() < 2 || !ctx.output_used(1)) return out;
   DataType mask = ctx.opset() < 10 ? known_dtype(ctx, 0) : DataType::boolean();
   Expr ones = make_op_call("ones", {shape_of_input(ctx, 0)}, Attrs{{"dtype", mask}});
-  out.push_back(expr_value(ctx.emit(ones, ctx.node().output(1))));
+  out.push_back(expr_value(ctx.emit(ones, ctx.output_name(1))));
   return out;
 }
 

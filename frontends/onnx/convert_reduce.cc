@@ -333,8 +333,8 @@ std::vector<Value> convert_topk(Context& ctx) {
               {"largest", ctx.attr_int("largest", 1) != 0},
               {"sorted", ctx.attr_int("sorted", 1) != 0}};
   Expr t = ctx.emit(make_op_call("topk", {ctx.expr(0)}, attrs), "topk");
-  Expr values = ctx.emit(make_tuple_get_item(t, 0), ctx.node().output(0));
-  Expr indices = ctx.emit(make_tuple_get_item(t, 1), ctx.node().output(1));
+  Expr values = ctx.emit(make_tuple_get_item(t, 0), ctx.output_name(0));
+  Expr indices = ctx.emit(make_tuple_get_item(t, 1), ctx.output_name(1));
   return {expr_value(values), expr_value(indices)};
 }
 

@@ -152,7 +152,7 @@ std::vector<Value> convert_layer(Context& ctx, const Layer& layer) {
       out.emplace_back();
       continue;
     }
-    out.push_back(expr_value(ctx.emit(make_tuple_get_item(r, int(k)), ctx.node().output(int(k)))));
+    out.push_back(expr_value(ctx.emit(make_tuple_get_item(r, int(k)), ctx.output_name(int(k)))));
   }
   return out;
 }

@@ -679,6 +679,7 @@ std::optional<std::vector<SymExpr>> Context::shape(size_t i) {
 }
 
 std::vector<SymExpr> Context::bound_shape(size_t i, int rank) {
+  if (rank >= 0 && ndim(i) >= 0 && ndim(i) != rank) fail("input ", i, " must have rank ", rank, ", got ", ndim(i));
   if (auto s = shape(i)) return *s;
   int r = ndim(i) >= 0 ? ndim(i) : rank;
   if (r < 0) unsupported(cat("input ", i, " of unknown rank"));

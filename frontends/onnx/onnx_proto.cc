@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -111,19 +112,29 @@ Msg parse_file(const std::string& path, const char* what) {
 std::string read_external(const onnx::TensorProto& t, const std::string& dir) {
   std::string location;
   int64_t offset = 0, length = -1;
+  auto number = [&](const std::string& key, const std::string& text) {
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v < 0)
+      fail("tensor '", t.name(), "': external data ", key, " '", text, "' is not a byte count");
+    return v;
+  };
   for (const auto& kv : t.external_data()) {
     if (kv.key() == "location")
       location = kv.value();
     else if (kv.key() == "offset")
-      offset = std::stoll(kv.value());
+      offset = number("offset", kv.value());
     else if (kv.key() == "length")
-      length = std::stoll(kv.value());
+      length = number("length", kv.value());
   }
   if (location.empty()) fail("tensor '", t.name(), "': external data without a location");
   fs::path rel(location);
   if (rel.is_absolute()) fail("tensor '", t.name(), "': external data location '", location, "' is absolute");
-  fs::path base = fs::weakly_canonical(fs::path(dir.empty() ? "." : dir));
-  fs::path full = fs::weakly_canonical(base / rel);
+  fs::path base, full;
+  std::error_code ec;
+  base = fs::weakly_canonical(fs::path(dir.empty() ? "." : dir), ec);
+  if (!ec) full = fs::weakly_canonical(base / rel, ec);
+  if (ec) fail("tensor '", t.name(), "': external data location '", location, "': ", ec.message());
   auto [b, f] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
   if (b != base.end())
     fail("tensor '", t.name(), "': external data location '", location, "' escapes the model's folder");
@@ -133,7 +144,7 @@ std::string read_external(const onnx::TensorProto& t, const std::string& dir) {
   int64_t size = in.tellg();
   if (offset < 0 || offset > size) fail("tensor '", t.name(), "': external data offset ", offset, " is past the end");
   if (length < 0) length = size - offset;
-  if (offset + length > size) fail("tensor '", t.name(), "': external data is truncated");
+  if (length > size - offset) fail("tensor '", t.name(), "': external data is truncated");
   std::string bytes(size_t(length), '\0');
   in.seekg(offset);
   in.read(bytes.data(), length);
@@ -175,16 +186,29 @@ onnx::TensorProto load_tensor_file(const std::string& path) {
   return parse_file<onnx::TensorProto>(path, "ONNX TensorProto");
 }
 
+namespace {
+
+std::string shape_text(const onnx::TensorProto& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.dims_size(); ++i) s += (i ? ", " : "") + std::to_string(t.dims(i));
+  return s + "]";
+}
+
+}  // namespace
+
 HostTensor decode_tensor(const onnx::TensorProto& t, const std::string& model_dir) {
   auto dtype = dtype_of(t.data_type());
   if (!dtype) fail("tensor '", t.name(), "': element type ", onnx_type_name(t.data_type()), " is not supported");
   HostTensor out;
   out.dtype = *dtype;
+  int64_t n = 1;
   for (int64_t d : t.dims()) {
     if (d < 0) fail("tensor '", t.name(), "': negative dim ", d);
+    // No tensor of more than 2^56 elements (bits fit in int64).
+    if (__builtin_mul_overflow(n, d, &n) || n > (int64_t(1) << 56))
+      fail("tensor '", t.name(), "': shape ", shape_text(t), " has too many elements");
     out.shape.push_back(d);
   }
-  int64_t n = out.numel();
   size_t nbytes = HostTensor::storage_bytes(*dtype, n);
   std::string external;
   const std::string* raw = nullptr;  // not copied when it is the proto's own
