@@ -288,6 +288,7 @@ Value VirtualMachine::run(int function, std::vector<Value>& regs) {
             rt_fail("the kernel takes ", sig.num_shape_args, " shape values, the call gives ", shape_args.size());
           auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
           int32_t rc = kernels_[size_t(in.callee)](buffers.data(), shape_args.data());
+          if (rc == 2) rt_fail("returned error code 2: its arguments' dims disagree with its declaration");
           if (rc != 0) rt_fail("returned error code ", rc);
           if (profiling_) {
             CallTime& ct = kernel_times_[size_t(in.callee)];
