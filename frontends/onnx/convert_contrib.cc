@@ -314,7 +314,9 @@ std::vector<Value> convert_ms_attention(Context& ctx) {
     auto half = [&](int64_t i) {
       return op(ctx, "squeeze", {slice_axis(ctx, past, 0, i, i + 1)}, {{"axis", Ints{0}}});
     };
-    past_len = dims_of(ctx, past)[3];
+    Dims pd = dims_of(ctx, past);
+    if (pd.size() != 5) ctx.fail("past must be (2, batch, heads, past, head size), got rank ", pd.size());
+    past_len = pd[3];
     k = op(ctx, "concat", {make_tuple({half(0), k})}, {{"axis", int64_t(2)}});
     v = op(ctx, "concat", {make_tuple({half(1), v})}, {{"axis", int64_t(2)}});
   }
@@ -390,6 +392,10 @@ std::vector<Value> convert_group_query_attention(Context& ctx) {
   Expr q = ctx.expr(0), k, v;
   int64_t width = const_dim(ctx, qs[2], "query width");
   if (ctx.has_input(1)) {
+    for (size_t i : {1, 2})
+      if (ctx.ndim(i) != 3)
+        ctx.fail("key and value must be (batch, sequence, kv_num_heads x head size); input ", i, " has rank ",
+                 ctx.ndim(i));
     k = ctx.expr(1);
     v = ctx.expr(2);
   } else {

@@ -374,7 +374,7 @@ std::vector<Value> convert_bitshift(Context& ctx) {
 
 std::vector<Value> convert_where(Context& ctx) {
   auto args = sym_args(ctx);
-  if (args) {
+  if (args && args->size() == 3) {
     if (auto v = fold_elementwise(ctx, *args, (*args)[1].dtype, fold_where)) return {*v};
   }
   return {emit(ctx, "where", {ctx.expr(0), ctx.expr(1), ctx.expr(2)})};

@@ -17,9 +17,20 @@ using namespace nn;
 
 // floor(in * scale) for a float32 scale, symbolically: scale as p / q (q <=
 // 1000) when it is that fraction rounded to float32; floor(n * s) is then
-// (n * p) // q, or (n * p - 1) // q when s lies just below p / q.
+// (n * p) // q, or (n * p - 1) // q when s lies just below p / q. The
+// caller checks that the scale is a positive finite number
+// (check_scale); past 2^62, nullopt.
+void check_scale(Context& ctx, double scale) {
+  if (!(scale > 0) || !std::isfinite(scale)) ctx.fail("scale ", scale, " is not a positive finite number");
+}
+
 std::optional<SymExpr> scaled_dim(const SymExpr& in, double scale, const Analyzer& ana) {
-  if (in.is_const()) return SymExpr(int64_t(std::floor(double(in.const_value()) * scale)));
+  if (!(scale > 0) || !std::isfinite(scale)) return std::nullopt;
+  if (in.is_const()) {
+    double v = std::floor(double(in.const_value()) * scale);
+    if (!(v < 0x1p62)) return std::nullopt;
+    return SymExpr(int64_t(v));
+  }
   for (int64_t q = 1; q <= 1000; ++q) {
     double pq = std::round(scale * double(q));
     if (double(float(pq / double(q))) != scale) continue;
@@ -112,6 +123,7 @@ ResizeSpec resize_from_scales(Context& ctx, size_t i, const Dims& xs, const Ints
   std::vector<double> full(xs.size(), 1.0);
   for (size_t k = 0; k < axes.size(); ++k) {
     full[size_t(axes[k])] = (*scales)[k];
+    check_scale(ctx, (*scales)[k]);
     auto d = scaled_dim(xs[size_t(axes[k])], (*scales)[k], ctx.ana());
     if (!d) ctx.unsupported("Resize scale that is no simple fraction over a symbolic dim");
     r.sizes[size_t(axes[k])] = *d;
@@ -243,6 +255,7 @@ std::vector<Value> convert_upsample(Context& ctx) {
     if (int(scales.size()) != nd) ctx.fail("scales has ", scales.size(), " values for rank ", nd);
     spec.sizes = xs;
     for (int i = 0; i < nd; ++i) {
+      check_scale(ctx, scales[size_t(i)]);
       auto d = scaled_dim(xs[size_t(i)], scales[size_t(i)], ctx.ana());
       if (!d) ctx.unsupported("Upsample scale that is no simple fraction over a symbolic dim");
       spec.sizes[size_t(i)] = *d;

@@ -1,8 +1,11 @@
 #include "frontends/onnx/importer.h"
 
+#include <onnx/defs/schema.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <limits>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -313,6 +316,31 @@ const Value* Importer::lookup(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+
+// The node's input and output counts against its ONNX schema (ai.onnx and
+// ai.onnx.ml; contrib ops have none here), so that no converter reads an
+// input or output the node lacks.
+void check_arity(Context& ctx, const onnx::NodeProto& node, const std::string& domain) {
+  // libonnx knows the opsets up to its own release; past them an op's
+  // newest schema there may be an older version's (ReduceMax took its axes
+  // as an input from opset 18): no check then.
+  const auto& known = ::onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto range_of = known.find(domain.empty() ? "" : domain);
+  if (range_of == known.end() || ctx.opset() > range_of->second.second) return;
+  const auto* schema = ::onnx::OpSchemaRegistry::Schema(node.op_type(), ctx.opset(), domain);
+  if (!schema) return;
+  auto range = [](int lo, int hi) {
+    return hi == lo ? std::to_string(lo) : hi == std::numeric_limits<int>::max() ? cat(lo, " or more") : cat(lo, " to ", hi);
+  };
+  if (node.input_size() < schema->min_input() || node.input_size() > schema->max_input())
+    ctx.fail("takes ", range(schema->min_input(), schema->max_input()), " inputs, the node has ", node.input_size());
+  if (node.output_size() < schema->min_output() || node.output_size() > schema->max_output())
+    ctx.fail("gives ", range(schema->min_output(), schema->max_output()), " outputs, the node has ", node.output_size());
+}
+
+}  // namespace
+
 void Importer::convert_node(const onnx::NodeProto& node) {
   std::string domain = domain_key(node.domain());
   std::string where = cat("node '", node.name().empty() ? std::string("(unnamed)") : node.name(), "' (",
@@ -336,6 +364,7 @@ void Importer::convert_node(const onnx::NodeProto& node) {
   const ConverterInfo* conv = converters().find(domain, node.op_type());
   RELAX_CHECK(conv, "unsupported ops are found before conversion");
   Context ctx(*this, node, opsets_[domain], std::move(inputs));
+  check_arity(ctx, node, domain);
   std::vector<Value> outs;
   try {
     outs = conv->fn(ctx);

@@ -93,8 +93,21 @@ NamedTensors decode_safetensors(const std::string& bytes, const std::string& wha
       for (const DtypeName& d : kNames)
         if (dt == d.name) t.dtype = d.dtype, found = true;
       if (!found) fail(what, ": tensor '", name, "' has unknown dtype ", dt);
-      t.shape = info.at("shape").get<std::vector<int64_t>>();
-      auto off = info.at("data_offsets").get<std::vector<uint64_t>>();
+      // Whole numbers only: json's conversion of 4e34 to an integer is
+      // undefined behaviour.
+      int64_t numel = 1;
+      for (const auto& d : info.at("shape")) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 0)
+          fail(what, ": tensor '", name, "' has a dim that is not a count: ", d.dump());
+        if (__builtin_mul_overflow(numel, d.get<int64_t>(), &numel) || numel > (int64_t(1) << 56))
+          fail(what, ": tensor '", name, "' has too many elements");
+        t.shape.push_back(d.get<int64_t>());
+      }
+      std::vector<uint64_t> off;
+      for (const auto& o : info.at("data_offsets")) {
+        if (!o.is_number_unsigned()) fail(what, ": tensor '", name, "' has bad data offsets");
+        off.push_back(o.get<uint64_t>());
+      }
       if (off.size() != 2 || off[0] > off[1] || off[1] > bytes.size() - base)
         fail(what, ": tensor '", name, "' has bad data offsets");
       if (off[1] - off[0] != HostTensor::storage_bytes(t.dtype, t.numel()))
