@@ -14,7 +14,7 @@
 #
 # Exit 0 when nothing crashed; otherwise 1, naming each crashing input
 # (build-fuzz/findings/TARGET/crash-*). A summary line per target
-# (executions, per second, coverage, corpus) goes to standard output and
+# (seconds run, executions, per second, coverage, corpus) goes to standard output and
 # to build-fuzz/history.tsv. FUZZ_JOBS=N runs N targets at once (default
 # 1); FUZZ_FLAGS adds libFuzzer flags.
 set -euo pipefail
@@ -77,30 +77,31 @@ seed() {  # seed TARGET: fills build-fuzz/seeds/TARGET
 
 mkdir -p build-fuzz/logs
 run() {  # run TARGET: one fuzzing session; prints its summary line
-  local t=$1 log=build-fuzz/logs/$1.log
+  local t=$1 log=build-fuzz/logs/$1.log mark=build-fuzz/logs/$1.start
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/findings/$t"
-  local rc=0 before
-  before=$(find "build-fuzz/findings/$t" -type f | wc -l)
+  touch "$mark"
+  local rc=0 start
+  start=$(date +%s)
   # shellcheck disable=SC2086
-  RELAX_FUZZ_TRUSTED_KERNELS=build-fuzz/seeds/package build-fuzz/bin/fuzz_"$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
-    -artifact_prefix="build-fuzz/findings/$t/" ${FUZZ_FLAGS:-} "build-fuzz/corpus/$t" "build-fuzz/seeds/$t" \
-    >"$log" 2>&1 || rc=$?
-  local execs="" rate="" cov="" ft="" corp=""
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  # -fork=N prints no final stats: its status lines count all executions.
-  [ -n "$execs" ] || execs=$(grep -oE '^#[0-9]+: cov' "$log" | tail -1 | tr -dc 0-9)
-  [ -n "$rate" ] || { [ -n "$execs" ] && rate=$((execs / (seconds > 0 ? seconds : 1))); }
-  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
-  ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+  RELAX_FUZZ_TRUSTED_KERNELS=build-fuzz/seeds/package build-fuzz/bin/fuzz_"$t" -max_total_time="$seconds" \
+    -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t/" ${FUZZ_FLAGS:-} \
+    "build-fuzz/corpus/$t" "build-fuzz/seeds/$t" >"$log" 2>&1 || rc=$?
+  local took=$(($(date +%s) - start)) execs cov ft corp found
+  # The final stats; under -fork=N (no final stats) the last status line.
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+  [ -n "$execs" ] || execs=$(grep -oE '^#[0-9]+: cov' "$log" | tail -1 | tr -dc 0-9 || true)
+  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2 || true)
+  ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | cut -d' ' -f2 || true)
   corp=$(find "build-fuzz/corpus/$t" -type f | wc -l)
-  local result=clean found
-  found=$(($(find "build-fuzz/findings/$t" -type f | wc -l) - before))
-  if [ $rc -ne 0 ] || [ $found -gt 0 ]; then
-    result="FOUND $(grep -oE "(Test unit written to|crash|leak|timeout|oom)[^ ]* ?[^ ]*build-fuzz/findings/[^ ]+" "$log" | grep -oE 'build-fuzz/findings/[^ ]+' | sort -u | tr '\n' ' ')(log: $log)"
+  found=$(find "build-fuzz/findings/$t" -type f -newer "$mark" | sort | tr '\n' ' ')
+  local result=clean
+  if [ $rc -ne 0 ] || [ -n "$found" ]; then
+    result="FOUND ${found:-(no input written)}(log: $log)"
     rc=1
   fi
-  printf '%s\t%s\t%s s\t%s execs\t%s/s\tcov %s\tft %s\tcorpus %s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$seconds" \
-    "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$corp" "$result" | tee -a build-fuzz/history.tsv
+  printf '%s\t%s\t%s s\t%s execs\t%s/s\tcov %s\tft %s\tcorpus %s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$took" \
+    "${execs:-?}" "$(( ${execs:-0} / (took > 0 ? took : 1) ))" "${cov:-?}" "${ft:-?}" "$corp" "$result" |
+    tee -a build-fuzz/history.tsv
   [ $rc -eq 0 ]
 }
 
