@@ -294,7 +294,8 @@ Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& 
             " or kernel ", g.KH, "x", g.KW, " out of range");
   __int128 hp = std::max<__int128>(g.H + g.ph, __int128(g.OH - 1) * g.sh + __int128(g.KH - 1) * g.dh + 1);
   __int128 wp = std::max<__int128>(g.W + g.pw, __int128(g.OW - 1) * g.sw + __int128(g.KW - 1) * g.dw + 1);
-  if (__int128(g.N) * g.C * hp * wp > (__int128(1) << 40) || __int128(g.C) * g.KH * g.KW * g.OH * g.OW > (__int128(1) << 40))
+  const __int128 limit = __int128(1) << 40;
+  if (__int128(g.N) * g.C * hp * wp > limit || __int128(g.C) * g.KH * g.KW * g.OH * g.OW > limit)
     rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " with a ", g.KH, "x", g.KW,
             " kernel need a padded input or an im2col matrix of more than 2^40 elements");
   return g;

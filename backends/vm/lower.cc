@@ -19,6 +19,9 @@ namespace {
 namespace P = rt::ShapePattern;
 using rt::Arg;
 
+// A dtype as the runtime packs it (rt::DType::pack).
+int64_t packed(DataType d) { return int64_t(d.code) | int64_t(d.bits) << 8 | int64_t(d.lanes) << 16; }
+
 // Module-wide tables: functions, kernels, builtins and constants, each
 // entered once.
 class ModuleLowering {
@@ -47,7 +50,7 @@ class ModuleLowering {
     rt::KernelSignature sig;
     for (const auto* list : {&p->inputs, &p->outputs})
       for (const tir::Buffer& b : *list) {
-        sig.dtypes.push_back(int64_t(b->dtype.code) | int64_t(b->dtype.bits) << 8 | int64_t(b->dtype.lanes) << 16);
+        sig.dtypes.push_back(packed(b->dtype));
         sig.ranks.push_back(int64_t(b->shape.size()));
       }
     shape_arg_slots(*p, &sig.num_shape_args);
@@ -91,7 +94,7 @@ class ModuleLowering {
   Arg dtype_const(DataType d) {
     rt::Constant c;
     c.kind = rt::Constant::Kind::DType;
-    c.i = int64_t(d.code) | int64_t(d.bits) << 8 | int64_t(d.lanes) << 16;
+    c.i = packed(d);
     return constant(std::move(c));
   }
 

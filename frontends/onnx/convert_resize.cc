@@ -15,17 +15,15 @@ using namespace nn;
 
 // ---- Resize, Upsample ------------------------------------------------------------
 
-// floor(in * scale) for a float32 scale, symbolically: scale as p / q (q <=
-// 1000) when it is that fraction rounded to float32; floor(n * s) is then
-// (n * p) // q, or (n * p - 1) // q when s lies just below p / q. The
-// caller checks that the scale is a positive finite number
-// (check_scale); past 2^62, nullopt.
 void check_scale(Context& ctx, double scale) {
   if (!(scale > 0) || !std::isfinite(scale)) ctx.fail("scale ", scale, " is not a positive finite number");
 }
 
+// floor(in * scale) for a float32 scale (positive and finite: check_scale),
+// symbolically: scale as p / q (q <= 1000) when it is that fraction rounded
+// to float32; floor(n * s) is then (n * p) // q, or (n * p - 1) // q when s
+// lies just below p / q. A constant result past 2^62: nullopt.
 std::optional<SymExpr> scaled_dim(const SymExpr& in, double scale, const Analyzer& ana) {
-  if (!(scale > 0) || !std::isfinite(scale)) return std::nullopt;
   if (in.is_const()) {
     double v = std::floor(double(in.const_value()) * scale);
     if (!(v < 0x1p62)) return std::nullopt;

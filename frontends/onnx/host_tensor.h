@@ -19,6 +19,12 @@ struct HostTensor {
   std::vector<uint8_t> bytes;
 
   int64_t numel() const;
+  // Multiplies the element count `n` by a dim read from a file: false when
+  // the product overflows or passes kMaxElements (2^56: its bits fit int64).
+  static constexpr int64_t kMaxElements = int64_t(1) << 56;
+  static bool count_dim(int64_t& n, int64_t dim) {
+    return !__builtin_mul_overflow(n, dim, &n) && n <= kMaxElements;
+  }
   // Bytes that `numel` elements of `dtype` occupy (rounded up for packed types).
   static size_t storage_bytes(DataType dtype, int64_t numel);
 

@@ -326,7 +326,7 @@ void check_arity(Context& ctx, const onnx::NodeProto& node, const std::string& d
   // newest schema there may be an older version's (ReduceMax took its axes
   // as an input from opset 18): no check then.
   const auto& known = ::onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
-  auto range_of = known.find(domain.empty() ? "" : domain);
+  auto range_of = known.find(domain);
   if (range_of == known.end() || ctx.opset() > range_of->second.second) return;
   const auto* schema = ::onnx::OpSchemaRegistry::Schema(node.op_type(), ctx.opset(), domain);
   if (!schema) return;

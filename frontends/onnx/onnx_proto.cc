@@ -204,8 +204,7 @@ HostTensor decode_tensor(const onnx::TensorProto& t, const std::string& model_di
   int64_t n = 1;
   for (int64_t d : t.dims()) {
     if (d < 0) fail("tensor '", t.name(), "': negative dim ", d);
-    // No tensor of more than 2^56 elements (bits fit in int64).
-    if (__builtin_mul_overflow(n, d, &n) || n > (int64_t(1) << 56))
+    if (!HostTensor::count_dim(n, d))
       fail("tensor '", t.name(), "': shape ", shape_text(t), " has too many elements");
     out.shape.push_back(d);
   }

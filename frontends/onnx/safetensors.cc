@@ -99,7 +99,7 @@ NamedTensors decode_safetensors(const std::string& bytes, const std::string& wha
       for (const auto& d : info.at("shape")) {
         if (!d.is_number_integer() || d.get<int64_t>() < 0)
           fail(what, ": tensor '", name, "' has a dim that is not a count: ", d.dump());
-        if (__builtin_mul_overflow(numel, d.get<int64_t>(), &numel) || numel > (int64_t(1) << 56))
+        if (!HostTensor::count_dim(numel, d.get<int64_t>()))
           fail(what, ": tensor '", name, "' has too many elements");
         t.shape.push_back(d.get<int64_t>());
       }

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "runtime/package.h"
 #include "runtime/tensor.h"
@@ -239,6 +241,20 @@ TEST_CASE("checksum64: streaming equals one shot; any one-byte change is seen; i
   double gbps = double(big.size()) / s / 1e9;
   MESSAGE("checksum64: ", gbps, " GB/s");
   CHECK(gbps > 0.5);  // loose: shared, possibly unoptimised CI machines
+}
+
+
+TEST_CASE("package: bytes() is the file write() makes") {
+  TempDir dir;
+  PackageWriter w;
+  w.add("manifest", std::string(R"({"format": 1})"));
+  w.add("weights", weights_bytes());
+  std::string path = dir / "a.rpkg";
+  w.write(path);
+  std::ifstream in(path, std::ios::binary);
+  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(w.bytes() == file);
+  CHECK(file.size() > 4096 + weights_bytes().size());
 }
 
 }  // namespace relax::rt
