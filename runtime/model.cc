@@ -1,5 +1,6 @@
 #include "runtime/model.h"
 
+#include <bit>
 #include <cstring>
 #include <map>
 
@@ -71,9 +72,18 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
       std::string name = w.at("name");
       auto dtype = DType::parse(w.at("dtype").get<std::string>());
       if (!dtype) rt_fail(path, ": weight '", name, "' has unknown dtype ", w.at("dtype").dump());
-      uint64_t off = w.at("offset"), nbytes = w.at("nbytes");
+      auto count = [&](const char* key) {
+        const nlohmann::json& v = w.at(key);  // a float converted to an integer would be undefined
+        if (!v.is_number_unsigned()) rt_fail(path, ": weight '", name, "' has ", key, " ", v.dump(), ", not a count");
+        return v.get<uint64_t>();
+      };
+      uint64_t off = count("offset"), nbytes = count("nbytes");
       if (off > wsec.size() || nbytes > wsec.size() - off)
         rt_fail(path, ": weight '", name, "' lies outside the weights section");
+      // The kernels load elements aligned (the writer aligns every weight to 64).
+      const uint64_t align = std::bit_ceil(uint64_t(std::max(1, (dtype->bits + 7) / 8)));
+      if ((uintptr_t(wsec.data()) + off) % align != 0)
+        rt_fail(path, ": weight '", name, "' at offset ", off, " is not aligned to its ", align, "-byte elements");
       auto storage = Storage::wrap(wsec.data() + off, size_t(nbytes), keep);
       Tensor t(storage, *dtype, w.at("shape").get<std::vector<int64_t>>());
       weights[name] = m->kernels_ ? m->kernels_->place_constant(t) : t;

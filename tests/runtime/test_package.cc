@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "runtime/model.h"
 #include "runtime/package.h"
 #include "runtime/tensor.h"
 #include "tests/runtime/rt_test_util.h"
@@ -255,6 +256,35 @@ TEST_CASE("package: bytes() is the file write() makes") {
   std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK(w.bytes() == file);
   CHECK(file.size() > 4096 + weights_bytes().size());
+}
+
+
+TEST_CASE("package: a weight's offset must be a whole count, aligned to its elements (found by fuzz_package)") {
+  // A weight at offset 1 made an f32 kernel load misaligned floats; an
+  // offset of 1.5 was converted to an integer by json (undefined).
+  auto load_with = [](const std::string& offset) {
+    TempDir dir;
+    PackageWriter w;
+    w.add("manifest", R"({"format": 1, "target": {"kind": "cpu"}, "inputs": [], "outputs": [],
+                          "weights": [{"name": "w", "dtype": "f32", "shape": [2], "nbytes": 8, "offset": )" +
+                          offset + "}]}");
+    w.add("weights", std::string(64, '\0'));
+    w.add("bytecode", std::string("not read"));
+    std::string path = dir / "w.rpkg";
+    w.write(path);
+    std::string error;
+    try {
+      Model::load(path);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    return error;
+  };
+  CHECK(load_with("1").find("weight 'w' at offset 1 is not aligned to its 4-byte elements") != std::string::npos);
+  CHECK(load_with("1.5").find("weight 'w' has offset 1.5, not a count") != std::string::npos);
+  CHECK(load_with("-4").find("weight 'w' has offset -4, not a count") != std::string::npos);
+  // Aligned, the weights load and the bytecode is what fails.
+  CHECK(load_with("8").find("bytecode") != std::string::npos);
 }
 
 }  // namespace relax::rt
