@@ -1,5 +1,6 @@
 #include "runtime/model.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <map>
@@ -12,6 +13,20 @@
 namespace relax::rt {
 namespace {
 
+// Numbers of the manifest as integers: json converts a float (1.5, 4e34)
+// to an integer with undefined behaviour, so anything else is refused.
+int64_t json_int(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_number_integer()) rt_fail(what, " is ", v.dump(), ", not an integer");
+  return v.get<int64_t>();
+}
+
+std::vector<int64_t> json_ints(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_array()) rt_fail(what, " is ", v.dump(), ", not a list of integers");
+  std::vector<int64_t> out;
+  for (const auto& e : v) out.push_back(json_int(e, what));
+  return out;
+}
+
 std::vector<TensorDesc> descs(const nlohmann::json& list) {
   std::vector<TensorDesc> out;
   for (const auto& j : list) {
@@ -23,7 +38,7 @@ std::vector<TensorDesc> descs(const nlohmann::json& list) {
       for (const auto& dim : j["shape"]) d.dims.push_back(dim.is_string() ? dim.get<std::string>() : dim.dump());
       d.ndim = int(d.dims.size());
     } else {
-      d.ndim = j.value("ndim", -1);
+      d.ndim = j.contains("ndim") ? int(std::clamp<int64_t>(json_int(j["ndim"], "an input's ndim"), -1, 64)) : -1;
     }
     out.push_back(std::move(d));
   }
@@ -35,17 +50,19 @@ std::vector<TensorDesc> descs(const nlohmann::json& list) {
 std::unique_ptr<Model> Model::load(const std::string& path, int device) {
   auto m = std::unique_ptr<Model>(new Model);
   m->pkg_ = Package::open(path);
+  int format = 0;
+  std::string target;
   try {
     m->manifest_ = nlohmann::json::parse(m->pkg_.section_text("manifest"));
     m->inputs_ = descs(m->manifest_.at("inputs"));
     m->outputs_ = descs(m->manifest_.at("outputs"));
     m->output_is_tuple_ = m->manifest_.value("output_is_tuple", false);
+    format = m->manifest_.value("format", 0);
+    target = m->manifest_.value("/target/kind"_json_pointer, std::string("?"));
   } catch (const nlohmann::json::exception& e) {
     rt_fail(path, ": the manifest is malformed: ", e.what());
   }
-  if (m->manifest_.value("format", 0) != 1)
-    rt_fail(path, ": manifest format ", m->manifest_.value("format", 0), " is not supported by this runtime (1)");
-  std::string target = m->manifest_.value("/target/kind"_json_pointer, std::string("?"));
+  if (format != 1) rt_fail(path, ": manifest format ", format, " is not supported by this runtime (1)");
   if (target == "cpu") {
     if (auto so = m->pkg_.find("kernels.cpu")) m->kernels_ = KernelLibrary::load(*so, path + ":kernels.cpu");
   } else if (target == "vulkan") {
@@ -73,9 +90,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
       auto dtype = DType::parse(w.at("dtype").get<std::string>());
       if (!dtype) rt_fail(path, ": weight '", name, "' has unknown dtype ", w.at("dtype").dump());
       auto count = [&](const char* key) {
-        const nlohmann::json& v = w.at(key);  // a float converted to an integer would be undefined
-        if (!v.is_number_unsigned()) rt_fail(path, ": weight '", name, "' has ", key, " ", v.dump(), ", not a count");
-        return v.get<uint64_t>();
+        int64_t v = json_int(w.at(key), rt_str(path, ": weight '", name, "': ", key));
+        if (v < 0) rt_fail(path, ": weight '", name, "' has ", key, " ", v, ", not a count");
+        return uint64_t(v);
       };
       uint64_t off = count("offset"), nbytes = count("nbytes");
       if (off > wsec.size() || nbytes > wsec.size() - off)
@@ -85,7 +102,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
       if ((uintptr_t(wsec.data()) + off) % align != 0)
         rt_fail(path, ": weight '", name, "' at offset ", off, " is not aligned to its ", align, "-byte elements");
       auto storage = Storage::wrap(wsec.data() + off, size_t(nbytes), keep);
-      Tensor t(storage, *dtype, w.at("shape").get<std::vector<int64_t>>());
+      Tensor t(storage, *dtype, json_ints(w.at("shape"), rt_str(path, ": weight '", name, "': shape")));
       weights[name] = m->kernels_ ? m->kernels_->place_constant(t) : t;
     }
   } catch (const nlohmann::json::exception& e) {
@@ -101,9 +118,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
       std::string name = l.at("name");
       auto dtype = DType::parse(l.at("dtype").get<std::string>());
       if (!dtype) rt_fail(path, ": lifted constant '", name, "' has unknown dtype ", l.at("dtype").dump());
-      Tensor t = Tensor::empty(*dtype, l.at("shape").get<std::vector<int64_t>>(), pool.get());
+      Tensor t = Tensor::empty(*dtype, json_ints(l.at("shape"), rt_str(path, ": lifted '", name, "': shape")), pool.get());
       weights[name] = t;
-      lifted.emplace_back(l.at("field").get<size_t>(), t);
+      int64_t field = json_int(l.at("field"), rt_str(path, ": lifted '", name, "': field"));
+      if (field < 0) rt_fail(path, ": lifted constant '", name, "' has field ", field);
+      lifted.emplace_back(size_t(field), t);
     }
   } catch (const nlohmann::json::exception& e) {
     rt_fail(path, ": the lifted constants' index is malformed: ", e.what());

@@ -261,7 +261,7 @@ TEST_CASE("package: bytes() is the file write() makes") {
 
 TEST_CASE("package: a weight's offset must be a whole count, aligned to its elements (found by fuzz_package)") {
   // A weight at offset 1 made an f32 kernel load misaligned floats; an
-  // offset of 1.5 was converted to an integer by json (undefined).
+  // offset of 1.5 or 4e34 was converted to an integer by json (undefined).
   auto load_with = [](const std::string& offset) {
     TempDir dir;
     PackageWriter w;
@@ -281,8 +281,9 @@ TEST_CASE("package: a weight's offset must be a whole count, aligned to its elem
     return error;
   };
   CHECK(load_with("1").find("weight 'w' at offset 1 is not aligned to its 4-byte elements") != std::string::npos);
-  CHECK(load_with("1.5").find("weight 'w' has offset 1.5, not a count") != std::string::npos);
+  CHECK(load_with("1.5").find("weight 'w': offset is 1.5, not an integer") != std::string::npos);
   CHECK(load_with("-4").find("weight 'w' has offset -4, not a count") != std::string::npos);
+  CHECK(load_with("4e34").find("weight 'w': offset is 4e+34, not an integer") != std::string::npos);
   // Aligned, the weights load and the bytecode is what fails.
   CHECK(load_with("8").find("bytecode") != std::string::npos);
 }
