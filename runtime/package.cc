@@ -52,6 +52,7 @@ void Checksum64::block(const uint8_t* p) {
 }
 
 void Checksum64::update(const void* data, size_t n) {
+  if (n == 0) return;  // an empty section's data() may be null, which memcpy may not take
   auto* p = static_cast<const uint8_t*>(data);
   total_ += n;
   if (buffered_ > 0) {

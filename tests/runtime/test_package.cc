@@ -212,7 +212,7 @@ TEST_CASE("package: refuses damaged and foreign files, naming the file") {
   }
 }
 
-TEST_CASE("checksum64: streaming equals one shot; any one-byte change is seen; it is fast") {
+TEST_CASE("checksum64: streaming equals one shot; any one-byte change is seen") {
   std::string data(100003, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = char((i * 2654435761u) >> 13);
   uint64_t whole = checksum64(data.data(), data.size());
@@ -233,15 +233,27 @@ TEST_CASE("checksum64: streaming equals one shot; any one-byte change is seen; i
       }
   }
   CHECK(checksum64("", 0) != checksum64("\0", 1));
+  CHECK(checksum64(nullptr, 0) == checksum64("", 0));
+}
 
-  std::string big(64 << 20, 'x');
-  auto start = std::chrono::steady_clock::now();
-  volatile uint64_t sink = checksum64(big.data(), big.size());
-  (void)sink;
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  double gbps = double(big.size()) / s / 1e9;
-  MESSAGE("checksum64: ", gbps, " GB/s");
-  CHECK(gbps > 0.5);  // loose: shared, possibly unoptimised CI machines
+TEST_CASE("package: empty sections and empty parts are written, summed and read back (found by UBSan)") {
+  // A weight of zero elements is an empty part whose data() is null; the
+  // writer summed it with memcpy from null (yolo_nms, Shape's empty slices).
+  TempDir dir;
+  std::string a(10, 'a'), b(3, 'b');
+  std::vector<std::span<const uint8_t>> parts{{reinterpret_cast<const uint8_t*>(a.data()), a.size()},
+                                              std::span<const uint8_t>(),
+                                              {reinterpret_cast<const uint8_t*>(b.data()), b.size()}};
+  PackageWriter w;
+  w.add("manifest", std::string(R"({"format": 1})"));
+  w.add_parts("weights", parts, 64);
+  w.add("kernels.cpu", std::span<const uint8_t>());
+  w.write(dir / "empty.rpkg");
+  Package pkg = Package::open(dir / "empty.rpkg");
+  CHECK(pkg.section_text("weights").substr(0, 10) == a);
+  CHECK(pkg.section_text("weights").substr(64) == b);  // the empty part takes no room
+  CHECK(pkg.section("kernels.cpu").size() == 0);
+  CHECK(w.bytes() == slurp(dir / "empty.rpkg"));
 }
 
 

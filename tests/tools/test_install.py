@@ -47,7 +47,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", required=True)
     ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--sanitize", default="",
+                    help="the build's -DRELAX_SANITIZE: a program linking that runtime is built with it too")
     args = ap.parse_args()
+    san = [f"-fsanitize={args.sanitize}"] if args.sanitize else []
     src = os.path.abspath(args.source_dir)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,7 +83,7 @@ def main():
         # The example, built with CMake's find_package.
         exe_cmake = os.path.join(tmp, "embed-cmake", "run_model")
         r = run("cmake", "-S", os.path.join(src, "examples", "embed"), "-B", os.path.join(tmp, "embed-cmake"),
-                "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}")
+                "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}", f"-DCMAKE_C_FLAGS={' '.join(san)}")
         check(r.returncode == 0, f"configure with find_package: {r.stdout[-800:]} {r.stderr[-800:]}")
         r = run("cmake", "--build", os.path.join(tmp, "embed-cmake"))
         check(r.returncode == 0 and os.path.exists(exe_cmake), f"build with find_package: {r.stdout[-1500:]}")
@@ -92,7 +95,7 @@ def main():
         check(flags.returncode == 0 and prefix in flags.stdout, f"pkg-config: {flags.stdout} {flags.stderr}")
         exe_pc = os.path.join(tmp, "run_model_pc")
         r = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", os.path.join(src, "examples", "embed", "run_model.c"),
-                            "-o", exe_pc, *flags.stdout.split()], capture_output=True, text=True)
+                            "-o", exe_pc, *san, *flags.stdout.split()], capture_output=True, text=True)
         check(r.returncode == 0, f"build with pkg-config: {r.stderr[-1500:]}")
 
         # The reference: relax-run on the same inputs.
