@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Fuzzes the readers of untrusted bytes (docs/fuzzing.md).
 #
-#   scripts/fuzz.sh [TARGET|all] [SECONDS]      default: all, 60 s each
+#   scripts/fuzz.sh [TARGET|all|runtime] [SECONDS]      default: all, 60 s each
 #
-# Targets: onnx onnx_proto ir package npy tensor_proto safetensors.
+# Targets: onnx onnx_proto ir package npy tensor_proto safetensors;
+# `runtime` is the runtime's own readers (package npy tensor_proto): what
+# a program embedding the runtime reads, and what scripts/test.sh (CI)
+# fuzzes for a short time.
 # Installs clang-16 and libFuzzer when missing (scripts/setup.sh --fuzz),
 # builds what is missing of build-fuzz/ (libFuzzer, AddressSanitizer and
 # UndefinedBehaviorSanitizer), makes each target's seeds from the
@@ -24,10 +27,12 @@ which=${1:-all}
 seconds=${2:-60}
 if [ "$which" = all ]; then
   targets=("${ALL[@]}")
+elif [ "$which" = runtime ]; then
+  targets=(package npy tensor_proto)
 elif [[ " ${ALL[*]} " == *" $which "* ]]; then
   targets=("$which")
 else
-  echo "fuzz.sh: no target '$which' (one of: ${ALL[*]}, all)" >&2
+  echo "fuzz.sh: no target '$which' (one of: ${ALL[*]}, all, runtime)" >&2
   exit 2
 fi
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2; }
@@ -39,6 +44,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang-16 CXX=clang++-16 cmake -G Ninja -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRELAX_FUZZ=ON \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
     -DRELAX_ENABLE_CPU=OFF -DRELAX_ENABLE_VULKAN=OFF -DRELAX_ENABLE_CUDA=OFF -DRELAX_BUILD_TESTS=OFF >/dev/null
 fi
 cmake --build build-fuzz --target "${targets[@]/#/fuzz_}" >/dev/null
@@ -48,6 +54,10 @@ needs_tools=0
 for t in "${targets[@]}"; do [[ $t == package || $t == safetensors ]] && needs_tools=1; done
 if [ $needs_tools = 1 ] && [ ! -x build/bin/relax-build ]; then scripts/build.sh >/dev/null; fi
 
+quiet() {  # runs a command, showing what it printed only when it fails
+  local out
+  out=$("$@" 2>&1) || { echo "$out" >&2; echo "fuzz.sh: making the seeds: $* failed" >&2; exit 1; }
+}
 small() { find "$@" -type f -size -256k 2>/dev/null | sort; }
 seed() {  # seed TARGET: fills build-fuzz/seeds/TARGET
   local t=$1 dir=build-fuzz/seeds/$1 work=build-fuzz/seed-work
@@ -63,14 +73,14 @@ seed() {  # seed TARGET: fills build-fuzz/seeds/TARGET
       small tests -name '*.pb' | head -200 | while read -r f; do cp "$f" "$dir/$(echo "$f" | tr / _)"; done ;;
     safetensors)
       for m in tests/models/cnn_tiny.onnx tests/corpus/{gqa_window_ort,lstm_forecaster,qdq_detector,dynquant_seg}.onnx; do
-        build/bin/relax-import "$m" -o "$work/$(basename "$m" .onnx).relax" >/dev/null
+        quiet build/bin/relax-import "$m" -o "$work/$(basename "$m" .onnx).relax"
         cp "$work/$(basename "$m" .onnx).safetensors" "$dir/"
       done ;;
     package)
       # Small models whose programs call builtins, kernels, library calls,
       # control flow and lifted weight transforms.
       for m in tests/models/cnn_tiny.onnx tests/corpus/{scripted_if,scripted_loop,gqa_window_ort,lstm_forecaster,dynquant_seg,contrib_misc}.onnx; do
-        build/bin/relax-build "$m" -o "$dir/$(basename "$m" .onnx).rpkg" >/dev/null
+        quiet build/bin/relax-build "$m" -o "$dir/$(basename "$m" .onnx).rpkg"
       done ;;
   esac
 }
@@ -98,6 +108,8 @@ run() {  # run TARGET: one fuzzing session; prints its summary line
   if [ $rc -ne 0 ] || [ -n "$found" ]; then
     result="FOUND ${found:-(no input written)}(log: $log)"
     rc=1
+    # What a CI log needs to tell the finding: the report, not the corpus lines.
+    { echo "--- fuzz_$t: the end of $log"; grep -v -E '^#[0-9]+|NEW_FUNC|^INFO:|^\s*$' "$log" | tail -60; } >&2
   fi
   printf '%s\t%s\t%s s\t%s execs\t%s/s\tcov %s\tft %s\tcorpus %s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$took" \
     "${execs:-?}" "$(( ${execs:-0} / (took > 0 ? took : 1) ))" "${cov:-?}" "${ft:-?}" "$corp" "$result" |

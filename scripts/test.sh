@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test.
+# Installs what is missing, builds, and runs every test; then fuzzes the
+# runtime's readers for a short time (scripts/fuzz.sh runtime: packages,
+# .npy, TensorProto; 20 s each under ASan and UBSan, in build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)"
+scripts/fuzz.sh runtime 20
