@@ -80,7 +80,13 @@ int main(int argc, char** argv) {
       status = 1;
       break;
     }
-    char* data = malloc((size_t)count * size + 1);
+    // A negative dim is passed on as given: relax_model_run refuses it by name.
+    char* data = malloc(count > 0 ? (size_t)count * size : 1);
+    if (!data) {
+      fprintf(stderr, "run_model: input %s: no memory for %lld elements\n", name, (long long)count);
+      status = 1;
+      break;
+    }
     for (int64_t i = 0; i < count; ++i) {
       int64_t v = (7 * i + k) % 13;
       if (!strcmp(dtype, "f32")) ((float*)data)[i] = (float)v / 13.0f - 0.5f;
