@@ -38,7 +38,9 @@ std::vector<TensorDesc> descs(const nlohmann::json& list) {
       for (const auto& dim : j["shape"]) d.dims.push_back(dim.is_string() ? dim.get<std::string>() : dim.dump());
       d.ndim = int(d.dims.size());
     } else {
-      d.ndim = j.contains("ndim") ? int(std::clamp<int64_t>(json_int(j["ndim"], "an input's ndim"), -1, 64)) : -1;
+      int64_t ndim = j.contains("ndim") ? json_int(j["ndim"], "a tensor's ndim") : -1;
+      if (ndim < -1 || ndim > 64) rt_fail("a tensor's ndim is ", ndim, ": not -1 (unknown) or a rank up to 64");
+      d.ndim = int(ndim);
     }
     out.push_back(std::move(d));
   }

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "ir/error.h"
+#include "runtime/tensor.h"
 
 namespace relax::onnx_fe {
 namespace fs = std::filesystem;
@@ -186,16 +187,6 @@ onnx::TensorProto load_tensor_file(const std::string& path) {
   return parse_file<onnx::TensorProto>(path, "ONNX TensorProto");
 }
 
-namespace {
-
-std::string shape_text(const onnx::TensorProto& t) {
-  std::string s = "[";
-  for (int i = 0; i < t.dims_size(); ++i) s += (i ? ", " : "") + std::to_string(t.dims(i));
-  return s + "]";
-}
-
-}  // namespace
-
 HostTensor decode_tensor(const onnx::TensorProto& t, const std::string& model_dir) {
   auto dtype = dtype_of(t.data_type());
   if (!dtype) fail("tensor '", t.name(), "': element type ", onnx_type_name(t.data_type()), " is not supported");
@@ -205,7 +196,7 @@ HostTensor decode_tensor(const onnx::TensorProto& t, const std::string& model_di
   for (int64_t d : t.dims()) {
     if (d < 0) fail("tensor '", t.name(), "': negative dim ", d);
     if (!HostTensor::count_dim(n, d))
-      fail("tensor '", t.name(), "': shape ", shape_text(t), " has too many elements");
+      fail("tensor '", t.name(), "': shape ", rt::shape_str({t.dims().begin(), t.dims().end()}), " has too many elements");
     out.shape.push_back(d);
   }
   size_t nbytes = HostTensor::storage_bytes(*dtype, n);

@@ -2,11 +2,8 @@
 // and refusal of damaged files.
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "runtime/model.h"
 #include "runtime/package.h"
@@ -256,7 +253,6 @@ TEST_CASE("package: empty sections and empty parts are written, summed and read 
   CHECK(w.bytes() == slurp(dir / "empty.rpkg"));
 }
 
-
 TEST_CASE("package: bytes() is the file write() makes") {
   TempDir dir;
   PackageWriter w;
@@ -264,12 +260,10 @@ TEST_CASE("package: bytes() is the file write() makes") {
   w.add("weights", weights_bytes());
   std::string path = dir / "a.rpkg";
   w.write(path);
-  std::ifstream in(path, std::ios::binary);
-  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string file = slurp(path);
   CHECK(w.bytes() == file);
   CHECK(file.size() > 4096 + weights_bytes().size());
 }
-
 
 TEST_CASE("package: a weight's offset must be a whole count, aligned to its elements (found by fuzz_package)") {
   // A weight at offset 1 made an f32 kernel load misaligned floats; an
@@ -284,20 +278,32 @@ TEST_CASE("package: a weight's offset must be a whole count, aligned to its elem
     w.add("bytecode", std::string("not read"));
     std::string path = dir / "w.rpkg";
     w.write(path);
-    std::string error;
-    try {
-      Model::load(path);
-    } catch (const Error& e) {
-      error = e.what();
-    }
-    return error;
+    return error_of([&] { Model::load(path); });
   };
-  CHECK(load_with("1").find("weight 'w' at offset 1 is not aligned to its 4-byte elements") != std::string::npos);
-  CHECK(load_with("1.5").find("weight 'w': offset is 1.5, not an integer") != std::string::npos);
-  CHECK(load_with("-4").find("weight 'w' has offset -4, not a count") != std::string::npos);
-  CHECK(load_with("4e34").find("weight 'w': offset is 4e+34, not an integer") != std::string::npos);
+  CHECK(contains(load_with("1"), "weight 'w' at offset 1 is not aligned to its 4-byte elements"));
+  CHECK(contains(load_with("1.5"), "weight 'w': offset is 1.5, not an integer"));
+  CHECK(contains(load_with("-4"), "weight 'w' has offset -4, not a count"));
+  CHECK(contains(load_with("4e34"), "weight 'w': offset is 4e+34, not an integer"));
   // Aligned, the weights load and the bytecode is what fails.
-  CHECK(load_with("8").find("bytecode") != std::string::npos);
+  CHECK(contains(load_with("8"), "bytecode"));
+}
+
+TEST_CASE("package: an input's ndim must be -1 or a rank up to 64, never clamped into one") {
+  auto load_with = [](const std::string& ndim) {
+    TempDir dir;
+    PackageWriter w;
+    w.add("manifest", R"({"format": 1, "target": {"kind": "cpu"}, "outputs": [], "weights": [],
+                          "inputs": [{"name": "x", "dtype": "f32", "ndim": )" + ndim + "}]}");
+    w.add("weights", std::string());
+    w.add("bytecode", std::string("not read"));
+    std::string path = dir / "n.rpkg";
+    w.write(path);
+    return error_of([&] { Model::load(path); });
+  };
+  CHECK(contains(load_with("1000"), "a tensor's ndim is 1000: not -1 (unknown) or a rank up to 64"));
+  CHECK(contains(load_with("-2"), "a tensor's ndim is -2"));
+  CHECK(contains(load_with("2.5"), "a tensor's ndim is 2.5, not an integer"));
+  CHECK(contains(load_with("3"), "bytecode"));  // a good ndim: the bytecode is what fails
 }
 
 }  // namespace relax::rt
