@@ -70,6 +70,10 @@ IRModule fuse_tir(const IRModule& mod);
 // elementwise kernel adding per-channel biases and a residual and
 // clamping takes that kernel's work as its epilogue, one call for the two.
 IRModule fuse_library_epilogues(const IRModule& mod);
+// cpu: a concat along the channels read only by a direct library
+// convolution becomes the convolution reading its parts, where its kernel
+// copies its input anyway (passes/fuse_concat_into_conv.cc).
+IRModule fuse_concat_into_conv(const IRModule& mod);
 // Simplifies index arithmetic in every tensor program under the bounds its
 // loops give their variables (tir::simplify_indices).
 IRModule simplify_tir(const IRModule& mod);

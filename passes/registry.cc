@@ -30,6 +30,10 @@ const std::vector<Pass>& all_passes() {
        "a library convolution read only by a kernel of biases, a residual and a clamp, SiLU or leaky ReLU applies "
        "that itself",
        fuse_library_epilogues},
+      {"fuse-concat-into-conv",
+       "cpu: a concat along the channels that only a direct library convolution reads is not made; the "
+       "convolution reads its parts",
+       fuse_concat_into_conv},
       {"simplify-tir", "simplify index arithmetic in tensor programs under their loop bounds", simplify_tir},
       {"dedupe-programs", "tensor programs equal but for their names and their buffers' names become one",
        dedupe_programs},
@@ -79,7 +83,7 @@ std::vector<std::string> pipeline(const std::string& name, const std::string& ta
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
     if (!gpu) add({"fold-matmul-views"});
     add({"legalize", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params", "fuse-ops",
-         "fuse-tir", "fuse-library-epilogues", "simplify-tir", "dedupe-programs",
+         "fuse-tir", "fuse-library-epilogues", "fuse-concat-into-conv", "simplify-tir", "dedupe-programs",
          "lift-workspaces", "canonicalize-bindings", "dead-code-elimination", "static-plan-memory",
          "rewrite-cuda-graph"});
   } else {

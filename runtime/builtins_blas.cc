@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -275,16 +276,19 @@ void conv2d_pack(BuiltinCall& c) {
 // The geometry of a convolution from packed weights: x and y of rank 4
 // (or both 3: a 1-D convolution, height 1) checked by the caller, p the
 // call's parameters (sh, sw, ph, pw, dh, dw, groups, KH, KW, ...).
-Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& y, const std::vector<int64_t>& p) {
-  const size_t rank = x.shape().size();
+// `x_shape`: x's (the parts' together, for x in parts), `x_str` x as
+// messages name it.
+Conv2dGeometry packed_geometry(const char* what, const std::vector<int64_t>& x_shape, const std::string& x_str,
+                               const Tensor& y, const std::vector<int64_t>& p) {
+  const size_t rank = x_shape.size();
   auto as4 = [rank](const std::vector<int64_t>& s) {
     return rank == 4 ? s : std::vector<int64_t>{s[0], s[1], 1, s[2]};
   };
-  const std::vector<int64_t> xs = as4(x.shape()), ys = as4(y.shape());
+  const std::vector<int64_t> xs = as4(x_shape), ys = as4(y.shape());
   const Conv2dGeometry g{xs[0], xs[1], xs[2], xs[3], ys[1], p[7], p[8], ys[2],
                          ys[3], p[0],  p[1],  p[2],  p[3],  p[4], p[5], p[6]};
   if (g.groups < 1 || g.C % g.groups != 0 || g.O % g.groups != 0 || xs[0] != ys[0] || g.KH < 1 || g.KW < 1)
-    rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
+    rt_fail(what, ": x ", x_str, " and y ", y.type_str(), " do not agree (groups ", g.groups, ")");
   // The kernels size their padded copy of x to hold every tap of every
   // output: with these bounds no size they compute overflows.
   constexpr int64_t kStep = 1 << 16, kPad = 1 << 20, kKernel = 1 << 16;
@@ -296,9 +300,43 @@ Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& 
   __int128 wp = std::max<__int128>(g.W + g.pw, __int128(g.OW - 1) * g.sw + __int128(g.KW - 1) * g.dw + 1);
   const __int128 limit = __int128(1) << 40;
   if (__int128(g.N) * g.C * hp * wp > limit || __int128(g.C) * g.KH * g.KW * g.OH * g.OW > limit)
-    rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " with a ", g.KH, "x", g.KW,
+    rt_fail(what, ": x ", x_str, " and y ", y.type_str(), " with a ", g.KH, "x", g.KW,
             " kernel need a padded input or an im2col matrix of more than 2^40 elements");
   return g;
+}
+Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& y, const std::vector<int64_t>& p) {
+  return packed_geometry(what, x.shape(), x.type_str(), y, p);
+}
+
+// x of gemm.conv2d_packed given as a tuple: its parts along the channels
+// (dim 1), each f32 of y's rank with x's other dims. Their shape together
+// and their types, as messages name them.
+struct XParts {
+  ChannelParts parts;
+  std::vector<int64_t> shape;
+  std::string str;
+};
+XParts x_parts(const char* what, const std::vector<Value>& fields, size_t rank) {
+  XParts x;
+  for (const Value& v : fields) {
+    const Tensor& t = v.tensor("gemm.conv2d_packed x part");
+    x.str += (x.str.empty() ? "(" : ", ") + t.type_str();
+    if (!(t.dtype() == DType::f32()) || t.shape().size() != rank)
+      rt_fail(what, ": the parts of x must be f32 tensors of rank ", rank, ", got ", t.type_str());
+    if (x.shape.empty()) {
+      x.shape = t.shape();
+      x.shape[1] = 0;
+    }
+    for (size_t d = 0; d < rank; ++d)
+      if (d != 1 && t.shape()[d] != x.shape[d])
+        rt_fail(what, ": the parts of x must agree but in dim 1, got ", t.type_str(), " after ", x.str);
+    x.shape[1] += t.shape()[1];
+    x.parts.data.push_back(static_cast<const float*>(t.data()));
+    x.parts.channels.push_back(t.shape()[1]);
+  }
+  if (fields.empty()) rt_fail(what, ": x as a tuple of no parts");
+  x.str += ")";
+  return x;
 }
 
 // gemm.conv2d_packed(x, wp, shape(sh, sw, ph, pw, dh, dw, groups, KH, KW,
@@ -311,7 +349,9 @@ Conv2dGeometry packed_geometry(const char* what, const Tensor& x, const Tensor& 
 // passes/fuse_library_epilogues.cc: its flags, bounds and constants,
 // runtime/epilogue.h read_epilogue), its tensors come after the
 // parameters: biases of O elements, a residual of y's shape, one-element
-// scalars.
+// scalars. In layout 0, x may be a tuple of tensors: x's parts along its
+// channels, read where the kernel copies x (its padding) instead of being
+// concatenated first.
 void conv2d_packed(BuiltinCall& c) {
   const char* what = "gemm.conv2d_packed";
   const std::vector<int64_t>& p = c.arg(2).shape("gemm.conv2d_packed parameters");
@@ -323,16 +363,26 @@ void conv2d_packed(BuiltinCall& c) {
   const size_t extra = p.size() == fused ? size_t(epilogue_tensors(p[10])) : 0;
   if (c.num_args != 4 + extra && c.num_args != 5 + extra)
     rt_fail(what, ": takes ", 4 + extra, " or ", 5 + extra, " arguments, got ", c.num_args);
-  const Tensor& x = c.arg(0).tensor("gemm.conv2d_packed x");
   const Tensor& wp = c.arg(1).tensor("gemm.conv2d_packed weights");
   const Tensor& y = c.arg(3 + extra).tensor("gemm.conv2d_packed y");
   const Tensor* ws = c.num_args == 5 + extra ? &c.arg(4 + extra).tensor("gemm.conv2d_packed workspace") : nullptr;
-  size_t rank = x.shape().size();
-  for (const Tensor* t : {&x, &wp, &y})
+  const size_t rank = y.shape().size();
+  for (const Tensor* t : {&wp, &y})
     if (!(t->dtype() == DType::f32())) rt_fail(what, ": needs f32 tensors, got ", t->type_str());
-  if ((rank != 4 && rank != 3) || y.shape().size() != rank)
-    rt_fail(what, ": needs x and y of rank 4 (or 3), got ", x.type_str(), " and ", y.type_str());
-  const Conv2dGeometry g = packed_geometry(what, x, y, p);
+  if (rank != 4 && rank != 3) rt_fail(what, ": needs y of rank 4 (or 3), got ", y.type_str());
+  // x: a tensor, or a tuple of its parts along the channels (a concat
+  // read in place, passes/fuse_concat_into_conv.cc), direct layout only.
+  const Tensor* x = nullptr;
+  std::optional<XParts> parts;
+  if (c.arg(0).is_tuple()) {
+    parts = x_parts(what, c.arg(0).tuple(), rank);
+    if (p[9] != kDirectLayout) rt_fail(what, ": x in parts needs layout 0 (direct), got layout ", p[9]);
+  } else {
+    x = &c.arg(0).tensor("gemm.conv2d_packed x");
+    if (!(x->dtype() == DType::f32()) || x->shape().size() != rank)
+      rt_fail(what, ": needs x and y f32 of one rank, 4 (or 3), got ", x->type_str(), " and ", y.type_str());
+  }
+  const Conv2dGeometry g = parts ? packed_geometry(what, parts->shape, parts->str, y, p) : packed_geometry(what, *x, y, p);
   Epilogue epilogue;
   if (p.size() == fused) read_epilogue(what, c, p.data() + 10, 3, g.O, y.shape(), epilogue);
   const Epilogue* ep = p.size() == fused ? &epilogue : nullptr;
@@ -344,16 +394,19 @@ void conv2d_packed(BuiltinCall& c) {
     rt_fail(what, ": the workspace must hold ", K * P, " f32, got ", ws ? ws->type_str() : "none");
   c.flops = 2.0 * double(g.N) * double(g.O) * double(P) * double(K);
   if (g.N == 0 || g.O == 0 || P == 0) return;
-  const float* xd = static_cast<const float*>(x.data());
+  const float* xd = x ? static_cast<const float*>(x->data()) : nullptr;
   const float* wd = static_cast<const float*>(wp.data());
   float* yd = static_cast<float*>(y.data());
   ThreadPool* pool = ThreadPool::global().get();
   if (p[9] == kDirectLayout) {
     thread_local std::vector<float> scratch;
-    conv2d_direct_packed_f32(g, xd, wd, yd, scratch, pool);
+    if (parts)
+      conv2d_direct_packed_parts_f32(g, parts->parts, wd, yd, scratch, pool);
+    else
+      conv2d_direct_packed_f32(g, xd, wd, yd, scratch, pool);
   } else if (p[9] == kDepthwiseLayout) {
     if (g.groups != g.C || g.O != g.C)
-      rt_fail(what, ": layout 2 needs one input channel and one output per group, got x ", x.type_str(), " and y ",
+      rt_fail(what, ": layout 2 needs one input channel and one output per group, got x ", x->type_str(), " and y ",
               y.type_str(), " in ", g.groups, " groups");
     thread_local std::vector<float> scratch;
     conv2d_depthwise_packed_f32(g, xd, wd, yd, scratch, pool);

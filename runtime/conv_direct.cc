@@ -12,6 +12,23 @@
 namespace relax::rt {
 namespace {
 
+// f(src, p, count) for each run [p, p + count) of planes [begin, end) of
+// x (plane n * C + c) that lies in one of its parts, src the run's first
+// plane in that part.
+template <typename F>
+void part_runs(const Conv2dGeometry& g, const ChannelParts& x, int64_t begin, int64_t end, F&& f) {
+  const int64_t plane = g.H * g.W;
+  while (begin < end) {
+    const int64_t n = begin / g.C, c = begin % g.C;
+    int64_t c0 = 0;
+    size_t k = 0;
+    while (c >= c0 + x.channels[k]) c0 += x.channels[k++];
+    const int64_t count = std::min(end - begin, c0 + x.channels[k] - c);
+    f(x.data[k] + (n * x.channels[k] + c - c0) * plane, begin, count);
+    begin += count;
+  }
+}
+
 #ifdef RELAX_X86_KERNELS
 #define RELAX_AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
 // The vector operations of one element type: 8 lanes of f32 (a fused
@@ -488,11 +505,12 @@ void pack_weights(const T* w, int64_t O, int64_t groups, int64_t K, int64_t L, T
 
 #ifdef RELAX_X86_KERNELS
 // `packed`: the weights as pack_weights lays them out for this tile's
-// lanes, or null: then they are packed here, into scratch.
+// lanes, or null: then they are packed here, into scratch. `parts`: x
+// as parts along its channels (x null), read into the padded copy.
 template <typename Op, int NV, int NP>
 void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typename Op::T* w,
                   const typename Op::T* packed, typename Op::T* y, std::vector<typename Op::T>& scratch,
-                  ThreadPool* pool) {
+                  ThreadPool* pool, const ChannelParts* parts) {
   using T = typename Op::T;
   constexpr int kLanes = 8 * NV, kPos = NP;
   const int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.KH * g.KW, P = g.OH * g.OW;
@@ -502,8 +520,8 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   const int64_t Wp = std::max(g.W + g.pw, (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1);
   // scratch: the packed weights unless given, then the padded input (N,
   // C, Hp, Wp). Without padding, when every window lies inside the image,
-  // x itself.
-  const bool copy = g.ph != 0 || g.pw != 0 || Hp != g.H || Wp != g.W;
+  // x itself (unless x is in parts).
+  const bool copy = parts || g.ph != 0 || g.pw != 0 || Hp != g.H || Wp != g.W;
   const size_t wsize = packed ? 0 : size_t(g.groups * blocks * K * kLanes);
   scratch.resize(wsize + (copy ? size_t(g.N * g.C * Hp * Wp) : 0));
   T* xp = copy ? scratch.data() + wsize : nullptr;
@@ -528,8 +546,13 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
   if (copy) {
     static_assert(sizeof(T) == sizeof(float), "the rows are copied as 32-bit lanes");
     auto pad = [&](int64_t begin, int64_t end) {
+      float* out = reinterpret_cast<float*>(xp);
+      if (parts)
+        return part_runs(g, *parts, begin, end, [&](const float* src, int64_t p, int64_t count) {
+          pad_planes(src, count, g.H, g.W, g.ph, g.pw, Hp, Wp, out + p * Hp * Wp);
+        });
       pad_planes(reinterpret_cast<const float*>(x) + begin * g.H * g.W, end - begin, g.H, g.W, g.ph, g.pw, Hp, Wp,
-                 reinterpret_cast<float*>(xp) + begin * Hp * Wp);
+                 out + begin * Hp * Wp);
     };
     run(g.N * g.C, pad);
   }
@@ -652,9 +675,11 @@ void direct_tiles(const Conv2dGeometry& g, const typename Op::T* x, const typena
 // Layers of at most 8 output channels per group take the 8-channel tile.
 template <typename Op>
 void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op::T* w, const typename Op::T* packed,
-            typename Op::T* y, std::vector<typename Op::T>& scratch, ThreadPool* pool) {
-  if (conv2d_direct_lanes(g.O / g.groups) == 8) return direct_tiles<Op, 1, 8>(g, x, w, packed, y, scratch, pool);
-  direct_tiles<Op, 2, 6>(g, x, w, packed, y, scratch, pool);
+            typename Op::T* y, std::vector<typename Op::T>& scratch, ThreadPool* pool,
+            const ChannelParts* parts = nullptr) {
+  if (conv2d_direct_lanes(g.O / g.groups) == 8)
+    return direct_tiles<Op, 1, 8>(g, x, w, packed, y, scratch, pool, parts);
+  direct_tiles<Op, 2, 6>(g, x, w, packed, y, scratch, pool, parts);
 }
 #endif
 
@@ -735,6 +760,24 @@ void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const flo
         return packed[((gi * blocks + og / L) * K + k) * L + og % L];
       },
       [](float a, float b, float acc) { return std::fma(a, b, acc); }, y, pool);
+}
+
+void gather_channel_parts(const Conv2dGeometry& g, const ChannelParts& x, int64_t begin, int64_t end, float* out) {
+  const int64_t plane = g.H * g.W;
+  part_runs(g, x, begin, end, [&](const float* src, int64_t p, int64_t count) {
+    std::copy(src, src + count * plane, out + (p - begin) * plane);
+  });
+}
+
+void conv2d_direct_packed_parts_f32(const Conv2dGeometry& g, const ChannelParts& x, const float* packed, float* y,
+                                    std::vector<float>& scratch, ThreadPool* pool, bool vector) {
+#ifdef RELAX_X86_KERNELS
+  if (vector && conv2d_direct_available()) return direct<F32x8>(g, nullptr, nullptr, packed, y, scratch, pool, &x);
+#endif
+  // The loops read x whole: the parts side by side first.
+  std::vector<float> whole(size_t(g.N * g.C * g.H * g.W));
+  gather_channel_parts(g, x, 0, g.N * g.C, whole.data());
+  conv2d_direct_packed_f32(g, whole.data(), packed, y, scratch, pool, false);
 }
 
 void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y,

@@ -124,6 +124,22 @@ void conv2d_pack_weights_f32(const float* w, int64_t O, int64_t groups, int64_t 
 void conv2d_direct_packed_f32(const Conv2dGeometry& g, const float* x, const float* packed, float* y,
                               std::vector<float>& scratch, ThreadPool* pool, bool vector = true);
 
+// x given as parts along its channels, in order: part k (N, channels[k],
+// H, W), the channels summing to g.C. A concat that only a convolution
+// reads (passes/fuse_concat_into_conv.cc) is never made: the kernel's
+// padded copy of x, which it makes anyway where the convolution pads,
+// reads each plane from its part instead (unpadded, it makes the copy
+// for the parts). Without AVX2, the parts are copied into one x first.
+struct ChannelParts {
+  std::vector<const float*> data;
+  std::vector<int64_t> channels;
+};
+void conv2d_direct_packed_parts_f32(const Conv2dGeometry& g, const ChannelParts& x, const float* packed, float* y,
+                                    std::vector<float>& scratch, ThreadPool* pool, bool vector = true);
+// The parts side by side as one (N, g.C, H, W) tensor: planes [begin, end)
+// of it, at `out` (plane `begin`'s place).
+void gather_channel_parts(const Conv2dGeometry& g, const ChannelParts& x, int64_t begin, int64_t end, float* out);
+
 // The same in i32 (products and sums wrap as i32 arithmetic does), on any
 // CPU: AVX2 where it has it, else plain loops.
 void conv2d_direct_i32(const Conv2dGeometry& g, const int32_t* x, const int32_t* w, int32_t* y,

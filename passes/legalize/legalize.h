@@ -182,7 +182,8 @@ class ProgramBuilder {
 
   // Finishes the program, adds it to the module and returns the call_tir.
   // The call's out= is the outputs' struct info (a tuple for several).
-  Expr finish(tir::Stmt body, const std::string& name_hint = "");
+  // `attrs`: the program's (what later passes may read of it).
+  Expr finish(tir::Stmt body, const std::string& name_hint = "", Attrs attrs = {});
 
   LegalizeContext& ctx() { return ctx_; }
 

@@ -120,7 +120,9 @@ std::optional<Expr> legalize_concat(LegalizeContext& ctx, const CallNode& call) 
         loop_nest(in->shape, [&](const Index& i) { return tir::make_store(y, shifted(i, axis, off), load(in, i)); }));
     off = off + in->shape[axis];
   }
-  return pb.finish(tir::make_seq(parts));
+  // concat_axis: passes may read the program as the concat it is
+  // (fuse-concat-into-conv lets a convolution read the parts instead).
+  return pb.finish(tir::make_seq(parts), "", Attrs{{"concat_axis", int64_t(axis)}});
 }
 
 std::optional<Expr> legalize_split(LegalizeContext& ctx, const CallNode& call) {

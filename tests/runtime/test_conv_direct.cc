@@ -9,7 +9,8 @@
 // build folds), vector and plain forms, bitwise equal to the above. The
 // depthwise kernel against the
 // same loop nest, its vector and plain forms bitwise equal, and so the
-// channels-in-lanes depthwise kernel from packed weights. A fused
+// channels-in-lanes depthwise kernel from packed weights. x in parts
+// along its channels (a concat read in place) bitwise as x whole. A fused
 // epilogue (biases, residual, clamps) bitwise as its formula says.
 #include <doctest/doctest.h>
 
@@ -151,6 +152,40 @@ TEST_CASE("conv2d_direct_f32 matches a double-precision loop nest") {
         CHECK(std::memcmp(yr.data(), y.data(), y.size() * sizeof(float)) == 0);
       }
       REQUIRE(set_kernel_isa(""));
+      // x as parts along its channels (a concat the convolution reads in
+      // place): the first channel, none, the rest; bitwise the same sums,
+      // padded or not, vector and plain, each ISA.
+      if (g.C > 1) {
+        ChannelParts parts;
+        std::vector<std::vector<float>> held;
+        for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, 1}, {1, 1}, {1, g.C}}) {
+          std::vector<float> part;
+          for (int64_t n = 0; n < g.N; ++n)
+            part.insert(part.end(), x.begin() + (n * g.C + c0) * g.H * g.W, x.begin() + (n * g.C + c1) * g.H * g.W);
+          held.push_back(std::move(part));
+          parts.channels.push_back(c1 - c0);
+        }
+        for (const std::vector<float>& part : held) parts.data.push_back(part.data());
+        std::vector<float> whole(x.size(), 3.0f);
+        gather_channel_parts(g, parts, 1, g.N * g.C, whole.data() + g.H * g.W);
+        gather_channel_parts(g, parts, 0, 1, whole.data());
+        CHECK(whole == x);
+        for (bool vector : {true, false}) {
+          CAPTURE(vector);
+          std::vector<float> yp(want.size(), 7.0f);
+          conv2d_direct_packed_parts_f32(g, parts, packed.data(), yp.data(), scratch, p, vector);
+          CHECK(std::memcmp(yp.data(), y.data(), y.size() * sizeof(float)) == 0);
+        }
+        for (KernelIsa isa : {KernelIsa::avx512, KernelIsa::avx2}) {
+          if (!cpu_runs(isa)) continue;
+          CAPTURE(kernel_isa_name(isa));
+          REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
+          std::vector<float> yp(want.size(), 7.0f);
+          conv2d_direct_packed_parts_f32(g, parts, packed.data(), yp.data(), scratch, p);
+          CHECK(std::memcmp(yp.data(), y.data(), y.size() * sizeof(float)) == 0);
+        }
+        REQUIRE(set_kernel_isa(""));
+      }
       // An epilogue (two biases, a residual, both clamps) over the sums, as
       // gemm.conv2d_packed applies one fused into it: bitwise the formula.
       const int64_t P = g.OH * g.OW;

@@ -400,3 +400,59 @@ TEST_CASE("gemm.qmatmul: batched products exact, b broadcast over a batch dim, s
   }
   ThreadPool::set_global_num_threads(0);
 }
+
+// x given as its parts along the channels (passes/fuse_concat_into_conv.cc:
+// a concat read in place): bitwise the call on x whole, padded (3x3) and
+// not (1x1), with an epilogue, on each ISA at one and two threads; and
+// parts that do not make an x refused by name.
+TEST_CASE("gemm.conv2d_packed reads x in parts along its channels") {
+  std::mt19937 rng(7);
+  Tensor x = random_tensor(rng, {2, 16, 7, 9});
+  // Parts of 5, 0 and 11 channels: x's planes, image by image.
+  std::vector<Tensor> parts;
+  for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, 5}, {5, 5}, {5, 16}}) {
+    Tensor t = Tensor::empty(DType::f32(), {2, c1 - c0, 7, 9});
+    for (int64_t n = 0; n < 2; ++n)
+      std::memcpy(static_cast<float*>(t.data()) + n * (c1 - c0) * 63,
+                  static_cast<const float*>(x.data()) + (n * 16 + c0) * 63, size_t((c1 - c0) * 63) * sizeof(float));
+    parts.push_back(t);
+  }
+  const Value x_parts(make_tuple({Value(parts[0]), Value(parts[1]), Value(parts[2])}));
+  Tensor b = random_tensor(rng, {24});
+  for (int64_t k : {3, 1}) {
+    CAPTURE(k);
+    Tensor w = random_tensor(rng, {24, 16, k, k});
+    Tensor packed = Tensor::empty(DType::f32(), {conv2d_packed_size(24, 1, 16 * k * k)});
+    call("gemm.conv2d_pack", {Value(w), shape_value({1, 0}), Value(packed)});
+    const std::vector<int64_t> p =
+        with_epilogue({1, 1, k / 2, k / 2, 1, 1, 1, k, k, 0}, 1, 0.0f, std::numeric_limits<float>::infinity());
+    each_isa_at_1_and_2_threads([&] {
+      Tensor whole = Tensor::empty(DType::f32(), {2, 24, 7, 9}), split = Tensor::empty(DType::f32(), {2, 24, 7, 9});
+      call("gemm.conv2d_packed", {Value(x), Value(packed), shape_value(p), Value(b), Value(whole)});
+      call("gemm.conv2d_packed", {x_parts, Value(packed), shape_value(p), Value(b), Value(split)});
+      CHECK(std::memcmp(whole.data(), split.data(), whole.nbytes()) == 0);
+    });
+    REQUIRE(set_kernel_isa(""));
+  }
+  // Refused: parts of other heights, of another rank or type, none at all; channels that do not make the
+  // weights' 16; parts for the im2col layout.
+  Tensor w = random_tensor(rng, {24, 16, 3, 3});
+  Tensor packed = Tensor::empty(DType::f32(), {conv2d_packed_size(24, 1, 144)});
+  call("gemm.conv2d_pack", {Value(w), shape_value({1, 0}), Value(packed)});
+  Tensor y = Tensor::empty(DType::f32(), {2, 24, 7, 9});
+  const Value p = shape_value({1, 1, 1, 1, 1, 1, 1, 3, 3, 0});
+  auto refused = [&](std::vector<Value> fields, const Value& params) {
+    return call("gemm.conv2d_packed", {Value(make_tuple(std::move(fields))), Value(packed), params, Value(y)});
+  };
+  Tensor low = random_tensor(rng, {2, 11, 6, 9}), flat = random_tensor(rng, {2, 11, 63}),
+         ints = Tensor::empty(DType::i32(), {2, 11, 7, 9}), four = random_tensor(rng, {2, 4, 7, 9});
+  CHECK_THROWS_WITH_AS(refused({Value(parts[0]), Value(low)}, p),
+                       doctest::Contains("must agree but in dim 1, got f32[2, 11, 6, 9]"), Error);
+  CHECK_THROWS_WITH_AS(refused({Value(parts[0]), Value(flat)}, p), doctest::Contains("f32 tensors of rank 4"), Error);
+  CHECK_THROWS_WITH_AS(refused({Value(parts[0]), Value(ints)}, p), doctest::Contains("f32 tensors of rank 4"), Error);
+  CHECK_THROWS_WITH_AS(refused({}, p), doctest::Contains("no parts"), Error);
+  CHECK_THROWS_WITH_AS(refused({Value(parts[0]), Value(four)}, p),
+                       doctest::Contains("the packed weights must hold"), Error);
+  CHECK_THROWS_WITH_AS(refused({Value(parts[0]), Value(parts[2])}, shape_value({1, 1, 1, 1, 1, 1, 1, 3, 3, 1})),
+                       doctest::Contains("x in parts needs layout 0"), Error);
+}
