@@ -242,6 +242,7 @@ void reinterpret(BuiltinCall& c) {
 void register_control_builtins();  // runtime/builtins_control.cc
 void register_blas_builtins();     // runtime/builtins_blas.cc (and builtins_matmul.cc)
 void register_pool_builtins();     // runtime/builtins_pool.cc
+void register_image_builtins();    // runtime/builtins_image.cc
 void register_data_builtins();     // runtime/builtins_data.cc
 void register_shape_builtins();    // runtime/builtins_shape.cc
 void register_list_builtins();     // runtime/builtins_list.cc
@@ -251,6 +252,7 @@ void register_core_builtins() {
   register_control_builtins();
   register_blas_builtins();
   register_pool_builtins();
+  register_image_builtins();
   register_data_builtins();
   register_shape_builtins();
   register_list_builtins();

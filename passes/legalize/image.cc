@@ -46,6 +46,8 @@ TExpr cubic_kernel(const TExpr& x, double a) {
 
 // ---- resize ------------------------------------------------------------------------------
 
+constexpr const char* kResize2d = "image.resize2d";
+
 struct ResizeAttrs {
   std::string mode, coord, nearest;
   double cubic_a = -0.75, extrapolation = 0;
@@ -250,6 +252,24 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
       }, LoopHints{false, false, 1}, "o" + std::to_string(a)));
     }
     Var all = ctx.emit(tb.finish(tir::make_seq(tables)), "resize_taps");
+    // The cpu, f32 linear or cubic over the last two axes: the runtime's
+    // separable image.resize2d (runtime/builtins_image.cc: each input row
+    // interpolated along its columns once, then whole rows combined),
+    // where a loop nest per output gathers all its taps with vector
+    // gathers.
+    if (W == DataType::f32() && !nearest && y->dtype == DataType::f32() && axes.size() == 2 && axes[0] == rank - 2 &&
+        axes[1] == rank - 1) {
+      std::vector<Expr> args = {call.args[0]};
+      for (size_t f = 0; f < table_si.size(); ++f) {
+        Expr e = make_tuple_get_item(all, int(f));
+        e->sinfo = table_si[f];
+        args.push_back(ctx.emit(e, "resize_table"));
+      }
+      if (!ctx.module().extern_decl(kResize2d)) ctx.module().add_extern(kResize2d);
+      Expr r = make_op_call("call_library", {make_string(kResize2d), make_tuple(args)}, {}, {call.sinfo});
+      r->sinfo = call.sinfo;
+      return r;
+    }
     // The resize proper: x and the tables.
     ProgramBuilder rb(ctx, "resize");
     Buffer rx = rb.input(call.args[0], "x");
