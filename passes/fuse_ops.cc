@@ -19,15 +19,18 @@
 // A group holds at most one anchor, and stays convex: no path leaves the
 // group and comes back, so calling it cannot form a cycle.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/analyzer.h"
 #include "ir/error.h"
 #include "ir/mutator.h"
 #include "ir/op.h"
+#include "ir/tir_functor.h"
 #include "passes/analysis/graph_util.h"
 #include "passes/analysis/op_pattern.h"
 #include "passes/passes.h"
@@ -150,7 +153,7 @@ class BlockFuser {
         in[i] = 1;
         anchors += nodes_[i].anchor;
       }
-    if (anchors > 1) return false;
+    if (anchors > 1 || repeats_costly_work(in)) return false;
     for (int i = 0; i < int(nodes_.size()); ++i)
       for (int u : uses_[i])
         if (!in[u] && (in[i] || tainted[i])) tainted[u] = 1;
@@ -158,6 +161,40 @@ class BlockFuser {
       for (int u : uses_[i])
         if (in[u] && tainted[i]) return false;
     return true;
+  }
+
+  // Whether the group `in` marks would compute a member's transcendental
+  // functions (exp, log, erf, sin, ...) more often than that member has
+  // outputs: another member writes more elements, or not provably as few
+  // (inlined, a member is computed once per element of the kernel that
+  // reads it). T5's relative position buckets (a log per query and key)
+  // inlined into the bias add over (batch, heads, query, key) took 40% of
+  // the encoder's time; rotary embeddings' sin and cos over (sequence,
+  // dim) read by the rotation over (batch, heads, sequence, dim) are the
+  // same. Such a member stays out of the group, a kernel of its own whose
+  // result the group reads.
+  bool repeats_costly_work(const std::vector<char>& in) {
+    std::vector<SymExpr> costly_sizes;
+    for (int i = 0; i < int(nodes_.size()); ++i)
+      if (in[i] && costly(i)) {
+        std::optional<SymExpr> n = output_elements(i);
+        if (!n) return true;
+        costly_sizes.push_back(*n);
+      }
+    if (costly_sizes.empty()) return false;
+    std::vector<std::optional<SymExpr>> sizes;
+    for (int i = 0; i < int(nodes_.size()); ++i)
+      if (in[i] && nodes_[i].call) sizes.push_back(output_elements(i));
+    // Dims of at least 1 (an empty tensor costs nothing either way): a
+    // bias of 8 is then no larger than the (n, 8, h, w) it is added to.
+    Analyzer ana;
+    for (const std::optional<SymExpr>& n : sizes)
+      if (n)
+        for (const SymExpr& v : free_vars(*n)) ana.bind(v, 1, std::numeric_limits<int64_t>::max());
+    for (const std::optional<SymExpr>& n : sizes)
+      for (const SymExpr& c : costly_sizes)
+        if (!n || !ana.can_prove_less_equal(*n, c)) return true;
+    return false;
   }
 
   void merge(const std::vector<int>& roots) {
@@ -187,6 +224,38 @@ class BlockFuser {
       if (!epilogue_of(p, c)) continue;
       if (can_merge({p, c})) merge({p, c});
     }
+  }
+
+  // Whether node i's program calls a transcendental function.
+  bool costly(int i) {
+    if (!nodes_[i].call) return false;
+    tir::Program prog = mod_.program(nodes_[i].program);
+    if (!prog) return false;
+    bool found = false;
+    tir::visit_exprs(prog->body, [&](const tir::TExpr& e) {
+      if (e->kind != tir::TKind::Call) return;
+      switch (static_cast<const tir::CallNodeT*>(e.get())->fn) {
+        case tir::Intrinsic::sqrt: case tir::Intrinsic::rsqrt: case tir::Intrinsic::abs: case tir::Intrinsic::floor: case tir::Intrinsic::ceil:
+        case tir::Intrinsic::round: case tir::Intrinsic::trunc: case tir::Intrinsic::isnan: case tir::Intrinsic::isinf:
+        case tir::Intrinsic::isfinite: case tir::Intrinsic::popcount: case tir::Intrinsic::copysign: case tir::Intrinsic::fma:
+        case tir::Intrinsic::shfl_xor:
+          return;
+        default:
+          found = true;
+      }
+    });
+    return found;
+  }
+  // The elements node i's call writes (its first output's), if known.
+  std::optional<SymExpr> output_elements(int i) {
+    const CallNode* c = nodes_[i].call;
+    if (!c || c->sinfo_args.empty()) return std::nullopt;
+    const StructInfo& si = c->sinfo_args[0];
+    const auto* t = as<TensorSI>(as<TupleSI>(si) ? as<TupleSI>(si)->fields.at(0) : si);
+    if (!t || !t->shape) return std::nullopt;
+    SymExpr n(1);
+    for (const SymExpr& d : *t->shape) n = n * d;
+    return n;
   }
 
   // Whether user u reads p's results (directly or as tuple items) at
