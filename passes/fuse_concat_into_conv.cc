@@ -45,8 +45,7 @@ std::optional<std::vector<Expr>> channel_concat_parts(const IRModule& mod, const
   const auto* args = as<TupleNode>(c->args[1]);
   const tir::Program prog = g ? mod.program(g->name) : nullptr;
   if (!args || !prog || prog->outputs.size() != 1 || prog->inputs.size() != args->fields.size()) return std::nullopt;
-  const AttrValue* axis = prog->attrs.find("concat_axis");
-  if (!axis || prog->attrs.get_int("concat_axis") != 1) return std::nullopt;
+  if (prog->attrs.get_int("concat_axis", -1) != 1) return std::nullopt;
   const auto* t = as<TensorSI>(value->sinfo);
   if (!t || t->dtype != DataType::f32() || (t->ndim != 4 && t->ndim != 3) || !t->shape) return std::nullopt;
   // Each part the result's dims but dim 1 (what the runtime checks again).
@@ -60,7 +59,8 @@ std::optional<std::vector<Expr>> channel_concat_parts(const IRModule& mod, const
   return args->fields;
 }
 
-// Whether `value` is a convolution in the direct layout reading `x` as its input.
+// The arguments of `value` when it is a library convolution in the direct
+// layout (its x first); null otherwise.
 const TupleNode* direct_conv_args(const Expr& value) {
   const CallNode* c = as_op_call(value, "call_library");
   if (!c || c->args.size() != 2) return nullptr;
