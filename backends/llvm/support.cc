@@ -2,6 +2,12 @@
 
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Transforms/InstCombine/InstCombine.h>
+#include <llvm/Transforms/Scalar/LICM.h>
+#include <llvm/Transforms/Scalar/LoopPassManager.h>
+#include <llvm/Transforms/Scalar/SCCP.h>
+#include <llvm/Transforms/Scalar/SROA.h>
+#include <llvm/Transforms/Scalar/SimplifyCFG.h>
 #include <llvm/Support/ErrorHandling.h>
 #include <unistd.h>
 
@@ -72,6 +78,24 @@ void optimize_module(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
+  // After the vectorizer: a reduction's running results kept lane-wise in
+  // a small local array (`part`, passes/legalize/reduce.cc) were loaded
+  // and stored through the stack on every step, the vectorized lane loop
+  // being a one-trip loop the vectorizer marks not to unroll. SCCP finds
+  // its back edge dead, SimplifyCFG removes it, LICM then holds the lanes
+  // in a register across the scan and SROA makes the array a value: a
+  // whole tensor's max (dynamic quantization's range) 12 -> 29 GB/s,
+  // bert_dynquant 11% faster a run. Build times unchanged.
+  if (opt_level >= 2)
+    pb.registerOptimizerLastEPCallback([](llvm::ModulePassManager& mpm, llvm::OptimizationLevel) {
+      llvm::FunctionPassManager fpm;
+      fpm.addPass(llvm::SCCPPass());
+      fpm.addPass(llvm::SimplifyCFGPass());
+      fpm.addPass(llvm::createFunctionToLoopPassAdaptor(llvm::LICMPass(llvm::LICMOptions()), /*UseMemorySSA=*/true));
+      fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
+      fpm.addPass(llvm::InstCombinePass());
+      mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
+    });
   static const llvm::OptimizationLevel levels[] = {llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1,
                                                    llvm::OptimizationLevel::O2, llvm::OptimizationLevel::O3};
   llvm::ModulePassManager mpm =
