@@ -44,7 +44,51 @@ struct Node {
   ProgramPattern pattern;
   bool anchor = false;  // output-fusable, reduction, or injective not inlinable
   int alias_of = -1;    // a tuple item of binding `alias_of`'s call_tir result
+  bool costly = false;  // its program calls a transcendental function (exp, log, erf, sin, ...)
+  std::optional<SymExpr> elements;  // the elements its call writes (its first output's), if known
 };
+
+// Whether `p` calls a transcendental function: any intrinsic but the few
+// that cost an instruction or two.
+bool calls_transcendental(const tir::Program& p) {
+  bool found = false;
+  tir::visit_exprs(p->body, [&](const tir::TExpr& e) {
+    if (e->kind != tir::TKind::Call) return;
+    switch (static_cast<const tir::CallNodeT*>(e.get())->fn) {
+      case tir::Intrinsic::sqrt:
+      case tir::Intrinsic::rsqrt:
+      case tir::Intrinsic::abs:
+      case tir::Intrinsic::floor:
+      case tir::Intrinsic::ceil:
+      case tir::Intrinsic::round:
+      case tir::Intrinsic::trunc:
+      case tir::Intrinsic::isnan:
+      case tir::Intrinsic::isinf:
+      case tir::Intrinsic::isfinite:
+      case tir::Intrinsic::popcount:
+      case tir::Intrinsic::copysign:
+      case tir::Intrinsic::fma:
+      case tir::Intrinsic::shfl_xor:
+        return;
+      default:
+        found = true;
+    }
+  });
+  return found;
+}
+
+// The elements a call_tir writes (its first output's), if known.
+std::optional<SymExpr> output_elements(const CallNode& c) {
+  if (c.sinfo_args.empty()) return std::nullopt;
+  const StructInfo& si = c.sinfo_args[0];
+  const auto* tuple = as<TupleSI>(si);
+  if (tuple && tuple->fields.empty()) return std::nullopt;
+  const auto* t = as<TensorSI>(tuple ? tuple->fields[0] : si);
+  if (!t || !t->shape) return std::nullopt;
+  SymExpr n(1);
+  for (const SymExpr& d : *t->shape) n = n * d;
+  return n;
+}
 
 class BlockFuser {
  public:
@@ -76,7 +120,9 @@ class BlockFuser {
         if (tir::Program p = mod_.program(node.program)) {
           node.pattern = analyze_pattern(p);
           node.anchor = !node.pattern.inlinable() && node.pattern.kind != OpPattern::Opaque;
+          node.costly = calls_transcendental(p);
         }
+        node.elements = output_elements(*c);
       } else if (const auto* g = as<TupleGetItemNode>(b.value)) {
         if (const auto* v = as<VarNode>(g->tuple); v && def_.count(v) && nodes_[def_[v]].call) {
           node.alias_of = def_[v];
@@ -176,15 +222,14 @@ class BlockFuser {
   bool repeats_costly_work(const std::vector<char>& in) {
     std::vector<SymExpr> costly_sizes;
     for (int i = 0; i < int(nodes_.size()); ++i)
-      if (in[i] && costly(i)) {
-        std::optional<SymExpr> n = output_elements(i);
-        if (!n) return true;
-        costly_sizes.push_back(*n);
+      if (in[i] && nodes_[i].costly) {
+        if (!nodes_[i].elements) return true;
+        costly_sizes.push_back(*nodes_[i].elements);
       }
     if (costly_sizes.empty()) return false;
     std::vector<std::optional<SymExpr>> sizes;
     for (int i = 0; i < int(nodes_.size()); ++i)
-      if (in[i] && nodes_[i].call) sizes.push_back(output_elements(i));
+      if (in[i] && nodes_[i].call) sizes.push_back(nodes_[i].elements);
     // Dims of at least 1 (an empty tensor costs nothing either way): a
     // bias of 8 is then no larger than the (n, 8, h, w) it is added to.
     Analyzer ana;
@@ -224,38 +269,6 @@ class BlockFuser {
       if (!epilogue_of(p, c)) continue;
       if (can_merge({p, c})) merge({p, c});
     }
-  }
-
-  // Whether node i's program calls a transcendental function.
-  bool costly(int i) {
-    if (!nodes_[i].call) return false;
-    tir::Program prog = mod_.program(nodes_[i].program);
-    if (!prog) return false;
-    bool found = false;
-    tir::visit_exprs(prog->body, [&](const tir::TExpr& e) {
-      if (e->kind != tir::TKind::Call) return;
-      switch (static_cast<const tir::CallNodeT*>(e.get())->fn) {
-        case tir::Intrinsic::sqrt: case tir::Intrinsic::rsqrt: case tir::Intrinsic::abs: case tir::Intrinsic::floor: case tir::Intrinsic::ceil:
-        case tir::Intrinsic::round: case tir::Intrinsic::trunc: case tir::Intrinsic::isnan: case tir::Intrinsic::isinf:
-        case tir::Intrinsic::isfinite: case tir::Intrinsic::popcount: case tir::Intrinsic::copysign: case tir::Intrinsic::fma:
-        case tir::Intrinsic::shfl_xor:
-          return;
-        default:
-          found = true;
-      }
-    });
-    return found;
-  }
-  // The elements node i's call writes (its first output's), if known.
-  std::optional<SymExpr> output_elements(int i) {
-    const CallNode* c = nodes_[i].call;
-    if (!c || c->sinfo_args.empty()) return std::nullopt;
-    const StructInfo& si = c->sinfo_args[0];
-    const auto* t = as<TensorSI>(as<TupleSI>(si) ? as<TupleSI>(si)->fields.at(0) : si);
-    if (!t || !t->shape) return std::nullopt;
-    SymExpr n(1);
-    for (const SymExpr& d : *t->shape) n = n * d;
-    return n;
   }
 
   // Whether user u reads p's results (directly or as tuple items) at

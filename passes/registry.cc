@@ -82,10 +82,9 @@ std::vector<std::string> pipeline(const std::string& name, const std::string& ta
     add(graph);
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
     if (!gpu) add({"fold-matmul-views"});
-    add({"legalize", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params", "fuse-ops",
-         "fuse-tir", "fuse-library-epilogues", "fuse-concat-into-conv", "simplify-tir", "dedupe-programs",
-         "lift-workspaces", "canonicalize-bindings", "dead-code-elimination", "static-plan-memory",
-         "rewrite-cuda-graph"});
+    add({"legalize", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params", "fuse-ops", "fuse-tir",
+         "fuse-library-epilogues", "fuse-concat-into-conv", "simplify-tir", "dedupe-programs", "lift-workspaces",
+         "canonicalize-bindings", "dead-code-elimination", "static-plan-memory", "rewrite-cuda-graph"});
   } else {
     fail("unknown pipeline '", name, "'; known: O0, O1, O2");
   }

@@ -317,6 +317,7 @@ struct XParts {
   std::string str;
 };
 XParts x_parts(const char* what, const std::vector<Value>& fields, size_t rank) {
+  if (fields.empty()) rt_fail(what, ": x as a tuple of no parts");
   XParts x;
   for (const Value& v : fields) {
     const Tensor& t = v.tensor("gemm.conv2d_packed x part");
@@ -334,7 +335,6 @@ XParts x_parts(const char* what, const std::vector<Value>& fields, size_t rank) 
     x.parts.data.push_back(static_cast<const float*>(t.data()));
     x.parts.channels.push_back(t.shape()[1]);
   }
-  if (fields.empty()) rt_fail(what, ": x as a tuple of no parts");
   x.str += ")";
   return x;
 }
@@ -382,7 +382,8 @@ void conv2d_packed(BuiltinCall& c) {
     if (!(x->dtype() == DType::f32()) || x->shape().size() != rank)
       rt_fail(what, ": needs x and y f32 of one rank, 4 (or 3), got ", x->type_str(), " and ", y.type_str());
   }
-  const Conv2dGeometry g = parts ? packed_geometry(what, parts->shape, parts->str, y, p) : packed_geometry(what, *x, y, p);
+  const Conv2dGeometry g =
+      parts ? packed_geometry(what, parts->shape, parts->str, y, p) : packed_geometry(what, *x, y, p);
   Epilogue epilogue;
   if (p.size() == fused) read_epilogue(what, c, p.data() + 10, 3, g.O, y.shape(), epilogue);
   const Epilogue* ep = p.size() == fused ? &epilogue : nullptr;

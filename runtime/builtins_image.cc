@@ -138,7 +138,8 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(float* out, float w, const fl
   for (int64_t j = 0; j < n; j += 8) {
     const __m256i m = lanes_below(n - j);
     const __m256 v = _mm256_maskload_ps(u + j, m);
-    _mm256_maskstore_ps(out + j, m, first ? _mm256_mul_ps(wv, v) : _mm256_fmadd_ps(wv, v, _mm256_maskload_ps(out + j, m)));
+    _mm256_maskstore_ps(out + j, m,
+                        first ? _mm256_mul_ps(wv, v) : _mm256_fmadd_ps(wv, v, _mm256_maskload_ps(out + j, m)));
   }
 }
 #endif
@@ -218,8 +219,8 @@ void resize2d_f32(const float* x, int64_t planes, int64_t H, int64_t W, const Ta
 Taps read_taps(const char* what, const Tensor& at, const Tensor& weight, int64_t n, int64_t size, const char* axis) {
   if (!(at.dtype() == DType::i64()) || !(weight.dtype() == DType::f32()) || at.shape().size() != 2 ||
       at.shape() != weight.shape() || at.shape()[1] != n || at.shape()[0] < 1)
-    rt_fail(what, ": the ", axis, " taps must be i64 and f32 tables of one shape (taps, ", n, "), got ",
-            at.type_str(), " and ", weight.type_str());
+    rt_fail(what, ": the ", axis, " taps must be i64 and f32 tables of one shape (taps, ", n, "), got ", at.type_str(),
+            " and ", weight.type_str());
   Taps t{static_cast<const int64_t*>(at.data()), static_cast<const float*>(weight.data()), at.shape()[0], n};
   for (int64_t i = 0; i < t.count * n; ++i)
     if (t.at[i] < 0 || t.at[i] >= size)

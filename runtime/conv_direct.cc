@@ -120,9 +120,10 @@ __attribute__((target("avx2,fma"))) void tile(const typename Op::T* const* px, i
 // first input (channel 0's top-left tap); xrow, yrow: the distance
 // between its rows in the padded image and in the output.
 template <int OB, int R, int W, int S>
-__attribute__((target("avx512f,prfchw"))) void row_tile(const float* x0, int64_t xrow, int64_t Cg, int64_t KH, int64_t KW,
-                                                 int64_t cstride, int64_t rstride, int64_t dw, const float* wt,
-                                                 int64_t wblock, float* yb, int64_t plane, int64_t yrow, int64_t oc) {
+__attribute__((target("avx512f,prfchw"))) void row_tile(const float* x0, int64_t xrow, int64_t Cg, int64_t KH,
+                                                        int64_t KW, int64_t cstride, int64_t rstride, int64_t dw,
+                                                        const float* wt, int64_t wblock, float* yb, int64_t plane,
+                                                        int64_t yrow, int64_t oc) {
   constexpr int NP = R * W;
   __m512 acc[OB][NP];
 #pragma GCC unroll 32
@@ -688,8 +689,7 @@ template <typename Op>
 void direct(const Conv2dGeometry& g, const typename Op::T* x, const typename Op::T* w, const typename Op::T* packed,
             typename Op::T* y, std::vector<typename Op::T>& scratch, ThreadPool* pool,
             const ChannelParts* parts = nullptr) {
-  if (conv2d_direct_lanes(g.O / g.groups) == 8)
-    return direct_tiles<Op, 1, 8>(g, x, w, packed, y, scratch, pool, parts);
+  if (conv2d_direct_lanes(g.O / g.groups) == 8) return direct_tiles<Op, 1, 8>(g, x, w, packed, y, scratch, pool, parts);
   direct_tiles<Op, 2, 6>(g, x, w, packed, y, scratch, pool, parts);
 }
 #endif

@@ -196,7 +196,8 @@ HostTensor decode_tensor(const onnx::TensorProto& t, const std::string& model_di
   for (int64_t d : t.dims()) {
     if (d < 0) fail("tensor '", t.name(), "': negative dim ", d);
     if (!HostTensor::count_dim(n, d))
-      fail("tensor '", t.name(), "': shape ", rt::shape_str({t.dims().begin(), t.dims().end()}), " has too many elements");
+      fail("tensor '", t.name(), "': shape ", rt::shape_str({t.dims().begin(), t.dims().end()}),
+           " has too many elements");
     out.shape.push_back(d);
   }
   size_t nbytes = HostTensor::storage_bytes(*dtype, n);

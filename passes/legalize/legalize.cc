@@ -248,8 +248,8 @@ std::optional<tir::TExpr> ProgramBuilder::scalar(const Expr& arg, DataType dtype
 
 Expr ProgramBuilder::finish(tir::Stmt body, const std::string& name_hint, Attrs attrs) {
   RELAX_CHECK(!outputs_.empty(), "a program without outputs");
-  tir::Program p = tir::make_program(name_hint.empty() ? name_ : name_hint, inputs_, outputs_, sym_params_, body,
-                                     std::move(attrs));
+  tir::Program p =
+      tir::make_program(name_hint.empty() ? name_ : name_hint, inputs_, outputs_, sym_params_, body, std::move(attrs));
   Expr gv = ctx_.add_program(p);
   StructInfo out = out_sinfo_.size() == 1 ? out_sinfo_[0] : tuple_si(out_sinfo_);
   return ctx_.call_tir(gv, args_, out, sym_args_);

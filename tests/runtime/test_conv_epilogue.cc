@@ -451,8 +451,8 @@ TEST_CASE("gemm.conv2d_packed reads x in parts along its channels") {
   CHECK_THROWS_WITH_AS(refused({Value(parts[0]), Value(flat)}, p), doctest::Contains("f32 tensors of rank 4"), Error);
   CHECK_THROWS_WITH_AS(refused({Value(parts[0]), Value(ints)}, p), doctest::Contains("f32 tensors of rank 4"), Error);
   CHECK_THROWS_WITH_AS(refused({}, p), doctest::Contains("no parts"), Error);
-  CHECK_THROWS_WITH_AS(refused({Value(parts[0]), Value(four)}, p),
-                       doctest::Contains("the packed weights must hold"), Error);
+  CHECK_THROWS_WITH_AS(refused({Value(parts[0]), Value(four)}, p), doctest::Contains("the packed weights must hold"),
+                       Error);
   CHECK_THROWS_WITH_AS(refused({Value(parts[0]), Value(parts[2])}, shape_value({1, 1, 1, 1, 1, 1, 1, 3, 3, 1})),
                        doctest::Contains("x in parts needs layout 0"), Error);
 }

@@ -265,20 +265,28 @@ TEST_CASE("package: bytes() is the file write() makes") {
   CHECK(file.size() > 4096 + weights_bytes().size());
 }
 
+// What loading a package of `manifest`, `weights` and bytecode that is
+// never read says: the manifest's refusal, or, when the manifest is good,
+// the bytecode's.
+static std::string load_error(const std::string& manifest, const std::string& weights) {
+  TempDir dir;
+  PackageWriter w;
+  w.add("manifest", manifest);
+  w.add("weights", weights);
+  w.add("bytecode", std::string("not read"));
+  std::string path = dir / "m.rpkg";
+  w.write(path);
+  return error_of([&] { Model::load(path); });
+}
+
 TEST_CASE("package: a weight's offset must be a whole count, aligned to its elements (found by fuzz_package)") {
   // A weight at offset 1 made an f32 kernel load misaligned floats; an
   // offset of 1.5 or 4e34 was converted to an integer by json (undefined).
   auto load_with = [](const std::string& offset) {
-    TempDir dir;
-    PackageWriter w;
-    w.add("manifest", R"({"format": 1, "target": {"kind": "cpu"}, "inputs": [], "outputs": [],
+    return load_error(R"({"format": 1, "target": {"kind": "cpu"}, "inputs": [], "outputs": [],
                           "weights": [{"name": "w", "dtype": "f32", "shape": [2], "nbytes": 8, "offset": )" +
-                          offset + "}]}");
-    w.add("weights", std::string(64, '\0'));
-    w.add("bytecode", std::string("not read"));
-    std::string path = dir / "w.rpkg";
-    w.write(path);
-    return error_of([&] { Model::load(path); });
+                          offset + "}]}",
+                      std::string(64, '\0'));
   };
   CHECK(contains(load_with("1"), "weight 'w' at offset 1 is not aligned to its 4-byte elements"));
   CHECK(contains(load_with("1.5"), "weight 'w': offset is 1.5, not an integer"));
@@ -290,15 +298,10 @@ TEST_CASE("package: a weight's offset must be a whole count, aligned to its elem
 
 TEST_CASE("package: an input's ndim must be -1 or a rank up to 64, never clamped into one") {
   auto load_with = [](const std::string& ndim) {
-    TempDir dir;
-    PackageWriter w;
-    w.add("manifest", R"({"format": 1, "target": {"kind": "cpu"}, "outputs": [], "weights": [],
-                          "inputs": [{"name": "x", "dtype": "f32", "ndim": )" + ndim + "}]}");
-    w.add("weights", std::string());
-    w.add("bytecode", std::string("not read"));
-    std::string path = dir / "n.rpkg";
-    w.write(path);
-    return error_of([&] { Model::load(path); });
+    return load_error(R"({"format": 1, "target": {"kind": "cpu"}, "outputs": [], "weights": [],
+                          "inputs": [{"name": "x", "dtype": "f32", "ndim": )" +
+                          ndim + "}]}",
+                      std::string());
   };
   CHECK(contains(load_with("1000"), "a tensor's ndim is 1000: not -1 (unknown) or a rank up to 64"));
   CHECK(contains(load_with("-2"), "a tensor's ndim is -2"));

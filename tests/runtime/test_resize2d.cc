@@ -123,8 +123,7 @@ TEST_CASE("image.resize2d refuses tables that do not fit x and y") {
   run(rows, cols, y);  // fits
   Table far = linear(4, 8);
   static_cast<int64_t*>(far.at.data())[5] = 4;
-  CHECK_THROWS_WITH_AS(run(far, cols, y), doctest::Contains("rows tap 4 at 5 lies outside the input's 4 rows"),
-                       Error);
+  CHECK_THROWS_WITH_AS(run(far, cols, y), doctest::Contains("rows tap 4 at 5 lies outside the input's 4 rows"), Error);
   Table negative = linear(5, 10);
   static_cast<int64_t*>(negative.at.data())[12] = -1;
   CHECK_THROWS_WITH_AS(run(rows, negative, y), doctest::Contains("columns tap -1 at 12"), Error);
