@@ -178,18 +178,16 @@ class RowCache {
 void resize2d_f32(const float* x, int64_t planes, int64_t H, int64_t W, const Taps& rows, const Taps& cols, float* y,
                   ThreadPool* pool) {
   const int64_t OH = rows.n, OW = cols.n;
+  // The ISA's kernels, and its vectors' lanes, the blocks the column taps
+  // are grouped in (as i32: read_taps checked them against W).
   RowCache::Interp interp = interp_portable;
   void (*combine)(float*, float, const float*, int64_t, bool) = axpy_portable;
-#ifdef RELAX_X86_KERNELS
-  if (kernel_isa() == KernelIsa::avx512)
-    interp = interp_avx512, combine = axpy_avx512;
-  else if (kernel_isa() == KernelIsa::avx2)
-    interp = interp_avx2, combine = axpy_avx2;
-#endif
-  // The column taps as i32 (read_taps checked them against W), in blocks of the vectors' lanes.
   int64_t lanes = 1;
 #ifdef RELAX_X86_KERNELS
-  lanes = kernel_isa() == KernelIsa::avx512 ? 16 : kernel_isa() == KernelIsa::avx2 ? 8 : 1;
+  if (kernel_isa() == KernelIsa::avx512)
+    interp = interp_avx512, combine = axpy_avx512, lanes = 16;
+  else if (kernel_isa() == KernelIsa::avx2)
+    interp = interp_avx2, combine = axpy_avx2, lanes = 8;
 #endif
   const Cols c = make_cols(cols, W, lanes);
   auto body = [&](int64_t p0, int64_t p1) {
