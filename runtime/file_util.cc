@@ -98,6 +98,19 @@ void AtomicFile::commit() {
   }
 }
 
+TempDir::TempDir(const std::string& prefix) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (!mkdtemp(tmpl.data())) rt_fail("cannot create a temporary directory ", tmpl, ": ", std::strerror(errno));
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void TempDir::child_env() const { setenv("TMPDIR", path_.c_str(), 1); }
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) rt_fail(path, ": cannot open: ", std::strerror(errno));

@@ -53,6 +53,28 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// A private directory under the temporary directory ($TMPDIR, else /tmp),
+// named PREFIX-XXXXXX, removed with everything in it when destroyed. A
+// process that runs children gives each one a TempDir as its $TMPDIR
+// (child_env) and removes it once the child is reaped: what a child that
+// crashed or was killed left there goes with it.
+class TempDir {
+ public:
+  // Throws rt::Error when the directory cannot be made.
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // In a forked child: makes this directory the child's $TMPDIR.
+  void child_env() const;
+
+ private:
+  std::string path_;
+};
+
 // The whole file; throws rt::Error naming the path.
 std::string read_file(const std::string& path);
 

@@ -16,6 +16,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -88,6 +89,9 @@ struct Child {
   std::string out, err;
   Clock::time_point start;
   bool timed_out = false;
+  // The child's $TMPDIR (the cpu backend's linker files): removed when the
+  // child is done with, however it ended.
+  std::unique_ptr<rt::TempDir> tmp;
 };
 
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -112,6 +116,7 @@ Child spawn(const std::string& exe, const Job& job, const std::vector<std::strin
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
+  auto tmp = std::make_unique<rt::TempDir>("relax-build");
   pid_t pid = fork();
   if (pid < 0) fail("cannot start a build process: ", std::strerror(errno));
   if (pid == 0) {
@@ -124,6 +129,7 @@ Child spawn(const std::string& exe, const Job& job, const std::vector<std::strin
     if (null >= 0) dup2(null, 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
+    tmp->child_env();
     execv(exe.c_str(), argv.data());
     _exit(127);
   }
@@ -136,6 +142,7 @@ Child spawn(const std::string& exe, const Job& job, const std::vector<std::strin
   c.out_fd = out[0];
   c.err_fd = err[0];
   c.start = Clock::now();
+  c.tmp = std::move(tmp);
   return c;
 }
 

@@ -21,6 +21,7 @@
 
 #include "backends/cpu/cpu_codegen.h"
 #include "ir/error.h"
+#include "runtime/file_util.h"
 #include "runtime/package.h"
 
 namespace relax::cpu {
@@ -50,22 +51,6 @@ std::string host_features() {
   }
   return out;
 }
-
-// A private directory for the linker's files, removed with everything in
-// it however the link ends.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "relax-cpu-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) fail("cpu codegen: cannot create a temporary directory in ", tmpl);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary);
@@ -149,7 +134,7 @@ std::string emit_object(llvm::Module& m, llvm::TargetMachine& tm) {
 // the real sonames: the result does not depend on where (or whether) the
 // build machine keeps libm.so.6.
 std::string link_shared_object(const std::vector<std::string>& objects, llvm::TargetMachine& tm) {
-  TempDir dir;
+  rt::TempDir dir("relax-cpu");  // the linker's files, removed however the link ends
   llvm::LLVMContext ctx;
   llvm::Module empty("relax_stub", ctx);
   empty.setTargetTriple(tm.getTargetTriple().str());

@@ -10,8 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
+
+#include "runtime/file_util.h"
 
 namespace fs = std::filesystem;
 
@@ -106,9 +109,11 @@ void default_dataset(const std::string& source_dir, std::string& root, std::stri
 Result run_isolated(const std::function<Result()>& fn, int timeout_s) {
   int fds[2];
   if (pipe(fds) != 0) return {"crash", "pipe failed"};
+  rt::TempDir tmp("relax-conformance");  // the child's $TMPDIR, removed however it ends
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
+    tmp.child_env();
     child(fn, fds[1], timeout_s);
   }
   close(fds[1]);
@@ -129,6 +134,7 @@ void run_all(const std::vector<Case>& cases, const std::function<Result(const Ca
     pid_t pid;
     int fd;
     size_t index;
+    std::unique_ptr<rt::TempDir> tmp;  // the child's $TMPDIR, removed once it is reaped
     std::string msg;
     bool eof = false;
   };
@@ -140,13 +146,15 @@ void run_all(const std::vector<Case>& cases, const std::function<Result(const Ca
       int fds[2];
       if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
       const Case& c = cases[next];
+      auto tmp = std::make_unique<rt::TempDir>("relax-conformance");
       pid_t pid = fork();
       if (pid == 0) {
         close(fds[0]);
+        tmp->child_env();
         child([&] { return fn(c); }, fds[1], case_timeout(c, timeout_s));
       }
       close(fds[1]);
-      running.push_back({pid, fds[0], next++, "", false});
+      running.push_back({pid, fds[0], next++, std::move(tmp), "", false});
     }
     // Read whatever the children wrote; reap those that closed their pipe.
     std::vector<pollfd> pfds;

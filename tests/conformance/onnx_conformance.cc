@@ -35,6 +35,7 @@
 #endif
 #include "frontends/onnx/importer.h"
 #include "ir/error.h"
+#include "runtime/file_util.h"
 #include "runtime/thread_pool.h"
 #include "tests/conformance/cases.h"
 #include "tests/conformance/check.h"
@@ -46,18 +47,11 @@ using namespace relax::conformance;
 
 namespace {
 
-Result run_case(const Case& c, const BuildOptions& opts, bool build_only, const std::string& keep) {
-  char tmpl[] = "/tmp/relax-conformance-XXXXXX";
-  if (!mkdtemp(tmpl)) return {"crash", "mkdtemp failed"};
-  std::string dir = tmpl;
-  struct Cleanup {
-    std::string d;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  } cleanup{dir};
-  std::string pkg = dir + "/model.rpkg";
+Result run_case(const Case& c, const BuildOptions& opts, bool build_only, const std::string& keep, bool abort_after_build) {
+  // In the child's own $TMPDIR (run_all), which the parent removes once
+  // the child is reaped, whether it returned, crashed or timed out.
+  rt::TempDir dir("case");
+  std::string pkg = dir.file("model.rpkg");
   try {
     build_package(c.model, pkg, opts);
   } catch (const onnx_fe::UnsupportedModel& u) {
@@ -69,6 +63,7 @@ Result run_case(const Case& c, const BuildOptions& opts, bool build_only, const 
   } catch (const std::exception& e) {
     return {"build-error", first_line(e.what())};
   }
+  if (abort_after_build) std::abort();  // a crash with the case's files on disk (tests/conformance/temp_folders.sh)
   if (!keep.empty()) {
     std::error_code ec;
     fs::copy_file(pkg, fs::path(keep) / package_file_name(c), fs::copy_options::overwrite_existing, ec);
@@ -86,7 +81,7 @@ int main(int argc, char** argv) {
   session.jobs = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   BuildOptions opts;
   std::string write_baseline, keep, arch = "sm_80";
-  bool build_only = false;
+  bool build_only = false, abort_after_build = false;
   app.add_option("--target", opts.target, "the target")->capture_default_str();
   app.add_option("-O", opts.opt_level, "the pass pipeline the cases build with: 0, 1 or 2")
       ->check(CLI::Range(0, 2))
@@ -99,6 +94,9 @@ int main(int argc, char** argv) {
   app.add_option("--keep", keep,
                  "copy each built package into this folder (as node__test_abs.rpkg), for onnx-conformance-run to run "
                  "on another machine");
+  app.add_flag("--abort-after-build", abort_after_build,
+               "for tests: each case's process aborts once its package is built, as a crash would")
+      ->group("");
   app.add_option("--arch", arch, "cuda: the GPU to compile for")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   opts.target_options["arch"] = arch;
@@ -123,7 +121,7 @@ int main(int argc, char** argv) {
   }
 
   if (!keep.empty()) fs::create_directories(keep);
-  session.run([&](const Case& c) { return run_case(c, opts, build_only, keep); });
+  session.run([&](const Case& c) { return run_case(c, opts, build_only, keep, abort_after_build); });
   if (!write_baseline.empty()) {
     std::ofstream out(write_baseline);
     out << "# Cases of the ONNX backend test data that pass on " << opts.target << " (" << session.dataset << ").\n"

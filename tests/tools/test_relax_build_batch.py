@@ -178,6 +178,11 @@ def main():
     print(f"test data: {which}")
 
     with tempfile.TemporaryDirectory() as tmp:
+        # The builds' temporary directory: each child gets its own inside,
+        # removed once it is reaped, however it ended.
+        build_tmp = os.path.join(tmp, "TMPDIR")
+        os.makedirs(build_tmp)
+        os.environ["TMPDIR"] = build_tmp
         zoo = os.path.join(tmp, "zoo")
         out = os.path.join(tmp, "out")
         expect = build_zoo(root, zoo)
@@ -336,6 +341,7 @@ def main():
         so, se = p.communicate(timeout=600)
         check(p.returncode == 130 and "interrupted" in se and leftovers(cout) == [],
               f"SIGINT: exit {p.returncode}, {se[-300:]}, {leftovers(cout)}")
+        check(os.listdir(build_tmp) == [], f"builds left in $TMPDIR: {os.listdir(build_tmp)}")
 
         # ---- Shards: disjoint, covering; merged, the same counts as the whole.
         parts, seen = [], []
