@@ -160,7 +160,8 @@ std::string pattern_problem(const std::vector<int64_t>& pat, bool match, int64_t
   namespace P = ShapePattern;
   if (pat.empty()) return "empty shape pattern";
   int64_t ndim = pat[0];
-  if (ndim < -2 || ndim > 64) return "shape pattern of rank " + std::to_string(ndim);
+  if (ndim < -2 || ndim > kMaxShapeLength)
+    return "shape pattern of rank " + std::to_string(ndim) + " (at most " + std::to_string(kMaxShapeLength) + ")";
   if (ndim == -1) return match ? (pat.size() == 1 ? "" : "trailing words in a shape pattern") : "make_shape of any rank";
   size_t k = 1;
   for (int64_t i = 0, n = ndim == -2 ? 1 : ndim; i < n; ++i) {
@@ -183,7 +184,8 @@ std::string pattern_problem(const std::vector<int64_t>& pat, bool match, int64_t
         if (op == P::kPushConst || op == P::kPushSlot) {
           if (++j >= end) return "shape code ends inside an operand";
           if (op == P::kPushSlot && (pat[j] < 0 || pat[j] >= heap_size)) return "shape code reads a slot out of range";
-          if (++depth > 32) return "shape code too deep";
+          if (++depth > kMaxShapeCodeDepth)
+            return "shape code too deep (more than " + std::to_string(kMaxShapeCodeDepth) + " values on its stack)";
         } else if (op >= P::kAdd && op <= P::kMax) {
           if (depth-- < 2) return "shape code pops an empty stack";
         } else {
@@ -233,7 +235,9 @@ Executable Executable::deserialize(std::string_view bytes) {
     for (size_t i = 0; i < n; ++i) {
       sig.dtypes[i] = r.i64();
       sig.ranks[i] = r.i64();
-      if (sig.ranks[i] < 0 || sig.ranks[i] > 64) throw Error("bytecode: kernel " + e.kernels[k] + ": bad rank");
+      if (sig.ranks[i] < 0 || sig.ranks[i] > kMaxRank)
+        throw Error("bytecode: kernel " + e.kernels[k] + ": buffer " + std::to_string(i) + " of rank " +
+                    std::to_string(sig.ranks[i]) + " (at most " + std::to_string(kMaxRank) + ")");
       dims += sig.ranks[i];
     }
     sig.num_shape_args = r.i64();
@@ -271,9 +275,7 @@ Executable Executable::deserialize(std::string_view bytes) {
   if (!r.done()) throw Error("bytecode: trailing bytes");
 
   // Every index in range, so the VM need not check again while running.
-  auto bad = [](const Function& f, size_t pc, const std::string& what) {
-    throw Error("bytecode: " + f.name + " @" + std::to_string(pc) + ": " + what);
-  };
+  auto bad = [](const Function& f, size_t pc, const std::string& what) { throw BytecodeError(f.name, pc, what); };
   for (const Function& f : e.functions) {
     for (size_t pc = 0; pc < f.code.size(); ++pc) {
       const Instr& in = f.code[pc];
@@ -410,12 +412,12 @@ std::string Executable::dump() const {
 
 int64_t eval_shape_code(const int64_t* code, int64_t len, const int64_t* heap, int64_t heap_size) {
   namespace P = ShapePattern;
-  int64_t stack[32];
+  int64_t stack[kMaxShapeCodeDepth];
   int sp = 0;
   for (int64_t i = 0; i < len; ++i) {
     int64_t op = code[i];
     if (op == P::kPushConst || op == P::kPushSlot) {
-      if (i + 1 >= len || sp == 32) throw Error("shape code: malformed");
+      if (i + 1 >= len || sp == kMaxShapeCodeDepth) throw Error("shape code: malformed");
       int64_t v = code[++i];
       if (op == P::kPushSlot) {
         if (v < 0 || v >= heap_size) throw Error("shape code: slot out of range");

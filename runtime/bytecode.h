@@ -22,7 +22,31 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/error.h"
+
 namespace relax::rt {
+
+// The limits the package reader enforces (Executable::deserialize, the
+// manifest). The compiler checks every package it writes against the same
+// code (lower_to_vm reads its own bytecode back), so a limit a real model
+// reaches is a build error naming the node, never a package its runtime
+// refuses.
+constexpr int64_t kMaxRank = 64;                // a tensor's rank (kernel buffers, manifest tensors)
+constexpr int64_t kMaxShapeLength = 1 << 16;    // the values of a shape (make_shape, match_shape)
+constexpr int kMaxShapeCodeDepth = 32;          // the stack of one dim's postfix code
+
+// A malformed instruction: the function and the instruction it is at.
+class BytecodeError : public Error {
+ public:
+  BytecodeError(std::string function, size_t pc, std::string what)
+      : Error("bytecode: " + function + " @" + std::to_string(pc) + ": " + what),
+        function(std::move(function)),
+        pc(pc),
+        what_alone(std::move(what)) {}
+  std::string function;
+  size_t pc;
+  std::string what_alone;  // what is wrong, without the place
+};
 
 enum class Opcode : uint8_t { Call = 1, Ret = 2, Goto = 3, If = 4 };
 enum class CalleeKind : uint8_t { Function = 0, Kernel = 1, Builtin = 2 };

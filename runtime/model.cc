@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "runtime/bytecode.h"
 #include "runtime/cuda.h"
 #include "runtime/error.h"
 #include "runtime/tensor_proto.h"
@@ -39,7 +40,8 @@ std::vector<TensorDesc> descs(const nlohmann::json& list) {
       d.ndim = int(d.dims.size());
     } else {
       int64_t ndim = j.contains("ndim") ? json_int(j["ndim"], "a tensor's ndim") : -1;
-      if (ndim < -1 || ndim > 64) rt_fail("a tensor's ndim is ", ndim, ": not -1 (unknown) or a rank up to 64");
+      if (ndim < -1 || ndim > kMaxRank)
+        rt_fail("a tensor's ndim is ", ndim, ": not -1 (unknown) or a rank up to ", kMaxRank);
       d.ndim = int(ndim);
     }
     out.push_back(std::move(d));

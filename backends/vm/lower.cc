@@ -61,7 +61,10 @@ class ModuleLowering {
     out_.exe.functions.emplace_back();
     return int(out_.exe.functions.size() - 1);
   }
-  void set_function(int index, rt::Function f) { out_.exe.functions[size_t(index)] = std::move(f); }
+  void set_function(int index, rt::Function f, std::vector<std::string> sources) {
+    out_.exe.functions[size_t(index)] = std::move(f);
+    sources_[out_.exe.functions[size_t(index)].name] = std::move(sources);
+  }
 
   int builtin_index(const std::string& name) {
     auto [it, fresh] = builtin_index_.emplace(name, int(out_.exe.builtins.size()));
@@ -101,8 +104,11 @@ class ModuleLowering {
   const IRModule& mod() const { return mod_; }
 
  private:
+  void check_readable() const;
+
   const IRModule& mod_;
   VMLowered out_;
+  std::map<std::string, std::vector<std::string>> sources_;  // function -> the variable of each instruction
   std::map<std::string, int> function_index_, kernel_index_, builtin_index_;
   std::map<std::string, int64_t> const_index_;
 };
@@ -187,6 +193,12 @@ class FunctionLowering {
 
   explicit FunctionLowering(ModuleLowering& m) : m_(m) {}
   rt::Function take() { return std::move(fn_); }
+  // The variable each instruction was lowered for ("" for the entry
+  // checks), parallel to the code take() returns.
+  std::vector<std::string> take_sources() {
+    sources_.resize(fn_.code.size());
+    return std::move(sources_);
+  }
 
   // A nested function lifted to the module: the values it captures come
   // first, then (when it uses symbolic variables of the enclosing scope) a
@@ -407,11 +419,17 @@ class FunctionLowering {
 
   void lower_binding(const Binding& b) {
     current_ = b.var->name;
+    size_t first = fn_.code.size();
     Arg value = lower_value(b.value, b.var->name);
     if (b.is_match_cast()) {
       match(value, b.cast, "match_cast of '" + b.var->name + "' (" + sinfo_text(b.cast) + ")");
     }
     reg_of_[b.var.get()] = to_reg(value);
+    // Instructions of bindings nested in this one (an If's branches) keep
+    // their own names.
+    sources_.resize(fn_.code.size());
+    for (size_t pc = first; pc < sources_.size(); ++pc)
+      if (sources_[pc].empty()) sources_[pc] = b.var->name;
   }
 
   // Lowers an expression; `name` is the variable it binds (for messages).
@@ -495,7 +513,8 @@ class FunctionLowering {
     int index = m_.reserve_function();
     FunctionLowering sub(m_);
     sub.lower_lifted(fn_.name + "." + (name.empty() ? "fn" : name), f, captured, syms);
-    m_.set_function(index, sub.take());
+    std::vector<std::string> sources = sub.take_sources();  // before take(): it sizes them by the code
+    m_.set_function(index, sub.take(), std::move(sources));
     std::vector<Arg> args{Arg::imm(index)};
     for (const VarNode* v : captured) {
       auto it = reg_of_.find(v);
@@ -752,6 +771,7 @@ class FunctionLowering {
 
   ModuleLowering& m_;
   rt::Function fn_;
+  std::vector<std::string> sources_;  // the variable each instruction of fn_ was lowered for
   std::unordered_map<const VarNode*, int> reg_of_;
   SymMap<int64_t> slot_of_;
   int64_t next_slot_ = 0;
@@ -808,9 +828,27 @@ VMLowered ModuleLowering::run() {
   for (size_t i = 0; i < fns.size(); ++i) {
     FunctionLowering fl(*this);
     fl.lower(fns[i].first, fns[i].second);
-    set_function(int(i), fl.take());
+    std::vector<std::string> sources = fl.take_sources();
+    set_function(int(i), fl.take(), std::move(sources));
   }
+  check_readable();
   return std::move(out_);
+}
+
+// The bytecode read back by the runtime's own reader (the code relax-run
+// runs on a package): a limit it enforces that this module passes is a
+// build error naming the variable, not a package that cannot be loaded.
+void ModuleLowering::check_readable() const {
+  try {
+    rt::Executable::deserialize(out_.exe.serialize());
+  } catch (const rt::BytecodeError& e) {
+    auto it = sources_.find(e.function);
+    std::string var = it != sources_.end() && e.pc < it->second.size() ? it->second[e.pc] : "";
+    fail("vm lowering: in @", e.function, ", ", var.empty() ? std::string("the parameter checks") : "'" + var + "'",
+         ": the runtime would refuse the package: ", e.what_alone);
+  } catch (const rt::Error& e) {
+    fail("vm lowering: the runtime would refuse the package: ", e.what());
+  }
 }
 
 }  // namespace

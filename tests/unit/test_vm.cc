@@ -328,7 +328,7 @@ TEST_CASE("bytecode: the shape builtins' patterns are checked when the program i
   };
   refused([](std::vector<int64_t>& p) { p.pop_back(); }, "length out of range");
   refused([](std::vector<int64_t>& p) { p.push_back(0); }, "trailing words");
-  refused([](std::vector<int64_t>& p) { p[0] = 99; }, "rank 99");
+  refused([](std::vector<int64_t>& p) { p[0] = rt::kMaxShapeLength + 1; }, "rank 65537 (at most 65536)");
   // Every slot a pattern binds or reads must lie in the function's heap.
   refused(
       [](std::vector<int64_t>& p) {
@@ -336,4 +336,68 @@ TEST_CASE("bytecode: the shape builtins' patterns are checked when the program i
           if (p[i] == rt::ShapePattern::kPushSlot || (p[i] == rt::ShapePattern::kBind && i + 3 < p.size())) p[i + 1] = 7;
       },
       "slot out of range");
+}
+
+namespace {
+
+std::string build_error_of(const std::string& text) {
+  try {
+    lower_to_vm(parse_module(text));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// (n + 1, n + 2, ..., n + len) as IR text.
+std::string dims_text(int len) {
+  std::string s;
+  for (int i = 1; i <= len; ++i) s += (i > 1 ? ", " : "") + std::string("n + ") + std::to_string(i);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("vm lowering: every limit the package reader enforces is a build error naming the variable") {
+  // A shape of 90 values (torchvision's SSDlite makes one) is well within
+  // the reader's limit: built, read back and run.
+  std::string d90 = dims_text(90);
+  auto vm = make_vm("fn @main(x: Tensor[(n,), f32]) -> Shape[(" + d90 + ")] {\n  s: Shape[(" + d90 + ")] = shape(" +
+                    d90 + ")\n  return s\n}\n");
+  rt::Value r = vm->invoke("main", {tensor(rt::DType::f32(), {5})});
+  REQUIRE(r.shape().size() == 90);
+  CHECK(r.shape()[89] == 95);
+
+  // A shape longer than the reader takes.
+  std::string dl = dims_text(int(rt::kMaxShapeLength) + 1);
+  std::string e = build_error_of("fn @main(x: Tensor[(n,), f32]) -> Shape[(" + dl + ")] {\n  big: Shape[(" + dl +
+                                 ")] = shape(" + dl + ")\n  return big\n}\n");
+  CHECK(e.find("'big'") != std::string::npos);
+  CHECK(e.find("the runtime would refuse the package: relax.make_shape: shape pattern of rank 65537") !=
+        std::string::npos);
+
+  // A dim whose postfix code needs a deeper stack than the VM's: a
+  // right-nested chain of floor divisions, each a value still waiting.
+  std::string deep = "n";
+  for (int i = 0; i < rt::kMaxShapeCodeDepth + 2; ++i) deep = "(n + " + std::to_string(i + 2) + ") // (" + deep + ")";
+  e = build_error_of("fn @main(x: Tensor[(n,), f32]) -> Shape[(" + deep + ",)] {\n  d: Shape[(" + deep +
+                     ",)] = shape(" + deep + ")\n  return d\n}\n");
+  CHECK(e.find("'d'") != std::string::npos);
+  CHECK(e.find("shape code too deep") != std::string::npos);
+
+  // A kernel buffer of a rank past the reader's.
+  std::string dims65, idx65, loops, close;
+  for (int i = 0; i < rt::kMaxRank + 1; ++i) {
+    dims65 += (i ? ", " : "") + std::string("1");
+    idx65 += (i ? ", " : "") + std::string("i") + std::to_string(i);
+    loops += "  for i" + std::to_string(i) + " in range(1) {\n";
+    close += "  }\n";
+  }
+  e = build_error_of("fn @main(x: Tensor[(" + dims65 + "), f32]) -> Tensor[(" + dims65 + "), f32] {\n  y: Tensor[(" +
+                     dims65 + "), f32] = call_tir(@copy, (x,), out=Tensor[(" + dims65 + "), f32])\n  return y\n}\n\n" +
+                     "prog @copy(x: Buffer[(" + dims65 + "), f32]) -> (y: Buffer[(" + dims65 + "), f32]) {\n" + loops +
+                     "    y[" + idx65 + "] = x[" + idx65 + "]\n" + close + "}\n");
+  CHECK(e.find("the runtime would refuse the package") != std::string::npos);
+  CHECK(e.find("kernel copy") != std::string::npos);
+  CHECK(e.find("rank 65") != std::string::npos);
 }
