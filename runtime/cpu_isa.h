@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 // The runtime's x86 kernels (intrinsics, functions compiled per target
 // attribute) exist on x86 hosts only.
@@ -25,6 +26,15 @@ KernelIsa kernel_isa();
 // Picks the kernels by name; "" restores the widest. False (and nothing
 // changes) for a name unknown or one this CPU cannot run.
 bool set_kernel_isa(const std::string& name);
+
+// The x86 extensions a package's compiled kernels may use, by the names
+// LLVM and GCC share ("avx2", "avx512f"): the cpu target lists those its
+// kernels were built with (section kernels.cpu.features), and a package
+// whose list names one this CPU lacks is refused at load, naming it,
+// instead of stopping on an illegal instruction.
+const std::vector<std::string>& x86_feature_names();
+// Whether this CPU has the extension; false for a name not in the list.
+bool cpu_has_feature(const std::string& name);
 
 #ifdef RELAX_X86_KERNELS
 // AVX-512: p[0], p[2], ..., p[2 * (n - 1)] in the first n lanes (n <= 16),

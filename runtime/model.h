@@ -62,6 +62,8 @@ class Model {
   const Kernels* kernels() const { return kernels_.get(); }
 
  private:
+  static void check_cpu_features(const Model& m, const std::string& path);
+
   Package pkg_;
   nlohmann::json manifest_;
   std::vector<TensorDesc> inputs_, outputs_;

@@ -68,6 +68,11 @@ std::string cpu_key(const std::string& cpu);
 // then take its row tiles, and a build packs weights for them.
 bool cpu_has_avx512(const std::string& cpu);
 
+// The x86 extensions of rt::x86_feature_names() that --cpu NAME has, space
+// separated: the package's section kernels.cpu.features, which the runtime
+// checks against the CPU it loads on.
+std::string cpu_kernel_features(const std::string& cpu);
+
 // The optimised LLVM IR of the programs, for inspection and tests.
 std::string emit_llvm_ir(const std::vector<tir::Program>& programs, const CpuOptions& opts);
 

@@ -21,6 +21,7 @@
 
 #include "backends/cpu/cpu_codegen.h"
 #include "ir/error.h"
+#include "runtime/cpu_isa.h"
 #include "runtime/file_util.h"
 #include "runtime/package.h"
 
@@ -92,6 +93,16 @@ bool cpu_has_avx512(const std::string& cpu) {
   CpuOptions opts;
   opts.cpu = cpu;
   return make_target_machine(opts)->getMCSubtargetInfo()->checkFeatures("+avx512f");
+}
+
+std::string cpu_kernel_features(const std::string& cpu) {
+  CpuOptions opts;
+  opts.cpu = cpu;
+  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(opts);
+  std::string out;
+  for (const std::string& f : rt::x86_feature_names())
+    if (tm->getMCSubtargetInfo()->checkFeatures("+" + f)) out += (out.empty() ? "" : " ") + f;
+  return out;
 }
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const CpuOptions& opts) {

@@ -25,6 +25,7 @@ class CpuTarget : public Target {
     cpu::CpuArtifact art = cpu::compile_programs(programs, cpu_options(opts));
     TargetArtifact out;
     out.sections.emplace_back("kernels.cpu", std::move(art.shared_object));
+    out.sections.emplace_back("kernels.cpu.features", cpu::cpu_kernel_features(opts.at("cpu")));
     for (const cpu::KernelInfo& k : art.kernels) out.kernel_names[k.program] = k.symbol;
     return out;
   }
