@@ -143,7 +143,11 @@ std::optional<Expr> legalize_split(LegalizeContext& ctx, const CallNode& call) {
     parts.push_back(compute(out, [&](const Index& i) { return load(x, shifted(i, axis, off)); }));
     off = off + out->shape[axis];
   }
-  return pb.finish(tir::make_seq(parts));
+  Expr r = pb.finish(tir::make_seq(parts));
+  // One part (an ONNX Split with one output): the program's one output is
+  // a tensor, the split's value still a tuple of it.
+  if (outs.size() == 1) return make_tuple({ctx.emit(r, "split")});
+  return r;
 }
 
 std::optional<Expr> legalize_strided_slice(LegalizeContext& ctx, const CallNode& call) {
