@@ -21,7 +21,7 @@ endfunction()
 # symbol interposes on the one inside any other LLVM in the process, and
 # Mesa's lavapipe loads LLVM 15 into every Vulkan program: its shader
 # compiler then ran LLVM 16's SROA on LLVM 15's IR and crashed
-# (tests/tools/llvm_exports.sh checks the binaries export none).
+# (tests/tools/test_llvm_exports.py checks the binaries export none).
 function(relax_uses_llvm name)
   target_include_directories(${name} PRIVATE ${LLVM_INCLUDE_DIRS} ${ARGN})
   target_compile_definitions(${name} PRIVATE ${LLVM_DEFINITIONS})

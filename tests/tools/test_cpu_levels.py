@@ -43,7 +43,7 @@ def main():
     ap.add_argument("--bin", required=True)
     args = ap.parse_args()
     flags = host_flags()
-    has, ok = {}, True
+    has = {}
     below = True
     for level, need in LEVELS.items():
         below = below and need <= flags
