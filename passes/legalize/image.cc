@@ -410,11 +410,20 @@ std::optional<Expr> legalize_grid_sample(LegalizeContext& ctx, const CallNode& c
           TExpr g = cast(t, load(grid, gi));
           TExpr one_ = one(t), two = const_of(t, 2);
           TExpr v = align ? (g + one_) / two * (d - one_) : ((g + one_) * d - one_) / two;
+          // With align_corners an axis of one pixel maps every coordinate to it, an infinite one
+          // included (inf * 0 would be NaN): RAFT's correlation pyramid divides by (H - 1) = 0
+          // on its coarsest level and samples that row, as ONNX Runtime does.
+          if (align) v = select(eq(d, one_), zero(t), v);
           if (mode == "nearest") v = round_half_even(v);
           TExpr lo = align ? zero(t) : const_of(t, -0.5);
           TExpr hi = align ? d - one_ : d - const_of(t, 0.5);
           if (padding == "border") v = select(or_(lt(v, lo), gt(v, hi)), min_(max_(v, zero(t)), d - one_), v);
           if (padding == "reflection") v = reflect(v, lo, hi);
+          // A coordinate still outside [-100, d + 100] (NaN, an infinity, a far one) samples
+          // nothing, as in PyTorch: -100 lies outside the axis for every tap, and unlike NaN or
+          // 1e30 its floor converts to an index.
+          TExpr far = const_of(t, 100);
+          v = select(and_(ge(v, zero(t) - far), le(v, d + far)), v, zero(t) - far);
           TExpr base = mode == "nearest" ? intrin(Intrinsic::trunc, v) : intrin(Intrinsic::floor, v);
           TExpr frac = v - base;
           for (int k = 0; k < ntaps; ++k) {

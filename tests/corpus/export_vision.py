@@ -25,11 +25,14 @@ Weights are random but seeded; sizes are small (each file < 2 MB).
   lenet_op9           opset 9: view-flatten, Gemm, softmax
   scripted_if         torch.jit.script: an If on the sequence length
   scripted_loop       torch.jit.script: a GRU cell in a for loop (Loop, sequence ops)
+  raft_flow           torchvision's RAFT (optical flow) at small widths: InstanceNorm, a correlation
+                      volume by MatMul, its pyramid sampled by GridSample, 4 GRU refinements unrolled
 """
 import math
 import sys
 from typing import List
 
+import onnx
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -39,6 +42,7 @@ from torchvision.models import mobilenetv3 as tv_mbv3
 from torchvision.models import resnet as tv_resnet
 from torchvision.models import swin_transformer as tv_swin
 from torchvision.models.detection import _utils as det_utils
+from torchvision.models.optical_flow import raft as tv_raft
 
 from export_corpus import export_named
 
@@ -636,6 +640,44 @@ class ScriptedGRUDecoder(nn.Module):
 
 # ---- the corpus -------------------------------------------------------------------------------
 
+# ---- RAFT: torchvision's optical-flow network at small widths --------------------------------
+
+class RAFTFlow(nn.Module):
+    """torchvision's RAFT-small layout (bottleneck feature encoder with
+    InstanceNorm, context encoder, a 4-level correlation pyramid, ConvGRU
+    update block, bilinear upsampling of the flow) at a quarter of its widths,
+    returning the last of `updates` refinements."""
+
+    def __init__(self, updates=4):
+        super().__init__()
+        self.updates = updates
+        self.raft = tv_raft._raft(
+            feature_encoder_layers=(8, 8, 16, 24, 32), feature_encoder_block=tv_raft.BottleneckBlock,
+            feature_encoder_norm_layer=nn.InstanceNorm2d,
+            context_encoder_layers=(8, 8, 16, 24, 40), context_encoder_block=tv_raft.BottleneckBlock,
+            context_encoder_norm_layer=None, corr_block_num_levels=4, corr_block_radius=3,
+            motion_encoder_corr_layers=(24,), motion_encoder_flow_layers=(16, 8), motion_encoder_out_channels=22,
+            recurrent_block_hidden_state_size=24, recurrent_block_kernel_size=(3,), recurrent_block_padding=(1,),
+            flow_head_hidden_size=32, use_mask_predictor=False)
+
+    def forward(self, image1, image2):
+        return self.raft(image1, image2, num_flow_updates=self.updates)[-1]
+
+
+def float_sqrt_of_count(path):
+    """RAFT's CorrBlock divides by torch.sqrt(torch.tensor(channels)); torch
+    1.13 exports that as Sqrt of an int64 Cast, which ONNX's type rules (and
+    ONNX Runtime) refuse. The Cast is made a cast to float, as a user would
+    mend it; the value is the same."""
+    model = onnx.load(path)
+    made = {o: n for n in model.graph.node for o in n.output}
+    for n in model.graph.node:
+        src = made.get(n.input[0]) if n.op_type == "Sqrt" else None
+        if src is not None and src.op_type == "Cast" and src.attribute[0].i == onnx.TensorProto.INT64:
+            src.attribute[0].i = onnx.TensorProto.FLOAT
+    onnx.save(model, path)
+
+
 def image_cases(shapes, channels=3):
     return [(f"b{b}_{h}x{w}", (torch.randn(b, channels, h, w),)) for b, h, w in shapes]
 
@@ -777,6 +819,18 @@ def models():
                inputs=["x"], outputs=["y", "h_n"],
                axes={"x": {0: "batch_size", 1: "sequence_length"}, "y": {0: "batch_size", 1: "sequence_length"},
                      "h_n": BATCH})
+
+    torch.manual_seed(115)
+    # Traced at 128x128, where the pyramid's coarsest level is 2x2; at 64x128 it is 1x2 and the
+    # exported graph divides by (height - 1) = 0 there (torchvision's `if h > 1` was traced away)
+    # and samples that level with infinite coordinates on an axis of one pixel.
+    flow_cases = []
+    for b, h, w in ((1, 128, 128), (2, 64, 128), (1, 96, 160)):
+        img = torch.randn(b, 3, h, w)
+        flow_cases.append((f"b{b}_{h}x{w}", (img, torch.roll(img, shifts=(2, 3), dims=(2, 3)) * 0.9)))
+    yield dict(name="raft_flow", model=RAFTFlow().eval(), cases=flow_cases, opset=16,
+               inputs=["image1", "image2"], outputs=["flow"],
+               axes={"image1": IMG, "image2": IMG, "flow": IMG}, fix=float_sqrt_of_count)
 
 
 if __name__ == "__main__":
