@@ -168,6 +168,179 @@ Fold fold_where(const Analyzer& ana, const Elems& x) {
 }
 
 // ============================================================================
+// Concrete folding: small float tensors known at import time
+// ============================================================================
+//
+// Exporters compute sizes in float too: torchvision's detection transforms
+// pad a batch to ceil(max_size / 32) * 32 through Cast to float, ReduceMax,
+// Div and Ceil, all on constants. Where every input is known data (or
+// constant symbolic values) of at most kFoldElems elements, these ops are
+// evaluated here, in double rounded to the output dtype (exact for + - * /
+// and sqrt on f32), so that the sizes become integers again and the dims
+// after them stay constant. Only ops that are correctly rounded fold.
+
+constexpr int64_t kFoldElems = 4096;
+
+struct ConstArg {
+  std::vector<double> v;
+  std::vector<int64_t> shape;
+  DataType dtype;
+};
+
+// Input i's elements as doubles when known and small.
+std::optional<ConstArg> const_arg(const Context& ctx, size_t i) {
+  if (!ctx.has_input(i)) return std::nullopt;
+  if (const HostTensor* d = ctx.data(i)) {
+    if (d->numel() > kFoldElems) return std::nullopt;
+    ConstArg a{{}, d->shape, d->dtype};
+    if (auto ints = d->to_ints()) {
+      for (int64_t x : *ints) {
+        if (x > (int64_t(1) << 53) || x < -(int64_t(1) << 53)) return std::nullopt;
+        a.v.push_back(double(x));
+      }
+    } else if (auto f = d->to_floats()) {
+      a.v = std::move(*f);
+    } else {
+      return std::nullopt;
+    }
+    return a;
+  }
+  const Value& in = ctx.input(i);
+  if (!in.sym || int64_t(in.sym->size()) > kFoldElems) return std::nullopt;
+  ConstArg a{{}, in.sym_shape, in.sym_dtype};
+  for (const SymExpr& e : *in.sym) {
+    if (!e.is_const()) return std::nullopt;
+    a.v.push_back(double(e.const_value()));
+  }
+  return a;
+}
+
+// The numpy broadcast of two shapes; nullopt when they do not broadcast.
+std::optional<std::vector<int64_t>> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t k = 0; k < n; ++k) {
+    int64_t x = k < n - a.size() ? 1 : a[k - (n - a.size())];
+    int64_t y = k < n - b.size() ? 1 : b[k - (n - b.size())];
+    if (x != y && x != 1 && y != 1) return std::nullopt;
+    out[k] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// The flat index into a tensor of `shape` (broadcast to `out`) of the
+// element at flat index `i` of `out`.
+int64_t broadcast_index(int64_t i, const std::vector<int64_t>& out, const std::vector<int64_t>& shape) {
+  int64_t idx = 0, stride = 1;
+  for (size_t k = out.size(); k-- > 0;) {
+    int64_t pos = i % out[k];
+    i /= out[k];
+    size_t off = out.size() - shape.size();
+    if (k >= off) {
+      int64_t d = shape[k - off];
+      if (d != 1) idx += pos * stride;
+      stride *= d;
+    }
+  }
+  return idx;
+}
+
+// The value rounded as `t` stores it (floats), or truncated toward zero
+// (integers, as ONNX's Cast does); nullopt when an integer cannot hold it.
+std::optional<double> round_to(double v, DataType t) {
+  if (t.is_float()) {
+    if (t.bits == 32) return double(float(v));
+    if (t.bits == 16) return t.code == TypeCode::BFloat ? double(bfloat_to_float(float_to_bfloat(float(v))))
+                                                        : double(half_to_float(float_to_half(float(v))));
+    return v;
+  }
+  if (t.is_bool()) return v != 0 ? 1.0 : 0.0;
+  if (!std::isfinite(v)) return std::nullopt;
+  double r = std::trunc(v);
+  double lo = t.is_uint() ? 0 : -std::ldexp(1.0, t.bits - 1), hi = std::ldexp(1.0, t.bits - int(!t.is_uint()));
+  if (r < lo || r >= hi || std::fabs(r) > std::ldexp(1.0, 53)) return std::nullopt;
+  return r;
+}
+
+std::optional<Value> const_value(DataType t, std::vector<int64_t> shape, const std::vector<double>& v) {
+  std::vector<double> r;
+  for (double x : v) {
+    std::optional<double> y = round_to(x, t);
+    if (!y) return std::nullopt;
+    r.push_back(*y);
+  }
+  Value out;
+  if (t.is_float()) {
+    out.data = std::make_shared<HostTensor>(HostTensor::from_floats(t, std::move(shape), r));
+  } else {
+    out.data = std::make_shared<HostTensor>(
+        HostTensor::from_ints(t, std::move(shape), std::vector<int64_t>(r.begin(), r.end())));
+  }
+  return out;
+}
+
+using ConstFn = double (*)(const std::vector<double>& x);
+
+// Folds an elementwise op of float operands (numpy broadcasting); the
+// result has input 0's dtype. Integer operands are left to the symbolic fold.
+std::optional<Value> try_const_fold(const Context& ctx, ConstFn f) {
+  if (!f || ctx.num_inputs() == 0 || ctx.has_attr("broadcast")) return std::nullopt;
+  std::vector<ConstArg> args;
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    std::optional<ConstArg> a = const_arg(ctx, i);
+    if (!a || !a->dtype.is_float()) return std::nullopt;
+    auto b = broadcast_shapes(shape, a->shape);
+    if (!b) return std::nullopt;
+    shape = *b;
+    args.push_back(std::move(*a));
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (n > kFoldElems) return std::nullopt;
+  std::vector<double> out;
+  std::vector<double> x(args.size());
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < args.size(); ++k) {
+      // each operand rounded to the op's dtype, as the op would read it
+      x[k] = *round_to(args[k].v[size_t(broadcast_index(i, shape, args[k].shape))], args[0].dtype);
+    }
+    out.push_back(f(x));
+  }
+  return const_value(args[0].dtype, shape, out);
+}
+
+double cf_neg(const std::vector<double>& x) { return -x[0]; }
+double cf_abs(const std::vector<double>& x) { return std::fabs(x[0]); }
+double cf_sqrt(const std::vector<double>& x) { return std::sqrt(x[0]); }
+double cf_reciprocal(const std::vector<double>& x) { return 1.0 / x[0]; }
+double cf_floor(const std::vector<double>& x) { return std::floor(x[0]); }
+double cf_ceil(const std::vector<double>& x) { return std::ceil(x[0]); }
+double cf_round(const std::vector<double>& x) { return std::nearbyint(x[0]); }  // to even (the default mode)
+double cf_relu(const std::vector<double>& x) { return std::isnan(x[0]) ? x[0] : std::max(x[0], 0.0); }
+double cf_sign(const std::vector<double>& x) { return x[0] > 0 ? 1.0 : x[0] < 0 ? -1.0 : x[0]; }
+double cf_add(const std::vector<double>& x) { return x[0] + x[1]; }
+double cf_sub(const std::vector<double>& x) { return x[0] - x[1]; }
+double cf_mul(const std::vector<double>& x) { return x[0] * x[1]; }
+double cf_div(const std::vector<double>& x) { return x[0] / x[1]; }
+// Max and Min propagate NaN, as the graph ops do.
+double cf_max(const std::vector<double>& x) {
+  double r = x[0];
+  for (double v : x) r = std::isnan(r) || std::isnan(v) ? NAN : std::max(r, v);
+  return r;
+}
+double cf_min(const std::vector<double>& x) {
+  double r = x[0];
+  for (double v : x) r = std::isnan(r) || std::isnan(v) ? NAN : std::min(r, v);
+  return r;
+}
+double cf_sum(const std::vector<double>& x) {
+  double r = 0;
+  for (double v : x) r += v;
+  return r;
+}
+
+// ============================================================================
 // Emission helpers
 // ============================================================================
 
@@ -225,16 +398,17 @@ struct UnaryDef {
   const char* onnx;
   const char* op;
   SymFold fold = nullptr;
+  ConstFn const_fold = nullptr;  // on small constant float tensors
 };
 
 constexpr UnaryDef kUnary[] = {
-    {"Neg", "neg", fold_neg},
-    {"Abs", "abs", fold_abs},
+    {"Neg", "neg", fold_neg, cf_neg},
+    {"Abs", "abs", fold_abs, cf_abs},
     {"Not", "logical_not", fold_not},
     {"Exp", "exp"},
     {"Log", "log"},
-    {"Sqrt", "sqrt"},
-    {"Reciprocal", "reciprocal"},
+    {"Sqrt", "sqrt", nullptr, cf_sqrt},
+    {"Reciprocal", "reciprocal", nullptr, cf_reciprocal},
     {"Sin", "sin"},
     {"Cos", "cos"},
     {"Tan", "tan"},
@@ -247,12 +421,12 @@ constexpr UnaryDef kUnary[] = {
     {"Acosh", "acosh"},
     {"Atanh", "atanh"},
     {"Erf", "erf"},
-    {"Sign", "sign"},
-    {"Floor", "floor"},
-    {"Ceil", "ceil"},
-    {"Round", "round"},
+    {"Sign", "sign", nullptr, cf_sign},
+    {"Floor", "floor", nullptr, cf_floor},
+    {"Ceil", "ceil", nullptr, cf_ceil},
+    {"Round", "round", nullptr, cf_round},
     {"IsNaN", "isnan"},
-    {"Relu", "relu"},
+    {"Relu", "relu", nullptr, cf_relu},
     {"Sigmoid", "sigmoid"},
     {"Tanh", "tanh"},
     {"Softplus", "softplus"},
@@ -263,14 +437,15 @@ struct BinaryDef {
   const char* onnx;
   const char* op;
   SymFold fold = nullptr;
-  bool to_bool = false;  // the folded result is bool
+  bool to_bool = false;          // the folded result is bool
+  ConstFn const_fold = nullptr;  // on small constant float tensors
 };
 
 constexpr BinaryDef kBinary[] = {
-    {"Add", "add", fold_add},
-    {"Sub", "subtract", fold_sub},
-    {"Mul", "multiply", fold_mul},
-    {"Div", "divide", fold_div},
+    {"Add", "add", fold_add, false, cf_add},
+    {"Sub", "subtract", fold_sub, false, cf_sub},
+    {"Mul", "multiply", fold_mul, false, cf_mul},
+    {"Div", "divide", fold_div, false, cf_div},
     {"Equal", "equal", fold_equal, true},
     {"Less", "less", fold_less, true},
     {"LessOrEqual", "less_equal", fold_less_equal, true},
@@ -289,21 +464,24 @@ struct VariadicDef {
   const char* onnx;
   const char* op;
   SymFold fold;
+  ConstFn const_fold;
 };
 
 constexpr VariadicDef kVariadic[] = {
-    {"Max", "maximum", fold_max},
-    {"Min", "minimum", fold_min},
-    {"Sum", "add", fold_sum},
+    {"Max", "maximum", fold_max, cf_max},
+    {"Min", "minimum", fold_min, cf_min},
+    {"Sum", "add", fold_sum, cf_sum},
 };
 
 std::vector<Value> convert_unary(Context& ctx, const UnaryDef& d) {
   if (auto v = try_fold(ctx, d.fold, false)) return {*v};
+  if (auto v = try_const_fold(ctx, d.const_fold)) return {*v};
   return {emit(ctx, d.op, {ctx.expr(0)})};
 }
 
 std::vector<Value> convert_binary(Context& ctx, const BinaryDef& d) {
   if (auto v = try_fold(ctx, d.fold, d.to_bool)) return {*v};
+  if (auto v = try_const_fold(ctx, d.const_fold)) return {*v};
   Expr a = ctx.expr(0);
   return {expr_value(broadcast_op(ctx, d.op, {a, legacy_rhs(ctx)}))};
 }
@@ -317,6 +495,7 @@ Expr fold_left(Context& ctx, const std::string& op) {
 std::vector<Value> convert_variadic(Context& ctx, const VariadicDef& d) {
   if (ctx.num_inputs() == 0) ctx.fail("needs at least one input");
   if (auto v = try_fold(ctx, d.fold, false)) return {*v};
+  if (auto v = try_const_fold(ctx, d.const_fold)) return {*v};
   if (ctx.num_inputs() == 1) return {ctx.input(0)};
   return {expr_value(fold_left(ctx, d.op))};
 }
@@ -590,9 +769,23 @@ std::optional<Value> fold_cast(Context& ctx, DataType to) {
   return sym_value(std::move(out), a->scalar, to);
 }
 
+// Folds a cast from or to a float type of small constant data (int to
+// float rounds to nearest; float to int truncates toward zero and is left
+// to run time when the integer type cannot hold the value). Float8 targets
+// are left to run time (saturation).
+std::optional<Value> fold_const_cast(Context& ctx, DataType to) {
+  std::optional<ConstArg> a = const_arg(ctx, 0);
+  if (!a || !(a->dtype.is_float() || to.is_float()) || is_float8(to) || is_float8(a->dtype)) return std::nullopt;
+  if (!(to.is_float() || to.is_integer() || to.is_bool())) return std::nullopt;
+  if (!(a->dtype.is_float() || a->dtype.is_integer() || a->dtype.is_bool())) return std::nullopt;
+  if (to.is_float() && to.bits < 16) return std::nullopt;
+  return const_value(to, a->shape, a->v);
+}
+
 // Cast / CastLike to `to`, honouring saturate and round_mode for float8.
 std::vector<Value> cast_to(Context& ctx, DataType to) {
   if (auto v = fold_cast(ctx, to)) return {*v};
+  if (auto v = fold_const_cast(ctx, to)) return {*v};
   if (ctx.dtype(0) == to) return {ctx.input(0)};
   Expr x = ctx.expr(0);
   bool saturate = ctx.attr_int("saturate", 1) != 0;

@@ -241,11 +241,45 @@ std::optional<Value> fold_reduce(Context& ctx, const ReduceDef& d, const ReduceA
   return sym_value({ctx.ana().simplify(r)}, !keepdims, ctx.dtype(0));
 }
 
+// A sum, product, max or min over every element of a small float tensor
+// known at import time (torchvision's transforms take the max of sizes cast
+// to float): folded to its value, rounded to the dtype.
+std::optional<Value> fold_float_reduce(Context& ctx, const ReduceDef& d, const ReduceAxes& axes, bool keepdims) {
+  std::string op = d.op ? d.op : "";
+  if (d.pre != Pre::None || d.post != Post::None || !axes.known || axes.is_identity()) return std::nullopt;
+  if (op != "sum" && op != "prod" && op != "max" && op != "min") return std::nullopt;
+  const HostTensor* t = ctx.data(0);
+  if (!t || !t->dtype.is_float() || t->numel() == 0 || t->numel() > 4096) return std::nullopt;
+  int64_t rank = int64_t(t->shape.size());
+  std::vector<bool> reduced(size_t(rank), axes.known->empty());
+  for (int64_t a : *axes.known) {
+    if (a < -rank || a >= rank) return std::nullopt;
+    reduced[size_t(a < 0 ? a + rank : a)] = true;
+  }
+  for (bool r : reduced)
+    if (!r) return std::nullopt;  // only a reduction over every axis
+  std::optional<std::vector<double>> v = t->to_floats();
+  if (!v) return std::nullopt;
+  double r = op == "sum" ? 0.0 : op == "prod" ? 1.0 : (*v)[0];
+  for (double e : *v) {
+    if (op == "sum") r += e;
+    else if (op == "prod") r *= e;
+    else if (std::isnan(e) || std::isnan(r)) r = NAN;
+    else r = op == "max" ? std::max(r, e) : std::min(r, e);
+  }
+  if ((op == "sum" || op == "prod") && t->numel() > 2) return std::nullopt;  // only exact (one rounding)
+  std::vector<int64_t> shape = keepdims ? std::vector<int64_t>(size_t(rank), 1) : std::vector<int64_t>{};
+  Value out;
+  out.data = std::make_shared<HostTensor>(HostTensor::from_floats(t->dtype, shape, {r}));
+  return out;
+}
+
 Value convert_reduce(Context& ctx, const ReduceDef& d) {
-  Expr x = ctx.expr(0);
   bool keepdims = ctx.attr_int("keepdims", 1) != 0;
   ReduceAxes axes = reduce_axes(ctx, d);
   if (std::optional<Value> v = fold_reduce(ctx, d, axes, keepdims)) return *v;
+  if (std::optional<Value> v = fold_float_reduce(ctx, d, axes, keepdims)) return *v;
+  Expr x = ctx.expr(0);
   if (!d.op) return expr_value(log_sum_exp(ctx, x, known_dtype(ctx, 0), axes, keepdims));
   if (d.pre == Pre::Abs) x = ctx.emit_op("abs", {x});
   if (d.pre == Pre::Square) x = binary(ctx, "multiply", x, x);

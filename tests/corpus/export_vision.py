@@ -25,9 +25,12 @@ Weights are random but seeded; sizes are small (each file < 2 MB).
   lenet_op9           opset 9: view-flatten, Gemm, softmax
   scripted_if         torch.jit.script: an If on the sequence length
   scripted_loop       torch.jit.script: a GRU cell in a for loop (Loop, sequence ops)
+  ssdlite             torchvision's SSDlite (MobileNetV3 at width 0.25, six feature maps, SSDLiteHead,
+                      default boxes, its own resize and postprocess: score filter, TopK, batched NMS)
   raft_flow           torchvision's RAFT (optical flow) at small widths: InstanceNorm, a correlation
                       volume by MatMul, its pyramid sampled by GridSample, 4 GRU refinements unrolled
 """
+import functools
 import math
 import sys
 from typing import List
@@ -42,6 +45,8 @@ from torchvision.models import mobilenetv3 as tv_mbv3
 from torchvision.models import resnet as tv_resnet
 from torchvision.models import swin_transformer as tv_swin
 from torchvision.models.detection import _utils as det_utils
+from torchvision.models.detection import ssd as tv_ssd
+from torchvision.models.detection import ssdlite as tv_ssdlite
 from torchvision.models.optical_flow import raft as tv_raft
 
 from export_corpus import export_named
@@ -640,6 +645,48 @@ class ScriptedGRUDecoder(nn.Module):
 
 # ---- the corpus -------------------------------------------------------------------------------
 
+# ---- SSDlite: torchvision's detector at a quarter of its widths -----------------------------
+
+class SSDLite(nn.Module):
+    """ssdlite320_mobilenet_v3_large as torchvision assembles it (MobileNetV3-Large
+    with the reduced tail, the extractor's C4 split and four extra blocks: six
+    feature maps; DefaultBoxGenerator; SSDLiteHead) at width 0.25, 5 classes and
+    a 160x160 input, the image given as one (3, H, W) tensor. Its transform
+    resizes any image to 160x160, and its postprocess scales the boxes back."""
+
+    def __init__(self, classes=5, size=160):
+        super().__init__()
+        norm = functools.partial(nn.BatchNorm2d, eps=0.001, momentum=0.03)
+        trunk = torchvision.models.mobilenet_v3_large(width_mult=0.25, reduced_tail=True, norm_layer=norm).features
+        c4 = [i for i, b in enumerate(trunk) if getattr(b, "_is_cn", False)][-1]
+        extractor = tv_ssdlite.SSDLiteFeatureExtractorMobileNet(trunk, c4, norm, width_mult=0.25)
+        boxes = tv_ssd.DefaultBoxGenerator([[2, 3] for _ in range(6)], min_ratio=0.2, max_ratio=0.95)
+        channels = det_utils.retrieve_out_channels(extractor, (size, size))
+        head = tv_ssdlite.SSDLiteHead(channels, boxes.num_anchors_per_location(), classes, norm)
+        self.ssd = tv_ssd.SSD(extractor, boxes, (size, size), classes, head=head, score_thresh=0.05,
+                              nms_thresh=0.55, detections_per_img=40, topk_candidates=40,
+                              image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+
+    def forward(self, image):
+        out = self.ssd([image])[0]
+        return out["boxes"], out["scores"], out["labels"]
+
+
+def calibrate_norms(ssd, batches):
+    """BatchNorm statistics measured on `batches` (normalised images), as
+    training leaves them: with random ones a deep MobileNet's features no
+    longer depend on its input, and every image gets the same detections."""
+    norms = [m for m in ssd.modules() if isinstance(m, nn.BatchNorm2d)]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a plain average over the batches
+    ssd.train()
+    with torch.no_grad():
+        for x in batches:
+            ssd.head(list(ssd.backbone(x).values()))
+    ssd.eval()
+
+
 # ---- RAFT: torchvision's optical-flow network at small widths --------------------------------
 
 class RAFTFlow(nn.Module):
@@ -819,6 +866,20 @@ def models():
                inputs=["x"], outputs=["y", "h_n"],
                axes={"x": {0: "batch_size", 1: "sequence_length"}, "y": {0: "batch_size", 1: "sequence_length"},
                      "h_n": BATCH})
+
+    torch.manual_seed(116)
+    ssd = SSDLite()
+    calibrate_norms(ssd.ssd, [torch.rand(8, 3, 160, 160) * 2 - 1 for _ in range(4)])
+    with torch.no_grad():  # confident, spread scores, as a trained head gives
+        for block in ssd.ssd.head.classification_head.module_list:
+            block[-1].weight.mul_(4.0)
+            block[-1].bias.mul_(4.0)
+    ssd.eval()
+    ssd_cases = [(f"{h}x{w}", (torch.rand(3, h, w),)) for h, w in ((160, 160), (96, 128), (176, 120))]
+    yield dict(name="ssdlite", model=ssd, cases=ssd_cases, opset=11, inputs=["image"],
+               outputs=["boxes", "scores", "labels"],
+               axes={"image": {1: "height", 2: "width"}, "boxes": {0: "detections"},
+                     "scores": {0: "detections"}, "labels": {0: "detections"}})
 
     torch.manual_seed(115)
     # Traced at 128x128, where the pyramid's coarsest level is 2x2; at 64x128 it is 1x2 and the

@@ -393,6 +393,45 @@ TEST_CASE("torch's F.pad chain (pads to pairs, reversed, transposed, flattened) 
   CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(n, w + w % 2), f32]");
 }
 
+TEST_CASE("sizes computed in float from constants fold at import (torchvision's batch padding)") {
+  // torchvision's detection transform pads to ceil(max(sizes) / 32) * 32 through Cast to float,
+  // ReduceMax, Div and Ceil on constants: (3, 150, 148) is padded to (3, 160, 160).
+  auto m = model_with([](onnx::GraphProto* g) {
+    add_input(g, "x", onnx_fe::kFloat, {"3", "150", "148"});
+    auto attr = [](const char* name, int64_t v) {
+      onnx::AttributeProto a;
+      a.set_name(name);
+      a.set_type(onnx::AttributeProto::INT);
+      a.set_i(v);
+      return a;
+    };
+    add_i64(g, "sizes", {2}, {150, 148});
+    add_i64(g, "z4", {4}, {0, 0, 0, 0});
+    add_i64(g, "stride", {}, {32});
+    auto* c = g->add_initializer();
+    c->set_name("stride_f");
+    c->set_data_type(onnx_fe::kFloat);
+    c->add_float_data(32.0f);
+    add_node(g, "Cast", {"sizes"}, {"sf"})->add_attribute()->CopyFrom(attr("to", onnx_fe::kFloat));
+    add_node(g, "ReduceMax", {"sf"}, {"m"})->add_attribute()->CopyFrom(attr("keepdims", 1));
+    add_node(g, "Div", {"m", "stride_f"}, {"q"});
+    add_node(g, "Ceil", {"q"}, {"cq"});
+    add_node(g, "Cast", {"cq"}, {"ci"})->add_attribute()->CopyFrom(attr("to", onnx_fe::kInt64));
+    add_node(g, "Mul", {"ci", "stride"}, {"padded"});
+    add_node(g, "Sub", {"padded", "sizes"}, {"extra"});
+    add_node(g, "Concat", {"z4", "extra"}, {"pads"})->add_attribute()->CopyFrom(attr("axis", 0));
+    add_node(g, "Pad", {"x", "pads"}, {"y"});
+    g->add_output()->set_name("y");
+  }, 13);
+  auto r = onnx_fe::import_onnx(write_model("float_sizes.onnx", m));
+  std::string text = print_module(r.mod);
+  INFO(text);
+  REQUIRE(r.outputs.size() == 1);
+  CHECK(print_sinfo(r.outputs[0].sinfo) == "Tensor[(3, 160, 160), f32]");
+  CHECK(text.find("match_cast") == std::string::npos);
+  CHECK(text.find("ceil") == std::string::npos);
+}
+
 TEST_CASE("x[-s:] with s a length keeps its dims, checked at run time; one value's dims are bound once") {
   // k: (b, s + p, 8); q: (b, s, 8); y = k[:, -s:] + q (T5's position bias
   // over past and new positions). s = 0 would slice all of k: the
