@@ -8,7 +8,8 @@
 //   - a kernel launch: call_tir_dps, or call_library_dps of a device
 //     library (cublas.*), whose outputs are planned storage;
 //   - an item of such a launch's tuple (out_all[1]);
-// interleaved with allocations (alloc_storage, alloc_tensor), which move to
+// interleaved with allocations (alloc_storage, alloc_tensor, a call site's
+// status tensor from relax.kernel_status), which move to
 // before the region: they only carve storage, and a capture must not
 // allocate. A launch whose outputs the VM would allocate (call_tir, a
 // cuBLAS call_library: outputs the caller gets) becomes one into fresh
@@ -60,8 +61,14 @@ const TupleNode* launch_dests(const Binding& b) {
   return as<TupleNode>(c->args[2]);
 }
 
+// An allocation, or a call site's status tensor (relax.kernel_status: the
+// same tensor every call, which kernels of a region may write).
 bool is_allocation(const Binding& b) {
-  return !b.is_match_cast() && (as_op_call(b.value, "alloc_storage") || as_op_call(b.value, "alloc_tensor"));
+  if (b.is_match_cast()) return false;
+  if (as_op_call(b.value, "alloc_storage") || as_op_call(b.value, "alloc_tensor")) return true;
+  const CallNode* c = as_op_call(b.value, "call_pure_builtin");
+  const auto* name = c && !c->args.empty() ? as<StringImmNode>(c->args[0]) : nullptr;
+  return name && name->value == "relax.kernel_status";
 }
 
 class GraphRewriter : public ExprMutator {

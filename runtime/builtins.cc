@@ -194,6 +194,21 @@ void alloc_tensor_in(BuiltinCall& c) {
   c.out = storage.view(dtype, shape);
 }
 
+// kernel_status(what): this call site's status tensor (VirtualMachine::
+// watch_status), made zero once per VM and kept; kernels that check their
+// input write it, the VM reads it when the run's kernels have finished.
+void kernel_status(BuiltinCall& c) {
+  if (c.memo && *c.memo) {
+    c.out = *static_cast<Tensor*>(c.memo->get());
+    return;
+  }
+  Tensor t = Tensor::empty(DType::i64(), {4}, c.vm.pool());
+  std::fill_n(static_cast<int64_t*>(t.data()), 4, 0);
+  c.vm.watch_status(t, c.arg(0).str("kernel_status message"));
+  if (c.memo) *c.memo = std::make_shared<Tensor>(t);
+  c.out = t;
+}
+
 void make_tuple_b(BuiltinCall& c) {
   std::vector<Value> fields;
   for (size_t i = 0; i < c.num_args; ++i) fields.push_back(*c.args[i]);
@@ -266,6 +281,7 @@ void register_core_builtins() {
   register_builtin("relax.alloc_storage_persistent", alloc_storage_persistent, /*touches_data=*/false);
   register_builtin("relax.alloc_tensor_in", alloc_tensor_in, /*touches_data=*/false);
   register_builtin("relax.make_tuple", make_tuple_b, /*touches_data=*/false);
+  register_builtin("relax.kernel_status", kernel_status, /*touches_data=*/false);
   register_builtin("relax.tuple_get", tuple_get, /*touches_data=*/false);
   register_builtin("relax.move", move, /*touches_data=*/false);
   register_builtin("relax.shape_of", shape_of, /*touches_data=*/false);

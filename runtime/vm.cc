@@ -173,7 +173,26 @@ Value VirtualMachine::invoke(int function, std::vector<Value> args, bool wait) {
   for (size_t i = 0; i < args.size(); ++i) regs[i] = std::move(args[i]);
   Value r = run(function, regs);
   if (kernel_source_ && wait) kernel_source_->synchronize();
+  if (wait && !statuses_.empty()) check_status();
   return r;
+}
+
+void VirtualMachine::watch_status(Tensor status, std::string what) {
+  statuses_.push_back({std::move(status), std::move(what)});
+}
+
+void VirtualMachine::check_status() {
+  std::string error;
+  for (auto& [t, what] : statuses_) {
+    auto* s = static_cast<int64_t*>(t.data());
+    if (s[0] == 0 || !error.empty()) continue;
+    int64_t value = s[1], size = s[2], axis = s[3];
+    error = rt_str(what, ": index ", value, " is out of range for axis ", axis, " of size ", size,
+                   " (valid: ", -size, " to ", size - 1, ")");
+  }
+  if (error.empty()) return;
+  for (auto& [t, what] : statuses_) std::fill_n(static_cast<int64_t*>(t.data()), 4, 0);
+  throw Error(error);
 }
 
 Value VirtualMachine::call(const Value& closure, std::vector<Value> args, bool wait) {

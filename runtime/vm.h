@@ -135,11 +135,20 @@ class VirtualMachine {
     bool integer_ops = false;             // flops are integer operations
   };
   void set_profiling(bool on);
+
+  // The status tensor of a call site of relax.kernel_status: four i64,
+  // zero until a kernel finds its input invalid (an index out of range) and
+  // writes 1, the value, the dim's size and the axis. The VM reads every
+  // site's when a run's kernels have finished (invoke with `wait`) and
+  // fails the run naming `what` (the node) when one is set.
+  void watch_status(Tensor status, std::string what);
   // By total time, most first; calls never made are left out.
   std::vector<CallTime> profile() const;
 
  private:
   Value run(int function, std::vector<Value>& regs);
+  // Throws rt::Error for the first status set (and clears them all).
+  void check_status();
   const std::string& callee_name(const Instr& in) const;
 
   Executable exe_;
@@ -152,6 +161,7 @@ class VirtualMachine {
   std::shared_ptr<PoolAllocator> pool_;
   std::map<std::string, Tensor> persistent_;
   bool profiling_ = false;
+  std::vector<std::pair<Tensor, std::string>> statuses_;  // watch_status
   std::vector<CallTime> kernel_times_, builtin_times_;  // by callee index
 };
 

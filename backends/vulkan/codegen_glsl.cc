@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "backends/gpu/schedule.h"
@@ -241,9 +242,14 @@ std::string StagePrinter::finish(const std::string& body) {
   std::ostringstream decls, loaders;
   int binding = 0;
   int extra = int(prog_.inputs.size() + prog_.outputs.size());  // the next chunk's binding
+  // Inputs are read-only, except one the program writes (a status buffer: relax.kernel_status).
+  std::set<const tir::BufferNode*> written;
+  tir::visit_stmts(prog_.body, [&](const tir::Stmt& s) {
+    if (const auto* st = tir::as<tir::StoreNode>(s)) written.insert(st->buffer.get());
+  });
   for (const auto* list : {&prog_.inputs, &prog_.outputs})
     for (const Buffer& b : *list) {
-      bool input = list == &prog_.inputs;
+      bool input = list == &prog_.inputs && !written.count(b.get());
       std::string type = storage_type(b->dtype), name = buffer_name(b);
       auto declare = [&](int at, const std::string& as) {
         decls << "layout(std430, set = 0, binding = " << at << ") " << (input ? "readonly " : "") << "buffer B" << at

@@ -35,26 +35,23 @@ std::optional<Value> gather_sym(Context& ctx) {
   return sym_value(out, rank == 0, ctx.dtype(0));
 }
 
-// Negative indices made non-negative for take: folded when constant, else
-// where(i < 0, i + dim, i).
-Expr nonnegative_indices(Context& ctx, size_t i, const SymExpr& dim) {
-  if (auto idx = ctx.const_ints(i)) {
-    bool negative = std::any_of(idx->begin(), idx->end(), [](int64_t v) { return v < 0; });
-    if (!negative) return ctx.expr(i);
-    if (dim.is_const()) {
-      for (int64_t& v : *idx)
-        if (v < 0) v += dim.const_value();
-      auto s = ctx.shape(i);
-      Ints shape;
-      for (const SymExpr& d : *s) shape.push_back(d.const_value());
-      return ctx.constant(HostTensor::from_ints(ctx.dtype(i), shape, *idx));
-    }
+// The indices of a Gather along an axis of size `dim`: constant ones are
+// checked here (an error naming the index) and made non-negative; others go
+// to take as they are, which counts negative ones from the end and fails
+// the run on one out of range, naming the node (passes/legalize).
+Expr gather_indices(Context& ctx, size_t i, int64_t axis, const SymExpr& dim) {
+  auto idx = ctx.const_ints(i);
+  if (!idx || !dim.is_const()) return ctx.expr(i);
+  int64_t n = dim.const_value();
+  for (int64_t& v : *idx) {
+    if (v < -n || v >= n)
+      ctx.fail("index ", v, " is out of range for axis ", axis, " of size ", n, " (valid: ", -n, " to ", n - 1, ")");
+    if (v < 0) v += n;
   }
-  Expr idx = ctx.expr(i);
-  DataType dtype = ctx.dtype(i);
-  Expr negative = ctx.emit_op("less", {idx, ctx.scalar(dtype, 0)});
-  Expr wrapped = ctx.emit_op("add", {idx, make_prim_int(dim, dtype)});
-  return ctx.emit_op("where", {negative, wrapped, idx});
+  auto s = ctx.shape(i);
+  Ints shape;
+  for (const SymExpr& d : *s) shape.push_back(d.const_value());
+  return ctx.constant(HostTensor::from_ints(ctx.dtype(i), shape, *idx));
 }
 
 std::vector<Value> convert_gather(Context& ctx) {
@@ -73,7 +70,7 @@ std::vector<Value> convert_gather(Context& ctx) {
       return {expr_value(ctx.emit_op("squeeze", {part}, one("axis", Ints{ax})))};
     }
   }
-  Expr idx = nonnegative_indices(ctx, 1, x.dims[ax]);
+  Expr idx = gather_indices(ctx, 1, ax, x.dims[ax]);
   return {expr_value(ctx.emit_op("take", {x.expr(ctx), idx}, one("axis", int64_t(ax))))};
 }
 

@@ -372,7 +372,8 @@ void register_manipulate_ops(OpRegistry& reg) {
   reg.add("take")
       .doc(
           "take(x, indices, axis=a): gathers along axis a; the result's shape is x.shape[:a] + "
-          "indices.shape + x.shape[a+1:]. Indices are integers in [0, dim).")
+          "indices.shape + x.shape[a+1:]. Indices are integers in [-dim, dim), negative ones counting from the "
+          "end; one outside fails the run, naming the node (relax.kernel_status).")
       .args(2)
       .attr("axis", T::Int, int64_t(0))
       .infer(infer_take);

@@ -87,6 +87,7 @@ std::optional<Expr> legalize_gather_elements(LegalizeContext& ctx, const CallNod
   if (!x || !ind || !y) return std::nullopt;
   size_t axis =
       size_t(ops::normalize_axis("gather_elements", ops::attrs_of(call).get_int("axis"), int(x->shape.size())));
+  if (!pb.check_indices(call.args[0], call.args[1], "GatherElements", {int64_t(axis)})) return std::nullopt;
   return pb.finish(compute(y, [&](const Index& i) {
     Index xi = i;
     xi[axis] = wrap_clamp_index(load(ind, i), x->shape[axis]);
@@ -159,6 +160,9 @@ std::optional<Expr> legalize_gather_nd(LegalizeContext& ctx, const CallNode& cal
   size_t q = ind->shape.size(), m = size_t(ind->shape.back().const_value());
   if (b + m > x->shape.size() || y->shape.size() != q - 1 + x->shape.size() - b - m) return std::nullopt;
   Analyzer ana;
+  std::vector<int64_t> axes;
+  for (size_t k = 0; k < m; ++k) axes.push_back(int64_t(b + k));
+  if (m && !pb.check_indices(call.args[0], call.args[1], "GatherND", axes)) return std::nullopt;
   return pb.finish(compute(y, [&](const Index& i) {
     Index xi;
     for (size_t k = 0; k < b; ++k) {
@@ -213,6 +217,7 @@ std::optional<Expr> legalize_scatter_elements(LegalizeContext& ctx, const CallNo
                                                 tir::make_if(in_range(at.get(), y->shape[axis]), store)}));
       },
       serial, "j");
+  if (!pb.check_indices(*data, call.args[1], "ScatterElements", {int64_t(axis)})) return std::nullopt;
   return pb.finish(tir::make_seq({copy_of(x, y), scatter}));
 }
 
@@ -264,6 +269,9 @@ std::optional<Expr> legalize_scatter_nd(LegalizeContext& ctx, const CallNode& ca
         return tir::make_allocate(at, tir::make_seq(body));
       },
       serial, "j");
+  std::vector<int64_t> axes;
+  for (size_t k = 0; k < m; ++k) axes.push_back(int64_t(k));
+  if (m && !pb.check_indices(*data, call.args[1], "ScatterND", axes)) return std::nullopt;
   return pb.finish(tir::make_seq({copy_of(x, y), scatter}));
 }
 

@@ -6,6 +6,7 @@
 #include "ir/error.h"
 #include "ir/normalize.h"
 #include "ir/printer.h"
+#include "passes/legalize/te.h"
 
 namespace relax {
 
@@ -204,6 +205,45 @@ tir::Buffer ProgramBuilder::input(const Expr& arg, const std::string& name) {
   inputs_.push_back(b);
   args_.push_back(*bound);
   return b;
+}
+
+bool ProgramBuilder::check_indices(const Expr& data, const Expr& indices, const std::string& op,
+                                   const std::vector<int64_t>& axes) {
+  using namespace te;
+  RELAX_CHECK(!axes.empty());
+  std::string what = op + " '" + ctx_.call_name() + "'";
+  Expr site = ctx_.call_pure_builtin("relax.kernel_status", {make_string(what)},
+                                     tensor_si(DataType::i64(), std::vector<SymExpr>{SymExpr(4)}));
+  ProgramBuilder check(ctx_, "check_indices");
+  Buffer x = check.input(data, "x");
+  Buffer ind = check.input(indices, "indices");
+  Buffer st = check.input(ctx_.emit(site, ctx_.call_name() + "_status"), "status");
+  Buffer token = check.output(tensor_si(DataType::i(8), std::vector<SymExpr>{SymExpr(1)}), "checked");
+  if (!x || !ind || !st || !token) return false;
+  if (axes.size() > 1 && (ind->shape.empty() || !ind->shape.back().is_const(int64_t(axes.size())))) return false;
+  for (int64_t a : axes)
+    if (a < 0 || a >= int64_t(x->shape.size())) return false;
+  LoopHints hints;
+  hints.vectorize = false;
+  Stmt loop = loop_nest(
+      ind->shape,
+      [&](const Index& i) {
+        TExpr size = idx(x->shape[size_t(axes.back())]), axis = idx(axes.back());
+        for (size_t k = axes.size() - 1; k-- > 0;) {  // the component's axis, by the last index
+          TExpr is_k = eq(i.back(), idx(int64_t(k)));
+          size = select(is_k, idx(x->shape[size_t(axes[k])]), size);
+          axis = select(is_k, idx(axes[k]), axis);
+        }
+        TExpr v = as_index(load(ind, i));
+        TExpr bad = or_(lt(v, idx(0) - size), ge(v, size));
+        return tir::make_if(bad, tir::make_seq({tir::make_store(st, {idx(1)}, v), tir::make_store(st, {idx(2)}, size),
+                                                tir::make_store(st, {idx(3)}, axis),
+                                                tir::make_store(st, {idx(0)}, idx(1))}));
+      },
+      hints, "c");
+  Stmt body = tir::make_seq({tir::make_store(token, {idx(0)}, tir::imm_int(DataType::i(8), 0)), loop});
+  Var checked = ctx_.emit(check.finish(body), ctx_.call_name() + "_checked");
+  return input(checked, "checked") != nullptr;
 }
 
 tir::Buffer ProgramBuilder::output(const StructInfo& si, const std::string& name) {

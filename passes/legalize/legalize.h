@@ -180,6 +180,21 @@ class ProgramBuilder {
   // A graph dim mapped by the convention (what input/output use).
   SymExpr dim(const SymExpr& graph_dim);
 
+  // Checks the indices `indices` (read from data, negative ones counting
+  // from the end) into `data` before this program uses them: every element
+  // for axis axes[0], or, with several axes, the element at position k of
+  // the indices' last dim for axes[k] (GatherND's tuples); each axis's size
+  // is data's. The check is a program of its own (@check_indices), called
+  // before this one; an index out of range sets this call's status (from
+  // relax.kernel_status, named after `op` and the call's variable), and the
+  // run fails naming the node, the index and the axis when its kernels have
+  // finished (docs/runtime_abi.md). Its one-element result becomes an input
+  // of this program, which orders the two and keeps this one a plain loop
+  // nest that fuses as before. This program must still keep every access in
+  // bounds (clamp or skip): kernels run on before the VM looks. False when
+  // an operand's shape is unknown.
+  bool check_indices(const Expr& data, const Expr& indices, const std::string& op, const std::vector<int64_t>& axes);
+
   // Finishes the program, adds it to the module and returns the call_tir.
   // The call's out= is the outputs' struct info (a tuple for several).
   // `attrs`: the program's (what later passes may read of it).

@@ -13,11 +13,14 @@ using namespace relax;
 namespace {
 
 // The pattern of the program that legalising `op_call` (one binding
-// `%y = op_call` in @main(params)) calls.
-ProgramPattern pattern_of(const std::string& params, const std::string& op_call) {
+// `%y = op_call` in @main(params)) calls; `check`: of the program checking
+// its indices (@check_indices) instead.
+ProgramPattern pattern_of(const std::string& params, const std::string& op_call, bool check = false) {
   std::string text = "fn @main(" + params + ") -> Object {\n  %y = " + op_call + "\n  return %y\n}\n";
   IRModule mod = legalize(normalize(parse_module(text)));
-  std::vector<std::string> progs = mod.program_names();
+  std::vector<std::string> progs;
+  for (const std::string& p : mod.program_names())
+    if ((p.rfind("check_indices", 0) == 0) == check) progs.push_back(p);
   INFO(print_module(mod));
   REQUIRE(progs.size() == 1);
   return analyze_pattern(mod.program(progs[0]));
@@ -40,6 +43,9 @@ TEST_CASE("op pattern: elementwise, broadcast and injective programs are plain c
   ProgramPattern take = pattern_of("a: Tensor[(10, 4), f32], i: Tensor[(n,), i64]", "take(a, i, axis=0)");
   CHECK(take.kind == OpPattern::Injective);  // reads at an index loaded from data
   CHECK(take.inlinable());
+  // Its indices are checked by a program of their own, which writes a status and never fuses.
+  CHECK(pattern_of("a: Tensor[(10, 4), f32], i: Tensor[(n,), i64]", "take(a, i, axis=0)", true).kind ==
+        OpPattern::Opaque);
   ProgramPattern split = pattern_of("a: Tensor[(n, 6), f32]", "split(a, sections=2, axis=1)");
   CHECK(split.inlinable());
   CHECK(split.outputs.size() == 2);
