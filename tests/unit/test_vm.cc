@@ -401,3 +401,47 @@ TEST_CASE("vm lowering: every limit the package reader enforces is a build error
   CHECK(e.find("kernel copy") != std::string::npos);
   CHECK(e.find("rank 65") != std::string::npos);
 }
+
+TEST_CASE("vm: a kernel's status (relax.kernel_status) fails the run naming the node, then is clear for the next") {
+  IRModule mod = parse_module(R"(
+fn @main(i: Tensor[(n,), i64]) -> Tensor[(1,), i8] {
+  st: Tensor[(4,), i64] = call_pure_builtin("relax.kernel_status", ("Gather 'y'",), out=Tensor[(4,), i64])
+  c: Tensor[(1,), i8] = call_tir(@check, (i, st), out=Tensor[(1,), i8])
+  return c
+}
+
+prog @check(i: Buffer[(n,), i64], st: Buffer[(4,), i64]) -> (c: Buffer[(1,), i8]) {
+  c[0] = 0i8
+}
+)");
+  VMLowered l = lower_to_vm(mod);
+  // What @check_indices does (passes/legalize): an index outside [-5, 5) of axis 1 sets the status.
+  struct Checking : rt::Kernels {
+    mutable std::vector<const int64_t*> statuses;
+    rt::KernelCall kernel_call(std::string_view) const override {
+      return [this](void* const* b, const int64_t* shape) {
+        auto* i = static_cast<const int64_t*>(b[0]);
+        auto* st = static_cast<int64_t*>(b[1]);
+        statuses.push_back(st);
+        for (int64_t k = 0; k < shape[0]; ++k)
+          if (i[k] < -5 || i[k] >= 5) st[0] = 1, st[1] = i[k], st[2] = 5, st[3] = 1;
+        return 0;
+      };
+    }
+  } kernels;
+  auto vm = std::make_unique<rt::VirtualMachine>(
+      rt::Executable::deserialize(l.exe.serialize()), [](const std::string&) { return rt::Tensor(); }, &kernels);
+  auto ids = [](std::vector<int64_t> v) {
+    rt::Tensor t = tensor(rt::DType::i64(), {int64_t(v.size())});
+    std::copy(v.begin(), v.end(), static_cast<int64_t*>(t.data()));
+    return t;
+  };
+  CHECK(error_of([&] { vm->invoke("main", {ids({0, 4, -5})}); }).empty());
+  CHECK(error_of([&] { vm->invoke("main", {ids({0, 7, -1})}); }) ==
+        "Gather 'y': index 7 is out of range for axis 1 of size 5 (valid: -5 to 4)");
+  CHECK(error_of([&] { vm->invoke("main", {ids({2})}); }).empty());  // cleared by the failure
+  CHECK(error_of([&] { vm->invoke("main", {ids({-6})}); }).find("index -6 is out of range") != std::string::npos);
+  // One tensor per call site, kept between runs.
+  REQUIRE(kernels.statuses.size() == 4);
+  CHECK(kernels.statuses[0] == kernels.statuses[3]);
+}
