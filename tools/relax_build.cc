@@ -120,6 +120,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-fold", no_fold,
                "keep weight-only computations (@transform_params) for the runtime to run at load instead of "
                "computing them now (they are never computed now for another --cpu)");
+  bool no_index_checks = false;
+  app.add_flag("--no-index-checks", no_index_checks,
+               "do not check the indices of gathers and scatters at run time (an index out of range is then clamped "
+               "or skipped without an error); for measuring what the checks cost");
   app.add_flag("--json", json, "print a JSON report on standard output (a batch: the whole report)");
   batch::BatchOptions bo;
   std::string shard;
@@ -187,6 +191,7 @@ int main(int argc, char** argv) {
     for (const Target* t : all_targets()) t->check_options(resolve_options(*t, level, opts.target_options));
     find_target(target);  // an unknown target (or one this build left out) fails before anything is read
     opts.fold_constants = !no_fold;
+    opts.index_checks = !no_index_checks;
     if (is_batch) {
       if (!emit.empty()) fail("--emit takes one model");
       if (!shard.empty()) std::tie(bo.shard_k, bo.shard_n) = batch::parse_shard(shard);

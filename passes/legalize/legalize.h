@@ -97,6 +97,10 @@ class LegalizeContext {
   // with one output element per iteration over in-place row nests, which
   // the GPU schedules spread over threads and tile (backends/gpu/schedule.h).
   bool gpu() const { return !libraries(); }
+  // Whether gathers and scatters check their indices at run time
+  // (ProgramBuilder::check_indices): unless the module's attribute
+  // `index_checks` is "0" (relax-build --no-index-checks).
+  bool index_checks() const;
 
   // Adds `p` to the module under a fresh name built from p->name ("add",
   // "add_1", ...) unless a program with the same text is already there;

@@ -94,6 +94,7 @@ TargetOptions target_options(const BuildOptions& opts) {
 void configure_target(IRModule& mod, const BuildOptions& opts) {
   const Target& target = find_target(opts.target);
   target.configure(mod, target_options(opts));
+  if (!opts.index_checks) mod.attrs.set("index_checks", std::string("0"));  // read by legalize
 }
 
 nlohmann::json dims_json(const StructInfo& si) {
@@ -400,6 +401,7 @@ std::string options_key(const BuildOptions& opts) {
   std::string key = cat("target=", opts.target, " O=", opts.opt_level);
   if (std::string own = target.options_key(target_options(opts)); !own.empty()) key += " " + own;
   key += opts.fold_constants ? " fold=1" : " fold=0";
+  if (!opts.index_checks) key += " index_checks=0";
   for (const auto& [name, b] : opts.bounds) key += cat(" bound:", name, "=", b.lo, "..", b.hi);
   if (!opts.import.empty()) key += " " + opts.import.key();
   return key;
@@ -418,6 +420,7 @@ std::vector<std::string> build_args(const BuildOptions& opts) {
     }
   for (const auto& [name, b] : opts.bounds) args.insert(args.end(), {"--bound", cat(name, "=", b.lo, "..", b.hi)});
   if (!opts.fold_constants) args.push_back("--no-fold");
+  if (!opts.index_checks) args.push_back("--no-index-checks");
   for (const std::string& a : opts.import.args()) args.push_back(a);
   return args;
 }

@@ -27,6 +27,10 @@ struct BuildOptions {
   // Run weight-only computations (@transform_params) at build time and
   // store their results; off: the runtime runs them at load.
   bool fold_constants = true;
+  // Check the indices of gathers and scatters at run time (an index out of
+  // range fails the run); off: they are clamped or skipped unchecked, to
+  // measure what the checks cost (bench/bench_index_checks.py).
+  bool index_checks = true;
   bool time_passes = false;
   std::set<std::string> print_after;  // print the IR after these passes (stderr)
   bool print_after_all = false;
