@@ -92,7 +92,7 @@ def main():
             path = os.path.join(tmp, f"{op}_{k}.onnx")
             save(m, path)
             cuda = run(build, path, "--target", "cuda", "-o", os.path.join(tmp, f"{op}_{k}.cuda.rpkg"))
-            check(cuda.returncode == 0 or "cuda" in cuda.stderr and "not" in cuda.stderr,
+            check(cuda.returncode == 0 or "has no cuda target" in cuda.stderr,
                   f"{op}: the cuda build failed: {cuda.stderr.strip()}")
             for target, level in targets:
                 what = f"{op} #{k} on {target} at -O{level}"
