@@ -8,8 +8,11 @@ has no GPU). The same packages give numpy's values for indices in range,
 negative ones included, so the checks cost no right answer.
 
     tests/tools/test_index_errors.py --bin build/bin
+    tests/tools/test_index_errors.py --bin build/bin --keep DIR        # cuda packages and cases, for a GPU
+    tests/tools/test_index_errors.py --bin BIN --packages DIR          # there: relax-run alone runs them
 """
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -77,11 +80,68 @@ CASES = [
 ]
 
 
+def run_case(relax_run, what, pkg, inputs, good, want, bad, expect, tmp):
+    """Runs `pkg` on the inputs with the good indices (numpy's values) and
+    the bad ones (the error `expect`)."""
+    files = []
+    for name, value in {**inputs, "i": good}.items():
+        files += ["--input", f"{name}={os.path.join(tmp, name + '.npy')}"]
+        np.save(os.path.join(tmp, name + ".npy"), value)
+    out = os.path.join(tmp, "out")
+    r = run(relax_run, pkg, *files, "--output-dir", out)
+    check(r.returncode == 0, f"{what}: indices in range refused: {r.stderr.strip()}")
+    if r.returncode == 0:
+        got = np.load(os.path.join(out, "y.npy"))
+        check(np.array_equal(got, want), f"{what}: {got.tolist()} != {want.tolist()}")
+    np.save(os.path.join(tmp, "i.npy"), bad)
+    r = run(relax_run, pkg, *files)
+    msg = r.stderr.strip()
+    check(r.returncode == 1, f"{what}: an index out of range ran (exit {r.returncode}): {msg}")
+    check(expect in msg, f"{what}: the error should say \"{expect}\", got: {msg}")
+
+
+def keep_cuda(build, out_dir):
+    """Builds the cases' cuda packages into out_dir with what running them needs."""
+    os.makedirs(out_dir, exist_ok=True)
+    cases = []
+    for k, (op, m, fixed, good, want, bad, (index, axis, size)) in enumerate(CASES):
+        path = os.path.join(out_dir, f"{op}_{k}.onnx")
+        save(m, path)
+        pkg = f"{op}_{k}.cuda.rpkg"
+        b = run(build, path, "--target", "cuda", "--arch", "sm_90", "-o", os.path.join(out_dir, pkg))
+        check(b.returncode == 0, f"{op}: the cuda build failed: {b.stderr.strip()}")
+        arrays = {"good": good, "want": want(good), "bad": bad, **{"fixed_" + n: v for n, v in fixed.items()}}
+        np.savez(os.path.join(out_dir, f"{op}_{k}.npz"), **arrays)
+        cases.append({"package": pkg, "arrays": f"{op}_{k}.npz", "fixed": sorted(fixed),
+                      "expect": f"{op} 'y': index {index} is out of range for axis {axis} of size {size}"})
+    with open(os.path.join(out_dir, "cases.json"), "w") as f:
+        json.dump(cases, f, indent=1)
+    return finish(f"index errors: {len(cases)} cuda packages kept in {out_dir}")
+
+
+def run_kept(relax_run, pkg_dir):
+    """Runs the packages keep_cuda wrote (on a machine with the runtime alone)."""
+    with open(os.path.join(pkg_dir, "cases.json")) as f:
+        cases = json.load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        for c in cases:
+            a = np.load(os.path.join(pkg_dir, c["arrays"]))
+            run_case(relax_run, c["package"], os.path.join(pkg_dir, c["package"]),
+                     {n: a["fixed_" + n] for n in c["fixed"]}, a["good"], a["want"], a["bad"], c["expect"], tmp)
+    return finish(f"index errors: {len(cases)} kept packages")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
+    ap.add_argument("--keep", help="only build the cuda packages into this folder, for --packages on a GPU machine")
+    ap.add_argument("--packages", help="only run the packages --keep wrote (relax-run alone)")
     args = ap.parse_args()
     build, relax_run = os.path.join(args.bin, "relax-build"), os.path.join(args.bin, "relax-run")
+    if args.keep:
+        return keep_cuda(build, args.keep)
+    if args.packages:
+        return run_kept(relax_run, args.packages)
     targets = [("cpu", 0), ("cpu", 2)]
     if run(relax_run, "--list-devices").returncode == 0:
         targets += [("vulkan", 0), ("vulkan", 2)]
@@ -101,22 +161,8 @@ def main():
                 check(b.returncode == 0, f"{what}: build failed: {b.stderr.strip()}")
                 if b.returncode != 0:
                     continue
-                files = []
-                for name, value in {**fixed, "i": good}.items():
-                    files += ["--input", f"{name}={os.path.join(tmp, name + '.npy')}"]
-                    np.save(os.path.join(tmp, name + ".npy"), value)
-                out = os.path.join(tmp, "out")
-                r = run(relax_run, pkg, *files, "--output-dir", out)
-                check(r.returncode == 0, f"{what}: indices in range refused: {r.stderr.strip()}")
-                if r.returncode == 0:
-                    got = np.load(os.path.join(out, "y.npy"))
-                    check(np.array_equal(got, want(good)), f"{what}: {got.tolist()} != {want(good).tolist()}")
-                np.save(os.path.join(tmp, "i.npy"), bad)
-                r = run(relax_run, pkg, *files)
-                msg = r.stderr.strip()
-                check(r.returncode == 1, f"{what}: an index out of range ran (exit {r.returncode}): {msg}")
                 expect = f"{op} 'y': index {index} is out of range for axis {axis} of size {size}"
-                check(expect in msg, f"{what}: the error should say \"{expect}\", got: {msg}")
+                run_case(relax_run, what, pkg, fixed, good, want(good), bad, expect, tmp)
     return finish("index errors")
 
 
