@@ -258,6 +258,7 @@ std::optional<Value> fold_float_reduce(Context& ctx, const ReduceDef& d, const R
   }
   for (bool r : reduced)
     if (!r) return std::nullopt;  // only a reduction over every axis
+  if ((op == "sum" || op == "prod") && t->numel() > 2) return std::nullopt;  // only exact (one rounding)
   std::optional<std::vector<double>> v = t->to_floats();
   if (!v) return std::nullopt;
   double r = op == "sum" ? 0.0 : op == "prod" ? 1.0 : (*v)[0];
@@ -267,7 +268,6 @@ std::optional<Value> fold_float_reduce(Context& ctx, const ReduceDef& d, const R
     else if (std::isnan(e) || std::isnan(r)) r = NAN;
     else r = op == "max" ? std::max(r, e) : std::min(r, e);
   }
-  if ((op == "sum" || op == "prod") && t->numel() > 2) return std::nullopt;  // only exact (one rounding)
   std::vector<int64_t> shape = keepdims ? std::vector<int64_t>(size_t(rank), 1) : std::vector<int64_t>{};
   Value out;
   out.data = std::make_shared<HostTensor>(HostTensor::from_floats(t->dtype, shape, {r}));
