@@ -36,7 +36,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="the folder holding relax-import and relax-opt")
     args = ap.parse_args()
-    out_dir = tempfile.mkdtemp(prefix="relax_models_")
+    tmp = tempfile.TemporaryDirectory(prefix="relax_models_")  # removed when main returns or raises
+    out_dir = tmp.name
     failures = 0
     for name, want in EXPECTED.items():
         ir = os.path.join(out_dir, name + ".relax")

@@ -44,7 +44,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--relax-import", required=True)
     tool = ap.parse_args().relax_import
-    d = tempfile.mkdtemp(prefix="relax_import_cli_")
+    tmp = tempfile.TemporaryDirectory(prefix="relax_import_cli_")  # removed when main returns or raises
+    d = tmp.name
 
     # Success: both files, the JSON summary with named symbolic dims.
     save(mlp(), os.path.join(d, "mlp.onnx"))

@@ -10,16 +10,17 @@
 #include "frontends/onnx/onnx_proto.h"
 #include "frontends/onnx/safetensors.h"
 #include "ir/printer.h"
+#include "runtime/file_util.h"
 
 using namespace relax;
 namespace fs = std::filesystem;
 
 namespace {
 
+// One folder for the whole run, removed when the binary exits.
 fs::path temp_dir() {
-  fs::path d = fs::temp_directory_path() / ("relax_onnx_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  static const rt::TempDir dir("relax_onnx_test");
+  return dir.path();
 }
 
 std::string write_bytes(const std::string& name, const std::string& bytes) {

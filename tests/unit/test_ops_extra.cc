@@ -15,6 +15,7 @@
 #include "ir/op.h"
 #include "ir/printer.h"
 #include "tests/unit/op_test_util.h"
+#include "runtime/file_util.h"
 
 using namespace relax;
 namespace fs = std::filesystem;
@@ -102,8 +103,8 @@ void set_strings(onnx::NodeProto* n, const std::string& name, std::vector<std::s
 // Imports the model; returns its outputs' struct infos, "; "-separated, or
 // the error.
 std::string import_outputs(const Model& model, const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("relax_extra_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
+  static const rt::TempDir dir("relax_extra_test");  // removed when the binary exits
+  fs::path d = dir.path();
   fs::path p = d / (name + ".onnx");
   std::ofstream(p, std::ios::binary) << model.m.SerializeAsString();
   std::string s;

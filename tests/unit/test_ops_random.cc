@@ -17,6 +17,7 @@
 #include "ir/error.h"
 #include "ir/op.h"
 #include "ir/printer.h"
+#include "runtime/file_util.h"
 
 using namespace relax;
 namespace fs = std::filesystem;
@@ -102,8 +103,8 @@ struct Imported {
 };
 
 Imported import(const Model& model, const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("relax_random_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
+  static const rt::TempDir dir("relax_random_test");  // removed when the binary exits
+  fs::path d = dir.path();
   fs::path p = d / (name + ".onnx");
   std::ofstream(p, std::ios::binary) << model.m.SerializeAsString();
   try {
