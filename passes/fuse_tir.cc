@@ -12,7 +12,10 @@
 //     nest that reads it at its own index into a result of the same shape
 //     and dtype, shares that result's buffer: the epilogue runs in place.
 //   - a result still left internal becomes an extra output of the program
-//     (the caller allocates it and drops it).
+//     (the caller allocates it and drops it);
+//   - a member's prelude (op_pattern.h split_prelude: checks of its
+//     indices) is emitted where the member stands, whether the rest is
+//     inlined or not.
 // Symbolic variables no buffer dim binds are passed as the program's
 // symbolic parameters.
 #include <algorithm>
@@ -210,8 +213,10 @@ class Merger {
         buffers[prog->inputs[i].get()] = args.back().buffer;
       }
     }
+    // A prelude (checks of the inputs) runs where the member stands, inlined or not.
+    PreludeSplit split = split_prelude(prog);
     bool inline_it = false;
-    ProgramPattern pat = analyze_pattern(prog);
+    ProgramPattern pat = analyze_pattern(split.main);
     if (pat.inlinable() && pat.kind <= OpPattern::Injective) {
       inline_it = true;
       std::vector<const VarNode*> results{var};
@@ -248,6 +253,7 @@ class Merger {
       return tir::substitute(d.value, at);
     };
 
+    for (const Stmt& s : split.prelude) stmts_.push_back(r.stmt(s));
     std::vector<Value> results;
     if (inline_it) {
       for (size_t k = 0; k < prog->outputs.size(); ++k) {
@@ -258,7 +264,7 @@ class Merger {
         results.push_back(Value{out_buffers[k], nd});
       }
     } else {
-      stmts_.push_back(r.stmt(prog->body));
+      stmts_.push_back(r.stmt(split.main->body));
       for (const Buffer& ob : out_buffers) {
         results.push_back(Value{ob, std::nullopt});
         materialised_.push_back(ob);

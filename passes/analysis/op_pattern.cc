@@ -162,7 +162,33 @@ bool loads_at_symbolic_indices(const Program& p, const BufferNode* input) {
   return ok;
 }
 
+PreludeSplit split_prelude(const Program& p) {
+  int64_t n = p->attrs.get_int("prelude", 0);
+  std::vector<Stmt> top = top_level(p->body);
+  if (n <= 0 || size_t(n) >= top.size()) return {{}, p};
+  // Each statement of the prelude writes inputs only, and reads no output.
+  for (size_t k = 0; k < size_t(n); ++k) {
+    bool ok = true;
+    visit_stmts(top[k], [&](const Stmt& s) {
+      if (const auto* st = as<StoreNode>(s); st && !contains(p->inputs, st->buffer.get())) ok = false;
+    });
+    visit_exprs(top[k], [&](const TExpr& e) {
+      if (const auto* l = as<LoadNode>(e); l && !contains(p->inputs, l->buffer.get())) ok = false;
+    });
+    if (!ok) return {{}, p};
+  }
+  Attrs attrs;
+  for (const auto& [k, v] : p->attrs)
+    if (k != "prelude") attrs.set(k, v);
+  PreludeSplit out;
+  out.prelude.assign(top.begin(), top.begin() + n);
+  out.main = make_program(p->name, p->inputs, p->outputs, p->sym_params,
+                          make_seq(std::vector<Stmt>(top.begin() + n, top.end())), std::move(attrs));
+  return out;
+}
+
 ProgramPattern analyze_pattern(const Program& p) {
+  if (PreludeSplit s = split_prelude(p); !s.prelude.empty()) return analyze_pattern(s.main);
   ProgramPattern out;
   out.outputs.resize(p->outputs.size());
 

@@ -48,6 +48,19 @@ struct ProgramPattern {
   bool inlinable() const;                          // every output has a ComputeDef
 };
 
+// A program whose first top-level statements check its inputs before it
+// computes (ProgramBuilder::check_indices: they read inputs and write only
+// a status input) says how many in its attribute "prelude". Its pattern is
+// the rest's; fuse-tir emits the prelude as it is, ahead of the rest, in
+// whatever it fuses the program into. `main` is the program without the
+// prelude (the same buffers); with no valid prelude, `prelude` is empty and
+// `main` is `p`.
+struct PreludeSplit {
+  std::vector<tir::Stmt> prelude;
+  tir::Program main;
+};
+PreludeSplit split_prelude(const tir::Program& p);
+
 ProgramPattern analyze_pattern(const tir::Program& p);
 
 // Whether every load of `input` in `def` is at exactly def's own index and

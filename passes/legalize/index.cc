@@ -87,7 +87,7 @@ std::optional<Expr> legalize_gather_elements(LegalizeContext& ctx, const CallNod
   if (!x || !ind || !y) return std::nullopt;
   size_t axis =
       size_t(ops::normalize_axis("gather_elements", ops::attrs_of(call).get_int("axis"), int(x->shape.size())));
-  if (!pb.check_indices(call.args[0], call.args[1], "GatherElements", {int64_t(axis)})) return std::nullopt;
+  if (!pb.check_indices(x, ind, "GatherElements", {int64_t(axis)})) return std::nullopt;
   return pb.finish(compute(y, [&](const Index& i) {
     Index xi = i;
     xi[axis] = wrap_clamp_index(load(ind, i), x->shape[axis]);
@@ -162,7 +162,7 @@ std::optional<Expr> legalize_gather_nd(LegalizeContext& ctx, const CallNode& cal
   Analyzer ana;
   std::vector<int64_t> axes;
   for (size_t k = 0; k < m; ++k) axes.push_back(int64_t(b + k));
-  if (m && !pb.check_indices(call.args[0], call.args[1], "GatherND", axes)) return std::nullopt;
+  if (m && !pb.check_indices(x, ind, "GatherND", axes)) return std::nullopt;
   return pb.finish(compute(y, [&](const Index& i) {
     Index xi;
     for (size_t k = 0; k < b; ++k) {
@@ -217,7 +217,7 @@ std::optional<Expr> legalize_scatter_elements(LegalizeContext& ctx, const CallNo
                                                 tir::make_if(in_range(at.get(), y->shape[axis]), store)}));
       },
       serial, "j");
-  if (!pb.check_indices(*data, call.args[1], "ScatterElements", {int64_t(axis)})) return std::nullopt;
+  if (!pb.check_indices(x, ind, "ScatterElements", {int64_t(axis)})) return std::nullopt;
   return pb.finish(tir::make_seq({copy_of(x, y), scatter}));
 }
 
@@ -271,7 +271,7 @@ std::optional<Expr> legalize_scatter_nd(LegalizeContext& ctx, const CallNode& ca
       serial, "j");
   std::vector<int64_t> axes;
   for (size_t k = 0; k < m; ++k) axes.push_back(int64_t(k));
-  if (m && !pb.check_indices(*data, call.args[1], "ScatterND", axes)) return std::nullopt;
+  if (m && !pb.check_indices(x, ind, "ScatterND", axes)) return std::nullopt;
   return pb.finish(tir::make_seq({copy_of(x, y), scatter}));
 }
 

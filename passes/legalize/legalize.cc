@@ -209,26 +209,22 @@ tir::Buffer ProgramBuilder::input(const Expr& arg, const std::string& name) {
   return b;
 }
 
-bool ProgramBuilder::check_indices(const Expr& data, const Expr& indices, const std::string& op,
+bool ProgramBuilder::check_indices(const tir::Buffer& x, const tir::Buffer& ind, const std::string& op,
                                    const std::vector<int64_t>& axes) {
   using namespace te;
-  RELAX_CHECK(!axes.empty());
+  RELAX_CHECK(!axes.empty() && x && ind);
   if (!ctx_.index_checks()) return true;
-  std::string what = op + " '" + ctx_.call_name() + "'";
-  Expr site = ctx_.call_pure_builtin("relax.kernel_status", {make_string(what)},
-                                     tensor_si(DataType::i64(), std::vector<SymExpr>{SymExpr(4)}));
-  ProgramBuilder check(ctx_, "check_indices");
-  Buffer x = check.input(data, "x");
-  Buffer ind = check.input(indices, "indices");
-  Buffer st = check.input(ctx_.emit(site, ctx_.call_name() + "_status"), "status");
-  Buffer token = check.output(tensor_si(DataType::i(8), std::vector<SymExpr>{SymExpr(1)}), "checked");
-  if (!x || !ind || !st || !token) return false;
   if (axes.size() > 1 && (ind->shape.empty() || !ind->shape.back().is_const(int64_t(axes.size())))) return false;
   for (int64_t a : axes)
     if (a < 0 || a >= int64_t(x->shape.size())) return false;
+  std::string what = op + " '" + ctx_.call_name() + "'";
+  Expr site = ctx_.call_pure_builtin("relax.kernel_status", {make_string(what)},
+                                     tensor_si(DataType::i64(), std::vector<SymExpr>{SymExpr(4)}));
+  Buffer st = input(ctx_.emit(site, ctx_.call_name() + "_status"), "status");
+  if (!st) return false;
   LoopHints hints;
   hints.vectorize = false;
-  Stmt loop = loop_nest(
+  prelude_.push_back(loop_nest(
       ind->shape,
       [&](const Index& i) {
         TExpr size = idx(x->shape[size_t(axes.back())]), axis = idx(axes.back());
@@ -243,11 +239,8 @@ bool ProgramBuilder::check_indices(const Expr& data, const Expr& indices, const 
                                                 tir::make_store(st, {idx(3)}, axis),
                                                 tir::make_store(st, {idx(0)}, idx(1))}));
       },
-      hints, "c");
-  // `checked` is never read: it only orders the programs (and writing it would cost a GPU
-  // target a dispatch of its own).
-  Var checked = ctx_.emit(check.finish(loop), ctx_.call_name() + "_checked");
-  return input(checked, "checked") != nullptr;
+      hints, "c"));
+  return true;
 }
 
 tir::Buffer ProgramBuilder::output(const StructInfo& si, const std::string& name) {
@@ -292,6 +285,12 @@ std::optional<tir::TExpr> ProgramBuilder::scalar(const Expr& arg, DataType dtype
 
 Expr ProgramBuilder::finish(tir::Stmt body, const std::string& name_hint, Attrs attrs) {
   RELAX_CHECK(!outputs_.empty(), "a program without outputs");
+  if (!prelude_.empty()) {
+    attrs.set("prelude", int64_t(prelude_.size()));
+    std::vector<tir::Stmt> all = prelude_;
+    all.push_back(body);
+    body = tir::make_seq(std::move(all));
+  }
   tir::Program p =
       tir::make_program(name_hint.empty() ? name_ : name_hint, inputs_, outputs_, sym_params_, body, std::move(attrs));
   Expr gv = ctx_.add_program(p);

@@ -184,20 +184,23 @@ class ProgramBuilder {
   // A graph dim mapped by the convention (what input/output use).
   SymExpr dim(const SymExpr& graph_dim);
 
-  // Checks the indices `indices` (read from data, negative ones counting
-  // from the end) into `data` before this program uses them: every element
-  // for axis axes[0], or, with several axes, the element at position k of
-  // the indices' last dim for axes[k] (GatherND's tuples); each axis's size
-  // is data's. The check is a program of its own (@check_indices), called
-  // before this one; an index out of range sets this call's status (from
+  // Checks the indices `indices` (this program's input buffer; negative
+  // ones count from the end) into `data` (another input) before the
+  // program uses them: every element for axis axes[0], or, with several
+  // axes, the element at position k of the indices' last dim for axes[k]
+  // (GatherND's tuples); each axis's size is data's. The check is a loop
+  // nest that finish() puts ahead of the body, the program's prelude (its
+  // attribute "prelude" counts them; op_pattern.h split_prelude): fusion
+  // reads the pattern of the rest, so a gather still fuses and inlines as a
+  // plain compute, and its check goes with it into the fused kernel. An
+  // index out of range sets this call's status (an extra input, from
   // relax.kernel_status, named after `op` and the call's variable), and the
   // run fails naming the node, the index and the axis when its kernels have
-  // finished (docs/runtime_abi.md). Its one-element result becomes an input
-  // of this program, which orders the two and keeps this one a plain loop
-  // nest that fuses as before. This program must still keep every access in
-  // bounds (clamp or skip): kernels run on before the VM looks. False when
-  // an operand's shape is unknown.
-  bool check_indices(const Expr& data, const Expr& indices, const std::string& op, const std::vector<int64_t>& axes);
+  // finished (docs/runtime_abi.md). The program must still keep every
+  // access in bounds (clamp or skip): kernels run on before the VM looks.
+  // False when the indices' last dim does not match several axes.
+  bool check_indices(const tir::Buffer& data, const tir::Buffer& indices, const std::string& op,
+                     const std::vector<int64_t>& axes);
 
   // Finishes the program, adds it to the module and returns the call_tir.
   // The call's out= is the outputs' struct info (a tuple for several).
@@ -210,6 +213,7 @@ class ProgramBuilder {
   LegalizeContext& ctx_;
   std::string name_;
   std::vector<tir::Buffer> inputs_, outputs_;
+  std::vector<tir::Stmt> prelude_;  // check_indices' nests, run before the body
   std::vector<Expr> args_;
   std::vector<StructInfo> out_sinfo_;
   SymMap<SymExpr> dims_;             // graph dim -> program dim

@@ -12,18 +12,18 @@ using namespace relax;
 
 namespace {
 
-// The pattern of the program that legalising `op_call` (one binding
-// `%y = op_call` in @main(params)) calls; `check`: of the program checking
-// its indices (@check_indices) instead.
-ProgramPattern pattern_of(const std::string& params, const std::string& op_call, bool check = false) {
+// The program that legalising `op_call` (one binding `%y = op_call` in
+// @main(params)) calls.
+tir::Program program_of(const std::string& params, const std::string& op_call) {
   std::string text = "fn @main(" + params + ") -> Object {\n  %y = " + op_call + "\n  return %y\n}\n";
   IRModule mod = legalize(normalize(parse_module(text)));
-  std::vector<std::string> progs;
-  for (const std::string& p : mod.program_names())
-    if ((p.rfind("check_indices", 0) == 0) == check) progs.push_back(p);
   INFO(print_module(mod));
-  REQUIRE(progs.size() == 1);
-  return analyze_pattern(mod.program(progs[0]));
+  REQUIRE(mod.program_names().size() == 1);
+  return mod.program(mod.program_names()[0]);
+}
+
+ProgramPattern pattern_of(const std::string& params, const std::string& op_call) {
+  return analyze_pattern(program_of(params, op_call));
 }
 
 OpPattern kind_of(const std::string& params, const std::string& op_call) { return pattern_of(params, op_call).kind; }
@@ -43,9 +43,20 @@ TEST_CASE("op pattern: elementwise, broadcast and injective programs are plain c
   ProgramPattern take = pattern_of("a: Tensor[(10, 4), f32], i: Tensor[(n,), i64]", "take(a, i, axis=0)");
   CHECK(take.kind == OpPattern::Injective);  // reads at an index loaded from data
   CHECK(take.inlinable());
-  // Its indices are checked by a program of their own, which writes a status and never fuses.
-  CHECK(pattern_of("a: Tensor[(10, 4), f32], i: Tensor[(n,), i64]", "take(a, i, axis=0)", true).kind ==
+  // Its indices are checked by its prelude, a nest that writes the status input; the pattern is the rest's.
+  tir::Program p = program_of("a: Tensor[(10, 4), f32], i: Tensor[(n,), i64]", "take(a, i, axis=0)");
+  CHECK(p->attrs.get_int("prelude") == 1);
+  PreludeSplit parts = split_prelude(p);
+  CHECK(parts.prelude.size() == 1);
+  CHECK(parts.main->inputs.size() == 3);  // the data, the indices and the status
+  CHECK(analyze_pattern(parts.main).kind == OpPattern::Injective);
+  // Without the attribute the store to an input makes the whole program opaque.
+  CHECK(analyze_pattern(tir::make_program(p->name, p->inputs, p->outputs, p->sym_params, p->body)).kind ==
         OpPattern::Opaque);
+  // A "prelude" that writes an output is no prelude.
+  tir::Program lie = tir::make_program(p->name, p->inputs, p->outputs, p->sym_params,
+                                       tir::make_seq({parts.main->body, parts.prelude[0]}), p->attrs);
+  CHECK(split_prelude(lie).prelude.empty());
   ProgramPattern split = pattern_of("a: Tensor[(n, 6), f32]", "split(a, sections=2, axis=1)");
   CHECK(split.inlinable());
   CHECK(split.outputs.size() == 2);
