@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
 """What the run-time index checks of gathers and scatters cost, on the
 real-model corpus (tests/corpus), cpu: each model built twice, with the
-checks (the default) and with --no-index-checks, and both packages run by
-the same relax-run on the model's largest reference case, measured side by
-side: --rounds rounds of `relax-run --bench RUNS`, the two packages back to
-back in each round. Prints per model each side's best median over the
-rounds, their ratio (with / without: above 1 the checks cost time) and the
-median of the rounds' ratios, then the geometric mean of the ratios.
+checks (the default) and with --no-index-checks, and both packages timed
+side by side in one process by relax-bench-ab (bench/bench_ab.cc) on the
+model's largest reference case: rounds of back-to-back runs, each side
+loaded several times, the median of the rounds' ratios with / without
+(above 1 the checks cost time). Then the geometric mean over the models.
 
-The machine's speed drifts (a shared host), so a single small model's
-ratio moves by a few percent either way between runs; the geometric mean
-over the models is the figure. `--profile` adds, per model, the share of
-kernel time the check programs (relax_k_check_indices*) took.
+The machine's speed drifts (a shared host) and where a package lands in
+memory moves its time by about a percent, so beside each ratio the bench
+prints the null ratio: the package with the checks against a second build
+of itself, measured the same way. A ratio inside the null's spread is no
+cost that this machine can show.
 
-    /usr/bin/python3 bench/bench_index_checks.py --bin build/bin [--rounds 15] [--runs 200] [--threads 2]
+`--profile` adds, per model, the extra time of the kernels that hold the
+checks (they run inside the gather's own kernel, as its prelude) as a
+share of all kernel time: (kernel time with - without) / all kernel time,
+from relax-run --profile, best of 3.
+
+    /usr/bin/python3 bench/bench_index_checks.py --bin build/bin [--rounds 400] [--runs 20] [--threads 2]
         [--only gpt2_hf,bert_hf_op17] [--profile]
 """
 import argparse
@@ -44,62 +49,70 @@ def largest_case(model):
     return os.path.join(root, max(sorted(os.listdir(root)), key=size))
 
 
-def median_ms(args, pkg, case):
-    r = subprocess.run([os.path.join(args.bin, "relax-run"), pkg, "--test-data", case, "--bench", str(args.runs),
-                        "--threads", str(args.threads), "--json", "--atol", "1e-4"], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"{pkg}: relax-run failed: {r.stderr.strip()}")
-    return json.loads(r.stdout)["bench"]["median_ms"]
+def ab_ratio(args, a, b, case):
+    """relax-bench-ab's median ratio b / a and its quartiles."""
+    r = subprocess.run([os.path.join(args.bin, "relax-bench-ab"), a, b, "--test-data", case, "--rounds",
+                        str(args.rounds), "--runs", str(args.runs), "--threads", str(args.threads)],
+                       capture_output=True, text=True)
+    m = re.search(r"B / A: median ([\d.]+) .*quartiles ([\d.]+) to ([\d.]+)", r.stdout)
+    if r.returncode != 0 or not m:
+        sys.exit(f"relax-bench-ab {a} {b}: failed: {r.stderr.strip()}")
+    return tuple(float(x) for x in m.groups())
 
 
-def check_share(args, pkg, case):
-    """The share of kernel time the check programs took (relax-run --profile)."""
+def kernel_ms(args, pkg, case):
+    """{kernel: total ms} from relax-run --profile, the library calls left out."""
     r = subprocess.run([os.path.join(args.bin, "relax-run"), pkg, "--test-data", case, "--bench", str(args.runs),
                         "--threads", str(args.threads), "--profile", "--atol", "1e-4"], capture_output=True, text=True)
-    share = 0.0
+    out = {}
     for line in r.stdout.splitlines() + r.stderr.splitlines():
-        m = re.match(r"\s*[\d.]+ ms\s+([\d.]+)%.*relax_k_check_indices", line)
+        m = re.match(r"\s*([\d.]+) ms\s+[\d.]+%.*\s(relax_k_\S+)$", line)
         if m:
-            share += float(m.group(1))
-    return share
+            out[m.group(2)] = float(m.group(1))
+    return out
+
+
+def check_share(args, pkgs, case):
+    """The checked kernels' extra time as a share of all kernel time (best of 3 profiles each)."""
+    with_, without = [kernel_ms(args, pkgs["with"], case) for _ in range(3)], \
+        [kernel_ms(args, pkgs["without"], case) for _ in range(3)]
+    best = lambda runs, k: min(r.get(k, math.inf) for r in runs)  # noqa: E731
+    total = sum(best(with_, k) for k in with_[0])
+    extra = sum(best(with_, k) - best(without, k) for k in with_[0] if k in without[0])
+    return 100.0 * extra / total if total else 0.0
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=400)
+    ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", help="comma-separated corpus models (default: those with run-time indices)")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     models = args.only.split(",") if args.only else MODELS
-    ratios = []
-    print(f"{'model':<16} {'with ms':>9} {'without ms':>11} {'ratio':>7} {'median ratio':>13}"
-          + ("  check kernels" if args.profile else ""))
+    ratios, nulls = [], []
+    print(f"{'model':<16} {'with/without':>12} {'quartiles':>15}  {'null':>7} {'quartiles':>15}"
+          + ("  checked kernels' extra" if args.profile else ""))
     with tempfile.TemporaryDirectory() as tmp:
         for m in models:
             case = largest_case(m)
             pkgs = {}
-            for tag, extra in (("with", []), ("without", ["--no-index-checks"])):
+            for tag, extra in (("with", []), ("again", []), ("without", ["--no-index-checks"])):
                 pkgs[tag] = os.path.join(tmp, f"{m}.{tag}.rpkg")
                 b = subprocess.run([os.path.join(args.bin, "relax-build"), os.path.join(CORPUS, m + ".onnx"),
                                     "-o", pkgs[tag], *extra], capture_output=True, text=True)
                 if b.returncode != 0:
                     sys.exit(f"{m}: relax-build failed: {b.stderr.strip()}")
-            a, b, rs = [], [], []
-            for _ in range(args.rounds):
-                x, y = median_ms(args, pkgs["with"], case), median_ms(args, pkgs["without"], case)
-                a.append(x)
-                b.append(y)
-                rs.append(x / y)
-            ratio = min(a) / min(b)
-            ratios.append(ratio)
-            extra = f"  {check_share(args, pkgs['with'], case):.2f}% of kernel time" if args.profile else ""
-            print(f"{m:<16} {min(a):9.4f} {min(b):11.4f} {ratio:7.3f} {statistics.median(rs):13.3f}{extra}",
-                  flush=True)
-    print(f"geometric mean of with/without over {len(ratios)} models: "
-          f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.4f}")
+            r, r25, r75 = ab_ratio(args, pkgs["without"], pkgs["with"], case)
+            n, n25, n75 = ab_ratio(args, pkgs["again"], pkgs["with"], case)
+            ratios.append(r)
+            nulls.append(n)
+            extra = f"  {check_share(args, pkgs, case):+.2f}% of kernel time" if args.profile else ""
+            print(f"{m:<16} {r:12.4f} {r25:7.4f}-{r75:.4f}  {n:7.4f} {n25:7.4f}-{n75:.4f}{extra}", flush=True)
+    gm = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
+    print(f"geometric mean over {len(ratios)} models: with/without {gm(ratios):.4f}, null {gm(nulls):.4f}")
 
 
 if __name__ == "__main__":

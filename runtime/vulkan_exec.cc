@@ -56,6 +56,10 @@ struct VulkanKernels::Entry {
     std::shared_ptr<VulkanDevice::Kernel> shared;
     std::vector<int64_t> groups, out_rows, out_cols, depth;
     int64_t block_rows = 1, block_cols = 1, block_depth = 1;
+    // The parameters the stage loads and stores (by position); absent from
+    // older packages: then every parameter, outputs written.
+    bool has_access = false;
+    std::vector<int64_t> reads, writes;
   };
   std::vector<Stage> stages;
   int64_t num_slots = 0;
@@ -500,7 +504,14 @@ struct VulkanKernels::Exec {
         }
       if (push_buf) infos.push_back({push_buf->buffer, 0, VK_WHOLE_SIZE});
       d.write_descriptors(set, infos);
-      order(reads, writes);
+      if (st.has_access) {
+        std::vector<VkBuffer> r, w;
+        for (int64_t i : st.reads) r.push_back(bound[size_t(i)].buffer->buffer);
+        for (int64_t i : st.writes) w.push_back(bound[size_t(i)].buffer->buffer);
+        order(r, w);
+      } else {
+        order(reads, writes);
+      }
       d.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
       d.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
       if (!push.empty() && !push_buf)
@@ -609,6 +620,16 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
         Entry::Stage stage;
         stage.kernel = pipeline(st, name);
         stage.threads = st.at("threads").get<std::vector<int64_t>>();
+        if (st.contains("reads") && st.contains("writes")) {
+          stage.has_access = true;
+          stage.reads = st.at("reads").get<std::vector<int64_t>>();
+          stage.writes = st.at("writes").get<std::vector<int64_t>>();
+          for (const auto* list : {&stage.reads, &stage.writes})
+            for (int64_t i : *list)
+              if (i < 0 || size_t(i) >= e->chunks.size())
+                rt_fail(label, ": kernel ", e->name, ": a stage's access names parameter ", i, " of ",
+                        e->chunks.size());
+        }
         if (st.contains("loop_iters")) stage.loop_iters = st.at("loop_iters").get<std::vector<int64_t>>();
         if (st.contains("plain")) {
           stage.plain = pipeline(st.at("plain"), name + "_plain");

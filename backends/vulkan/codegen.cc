@@ -121,6 +121,8 @@ VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt
       nlohmann::json stage = spirv(st.source, st.name);
       stage["name"] = st.name;
       stage["threads"] = count(st.extents);
+      stage["reads"] = st.reads;
+      stage["writes"] = st.writes;
       if (st.loop_iters.defined()) stage["loop_iters"] = count({st.loop_iters});
       if (!st.plain_source.empty()) {
         stage["plain"] = spirv(st.plain_source, st.name + "_plain");

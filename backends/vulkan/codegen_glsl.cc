@@ -401,6 +401,26 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
       st.shared_block = {block_tile->block_rows, block_tile->block_cols, block_tile->block_depth};
       out.needs.insert(bp.needs_.begin(), bp.needs_.end());
     }
+    std::set<int64_t> reads, writes;
+    auto param_of = [&](const tir::BufferNode* b) -> int64_t {
+      int64_t i = 0;
+      for (const auto* list : {&p->inputs, &p->outputs})
+        for (const tir::Buffer& x : *list) {
+          if (x.get() == b) return i;
+          ++i;
+        }
+      return -1;  // a local or shared buffer
+    };
+    tir::visit_stmts(stages[k].body, [&](const tir::Stmt& s) {
+      if (const auto* store = tir::as<tir::StoreNode>(s); store && param_of(store->buffer.get()) >= 0)
+        writes.insert(param_of(store->buffer.get()));
+    });
+    tir::visit_exprs(stages[k].body, [&](const tir::TExpr& e) {
+      if (const auto* load = tir::as<tir::LoadNode>(e); load && param_of(load->buffer.get()) >= 0)
+        reads.insert(param_of(load->buffer.get()));
+    });
+    st.reads.assign(reads.begin(), reads.end());
+    st.writes.assign(writes.begin(), writes.end());
     out.stages.push_back(std::move(st));
   }
   return out;

@@ -69,6 +69,11 @@ struct GlslStage {
   std::vector<SymExpr> shared_extents;
   SymExpr shared_rows, shared_cols, shared_depth;
   std::vector<int64_t> shared_block;  // a workgroup's rows, cols and depth
+  // The parameters (inputs, then outputs, by position) the stage loads and
+  // stores: the runtime puts a barrier before it only when it depends on a
+  // command since the last one (a check that writes a status alone needs
+  // none before the stage after it).
+  std::vector<int64_t> reads, writes;
 };
 
 // The bytes one binding of a parameter spans at most: Vulkan's guaranteed

@@ -166,14 +166,15 @@ PreludeSplit split_prelude(const Program& p) {
   int64_t n = p->attrs.get_int("prelude", 0);
   std::vector<Stmt> top = top_level(p->body);
   if (n <= 0 || size_t(n) >= top.size()) return {{}, p};
-  // Each statement of the prelude writes inputs only, and reads no output.
+  // Each statement of the prelude writes inputs (and its own locals) only, and reads no output.
+  auto own = [&](const Buffer& b) { return b->scope == Scope::Local || contains(p->inputs, b.get()); };
   for (size_t k = 0; k < size_t(n); ++k) {
     bool ok = true;
     visit_stmts(top[k], [&](const Stmt& s) {
-      if (const auto* st = as<StoreNode>(s); st && !contains(p->inputs, st->buffer.get())) ok = false;
+      if (const auto* st = as<StoreNode>(s); st && !own(st->buffer)) ok = false;
     });
     visit_exprs(top[k], [&](const TExpr& e) {
-      if (const auto* l = as<LoadNode>(e); l && !contains(p->inputs, l->buffer.get())) ok = false;
+      if (const auto* l = as<LoadNode>(e); l && !own(l->buffer)) ok = false;
     });
     if (!ok) return {{}, p};
   }

@@ -210,11 +210,13 @@ tir::Buffer ProgramBuilder::input(const Expr& arg, const std::string& name) {
 }
 
 bool ProgramBuilder::check_indices(const tir::Buffer& x, const tir::Buffer& ind, const std::string& op,
-                                   const std::vector<int64_t>& axes) {
+                                   const std::vector<int64_t>& axes, const tir::TExpr& scalar) {
   using namespace te;
-  RELAX_CHECK(!axes.empty() && x && ind);
+  RELAX_CHECK(!axes.empty() && x && (ind || (scalar && axes.size() == 1)));
   if (!ctx_.index_checks()) return true;
-  if (axes.size() > 1 && (ind->shape.empty() || !ind->shape.back().is_const(int64_t(axes.size())))) return false;
+  if (scalar && tir::as<tir::ImmNode>(scalar)) return true;  // a constant: the importer checked it
+  if (ind && axes.size() > 1 && (ind->shape.empty() || !ind->shape.back().is_const(int64_t(axes.size()))))
+    return false;
   for (int64_t a : axes)
     if (a < 0 || a >= int64_t(x->shape.size())) return false;
   std::string what = op + " '" + ctx_.call_name() + "'";
@@ -222,24 +224,61 @@ bool ProgramBuilder::check_indices(const tir::Buffer& x, const tir::Buffer& ind,
                                      tensor_si(DataType::i64(), std::vector<SymExpr>{SymExpr(4)}));
   Buffer st = input(ctx_.emit(site, ctx_.call_name() + "_status"), "status");
   if (!st) return false;
+  // Element i's index, its axis's size and the axis (GatherND: by i's last coordinate).
+  struct At {
+    TExpr value, size, axis;
+  };
+  auto at = [&](const Index& i) {
+    TExpr size = idx(x->shape[size_t(axes.back())]), axis = idx(axes.back());
+    for (size_t k = axes.size() - 1; k-- > 0;) {
+      TExpr is_k = eq(i.back(), idx(int64_t(k)));
+      size = select(is_k, idx(x->shape[size_t(axes[k])]), size);
+      axis = select(is_k, idx(axes[k]), axis);
+    }
+    return At{as_index(load(ind, i)), size, axis};
+  };
+  auto bad = [](const At& a) { return or_(lt(a.value, idx(0) - a.size), ge(a.value, a.size)); };
+  auto record = [&](const At& a) {
+    return tir::make_if(bad(a), tir::make_seq({tir::make_store(st, {idx(1)}, a.value),
+                                               tir::make_store(st, {idx(2)}, a.size),
+                                               tir::make_store(st, {idx(3)}, a.axis),
+                                               tir::make_store(st, {idx(0)}, idx(1))}));
+  };
+  if (!ind) {  // one index, a symbolic value
+    prelude_.push_back(record(At{as_index(scalar), idx(x->shape[size_t(axes[0])]), idx(axes[0])}));
+    return true;
+  }
   LoopHints hints;
   hints.vectorize = false;
-  prelude_.push_back(loop_nest(
-      ind->shape,
-      [&](const Index& i) {
-        TExpr size = idx(x->shape[size_t(axes.back())]), axis = idx(axes.back());
-        for (size_t k = axes.size() - 1; k-- > 0;) {  // the component's axis, by the last index
-          TExpr is_k = eq(i.back(), idx(int64_t(k)));
-          size = select(is_k, idx(x->shape[size_t(axes[k])]), size);
-          axis = select(is_k, idx(axes[k]), axis);
-        }
-        TExpr v = as_index(load(ind, i));
-        TExpr bad = or_(lt(v, idx(0) - size), ge(v, size));
-        return tir::make_if(bad, tir::make_seq({tir::make_store(st, {idx(1)}, v), tir::make_store(st, {idx(2)}, size),
-                                                tir::make_store(st, {idx(3)}, axis),
-                                                tir::make_store(st, {idx(0)}, idx(1))}));
-      },
-      hints, "c"));
+  if (ctx_.gpu()) {  // a thread per index
+    prelude_.push_back(loop_nest(ind->shape, [&](const Index& i) { return record(at(i)); }, hints, "c"));
+    return true;
+  }
+  // On the host each row (the last dim) is scanned first for any bad index,
+  // a loop with no stores that vectorises (its indices may be computed,
+  // inlined from the fused ops that made them); only a row with one is
+  // scanned again to record it. Rows run in parallel.
+  LoopHints serial{false, false, 1};
+  auto row = [&](const Index& outer) -> Stmt {
+    std::vector<SymExpr> last;
+    if (!ind->shape.empty()) last.push_back(ind->shape.back());
+    auto full = [&](const Index& j) {
+      Index i = outer;
+      i.insert(i.end(), j.begin(), j.end());
+      return i;
+    };
+    Local any = local("any", DataType::i(32));
+    Stmt scan = loop_nest(
+        last,
+        [&](const Index& j) { return any.set(max_(any.get(), cast(DataType::i(32), bad(at(full(j)))))); }, serial,
+        "k");
+    Stmt report = loop_nest(last, [&](const Index& j) { return record(at(full(j))); }, serial, "r");
+    return with_locals({any}, tir::make_seq({any.set(zero(DataType::i(32))), scan,
+                                             tir::make_if(ne(any.get(), zero(DataType::i(32))), report)}));
+  };
+  std::vector<SymExpr> rows(ind->shape.begin(), ind->shape.empty() ? ind->shape.end() : ind->shape.end() - 1);
+  hints.work = ind->shape.empty() ? SymExpr(1) : ind->shape.back();
+  prelude_.push_back(rows.empty() ? row({}) : loop_nest(rows, row, hints, "c"));
   return true;
 }
 

@@ -199,8 +199,10 @@ class ProgramBuilder {
   // finished (docs/runtime_abi.md). The program must still keep every
   // access in bounds (clamp or skip): kernels run on before the VM looks.
   // False when the indices' last dim does not match several axes.
+  // `indices` null: the one index `scalar` (a Prim operand, one axis); a
+  // constant one is not checked (the importer refuses one out of range).
   bool check_indices(const tir::Buffer& data, const tir::Buffer& indices, const std::string& op,
-                     const std::vector<int64_t>& axes);
+                     const std::vector<int64_t>& axes, const tir::TExpr& scalar = nullptr);
 
   // Finishes the program, adds it to the module and returns the call_tir.
   // The call's out= is the outputs' struct info (a tuple for several).

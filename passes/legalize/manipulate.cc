@@ -245,7 +245,7 @@ std::optional<Expr> legalize_take(LegalizeContext& ctx, const CallNode& call) {
   size_t axis = size_t(ops::normalize_axis("take", ops::attrs_of(call).get_int("axis"), int(x->shape.size())));
   size_t r = ind ? ind->shape.size() : 0;
   // An index out of range fails the run (as ONNX Runtime does); the gather itself clamps.
-  if (ind && !pb.check_indices(x, ind, "Gather", {int64_t(axis)})) return std::nullopt;
+  if (!pb.check_indices(x, ind, "Gather", {int64_t(axis)}, ind ? nullptr : *scalar)) return std::nullopt;
   return pb.finish(compute(y, [&](const Index& i) {
     TExpr at = ind ? load(ind, Index(i.begin() + long(axis), i.begin() + long(axis + r))) : *scalar;
     Index xi(i.begin(), i.begin() + long(axis));
