@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <regex>
 #include <sstream>
 
@@ -53,9 +55,22 @@ std::optional<std::string> find_ptxas() {
   return std::nullopt;
 }
 
+// ptxas's version ("13.0.48"; empty when it does not say), asked once per path.
+std::string ptxas_version(const std::string& ptxas) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(ptxas);
+  if (it != known.end()) return it->second;
+  auto [vs, vout] = run({ptxas, "--version"});
+  std::smatch vm;
+  std::string v = vs == 0 && std::regex_search(vout, vm, std::regex(R"(V(\d+\.\d+\.\d+))")) ? vm[1].str() : "";
+  return known[ptxas] = v;
+}
+
 PtxasReport run_ptxas(const std::string& ptxas, const std::string& ptx, const std::string& arch) {
-  char dir_tmpl[] = "/tmp/relax-ptxas-XXXXXX";
-  if (!mkdtemp(dir_tmpl)) fail("ptxas: cannot create a temporary directory");
+  std::string dir_tmpl = (fs::temp_directory_path() / "relax-ptxas-XXXXXX").string();
+  if (!mkdtemp(dir_tmpl.data())) fail("ptxas: cannot create a temporary directory in ", fs::temp_directory_path());
   struct Cleanup {
     std::string d;
     ~Cleanup() {
@@ -70,9 +85,7 @@ PtxasReport run_ptxas(const std::string& ptxas, const std::string& ptx, const st
     if (!f) fail("ptxas: cannot write ", in);
   }
   PtxasReport r;
-  auto [vs, vout] = run({ptxas, "--version"});
-  std::smatch vm;
-  if (vs == 0 && std::regex_search(vout, vm, std::regex(R"(V(\d+\.\d+\.\d+))"))) r.version = vm[1];
+  r.version = ptxas_version(ptxas);
   auto [status, out] = run({ptxas, "--gpu-name", arch, "-v", "-o", cleanup.d + "/kernels.cubin", in});
   if (status != 0) fail("ptxas rejected the PTX for ", arch, ":\n", out);
   // "Compiling entry function 'K' for 'sm_80'", then "Function properties for K",

@@ -24,6 +24,10 @@ struct PtxasReport {
 // ptxas's path; nullopt when it is not installed.
 std::optional<std::string> find_ptxas();
 
+// ptxas's version ("13.0.48"; empty when it does not say), asked once per
+// path and process (a parent that forks workers asks first, for them).
+std::string ptxas_version(const std::string& ptxas);
+
 // Assembles `ptx` for `arch` with -v; throws relax::Error with ptxas's
 // messages when it rejects the module.
 PtxasReport run_ptxas(const std::string& ptxas, const std::string& ptx, const std::string& arch);

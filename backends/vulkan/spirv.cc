@@ -116,6 +116,12 @@ std::vector<uint32_t> compile_glsl(const std::string& glsl, const std::string& n
   return words;
 }
 
+void warm_up_glslang(const SpirvOptions& opts) {
+  SpirvOptions o = opts;
+  o.opt_level = 0;
+  compile_glsl("#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n", "warm_up", o);
+}
+
 std::string disassemble(const std::vector<uint32_t>& words) {
   spvtools::SpirvTools tools(SPV_ENV_VULKAN_1_1);
   std::string text;

@@ -18,6 +18,12 @@ struct SpirvOptions {
   int vulkan_minor = 1;
 };
 
+// Builds glslang's tables of built-in functions for compute shaders of
+// `opts` in this process, which every later compile reuses: a parent that
+// forks a worker per job (onnx-conformance) calls it first, so that the
+// workers do not each parse them again (most of a small shader's compile).
+void warm_up_glslang(const SpirvOptions& opts = {});
+
 // The SPIR-V words of `glsl`, a compute shader. Throws relax::Error naming
 // `name` with glslang's messages (and the offending source lines) when it
 // does not compile, or SPIRV-Tools' when the module does not validate.

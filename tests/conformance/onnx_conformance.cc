@@ -20,18 +20,24 @@
 // With --baseline, every case listed as passing must still pass: the
 // ratchet CI runs. With --build-only the list is the cpu target's: every
 // case that passes on cpu must build. Each case runs in its own process.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "backends/vm/lower.h"
 #include "runtime/cuda.h"
 #include "tools/driver/build.h"
 #if RELAX_HAVE_CUDA
 #include "backends/cuda/codegen.h"
+#include "backends/cuda/ptxas.h"
+#endif
+#if RELAX_HAVE_VULKAN
+#include "backends/vulkan/spirv.h"
 #endif
 #include "frontends/onnx/importer.h"
 #include "ir/error.h"
@@ -72,6 +78,39 @@ Result run_case(const Case& c, const BuildOptions& opts, bool build_only, const 
   if (build_only) return {"built", ""};
   return check_package(c, pkg);
 }
+
+#if RELAX_HAVE_VULKAN
+// Loads the Vulkan drivers the loader would (the manifests VK_DRIVER_FILES
+// or VK_ICD_FILENAMES name, else those in the standard folders) into this
+// process, and keeps them: each case's child is a fork, whose loader then
+// finds them loaded and relocated instead of loading each again (lavapipe,
+// and the LLVM it links, is most of a small case's start-up).
+void preload_vulkan_drivers() {
+  std::vector<fs::path> manifests;
+  const char* env = std::getenv("VK_DRIVER_FILES");
+  if (!env || !*env) env = std::getenv("VK_ICD_FILENAMES");
+  if (env && *env) {
+    std::stringstream ss(env);
+    for (std::string f; std::getline(ss, f, ':');)
+      if (!f.empty()) manifests.push_back(f);
+  } else {
+    for (const char* dir : {"/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d", "/usr/share/vulkan/icd.d"}) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().extension() == ".json") manifests.push_back(e.path());
+    }
+  }
+  for (const fs::path& m : manifests) {
+    try {
+      nlohmann::json j = nlohmann::json::parse(rt::read_file(m.string()));
+      std::string lib = j.at("ICD").at("library_path");
+      if (!fs::path(lib).is_absolute()) lib = (m.parent_path() / lib).string();
+      dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);  // a driver that does not load is the loader's business
+    } catch (const std::exception&) {
+    }
+  }
+}
+#endif
 
 }  // namespace
 
@@ -120,6 +159,18 @@ int main(int argc, char** argv) {
     }
   }
 
+  // The children are forks: they inherit what is looked up here once (ptxas's
+  // version; glslang's built-in tables).
+#if RELAX_HAVE_CUDA
+  if (opts.target == "cuda")
+    if (std::optional<std::string> ptxas = cuda::find_ptxas()) cuda::ptxas_version(*ptxas);
+#endif
+#if RELAX_HAVE_VULKAN
+  if (opts.target == "vulkan") {
+    vulkan::warm_up_glslang();
+    preload_vulkan_drivers();
+  }
+#endif
   if (!keep.empty()) fs::create_directories(keep);
   session.run([&](const Case& c) { return run_case(c, opts, build_only, keep, abort_after_build); });
   if (!write_baseline.empty()) {
