@@ -109,7 +109,8 @@ void link_libdevice(llvm::Module& m, llvm::TargetMachine& tm) {
         "cuda codegen: the kernels use math functions (exp, tanh, erf, ...) that come from CUDA's libdevice, "
         "and no CUDA toolkit was found (set CUDA_HOME, or RELAX_CUDA_HOME, to where nvvm/libdevice is)");
   llvm::SMDiagnostic err;
-  std::unique_ptr<llvm::Module> ld = llvm::parseIRFile(path, err, m.getContext());
+  // Lazily: only the functions the kernels call are read (libdevice has hundreds).
+  std::unique_ptr<llvm::Module> ld = llvm::getLazyIRFileModule(path, err, m.getContext());
   if (!ld) fail("cuda codegen: cannot read libdevice ", path, ": ", err.getMessage().str());
   ld->setTargetTriple(kTriple);
   ld->setDataLayout(tm.createDataLayout());
