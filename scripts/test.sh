@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)"
-scripts/fuzz.sh runtime 20
+FUZZ_JOBS="$(nproc)" scripts/fuzz.sh runtime 20
