@@ -22,11 +22,9 @@ from relax-run --profile, best of 3.
         [--only gpt2_hf,bert_hf_op17] [--profile]
 """
 import argparse
-import json
 import math
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -56,9 +56,8 @@ struct VulkanKernels::Entry {
     std::shared_ptr<VulkanDevice::Kernel> shared;
     std::vector<int64_t> groups, out_rows, out_cols, depth;
     int64_t block_rows = 1, block_cols = 1, block_depth = 1;
-    // The parameters the stage loads and stores (by position); absent from
-    // older packages: then every parameter, outputs written.
-    bool has_access = false;
+    // The parameters the stage loads and stores (by position); a package
+    // without the lists (older ones) reads every parameter, writes the outputs.
     std::vector<int64_t> reads, writes;
   };
   std::vector<Stage> stages;
@@ -438,11 +437,6 @@ struct VulkanKernels::Exec {
         sync_after = true;  // the host may read it next; no later call may see stale bytes
       }
     }
-    std::vector<VkBuffer> reads, writes;
-    for (size_t i = 0; i < bound.size(); ++i) {
-      reads.push_back(bound[i].buffer->buffer);  // outputs too: a later stage reads an earlier one's
-      if (i >= e.num_inputs) writes.push_back(bound[i].buffer->buffer);
-    }
     for (const Entry::Stage& st : e.stages) {
       int64_t threads = eval_shape_code(st.threads.data(), int64_t(st.threads.size()), shape_args, e.num_slots);
       const VulkanDevice::Kernel* kp = st.kernel.get();
@@ -504,14 +498,10 @@ struct VulkanKernels::Exec {
         }
       if (push_buf) infos.push_back({push_buf->buffer, 0, VK_WHOLE_SIZE});
       d.write_descriptors(set, infos);
-      if (st.has_access) {
-        std::vector<VkBuffer> r, w;
-        for (int64_t i : st.reads) r.push_back(bound[size_t(i)].buffer->buffer);
-        for (int64_t i : st.writes) w.push_back(bound[size_t(i)].buffer->buffer);
-        order(r, w);
-      } else {
-        order(reads, writes);
-      }
+      std::vector<VkBuffer> reads, writes;
+      for (int64_t i : st.reads) reads.push_back(bound[size_t(i)].buffer->buffer);
+      for (int64_t i : st.writes) writes.push_back(bound[size_t(i)].buffer->buffer);
+      order(reads, writes);
       d.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
       d.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
       if (!push.empty() && !push_buf)
@@ -621,7 +611,6 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
         stage.kernel = pipeline(st, name);
         stage.threads = st.at("threads").get<std::vector<int64_t>>();
         if (st.contains("reads") && st.contains("writes")) {
-          stage.has_access = true;
           stage.reads = st.at("reads").get<std::vector<int64_t>>();
           stage.writes = st.at("writes").get<std::vector<int64_t>>();
           for (const auto* list : {&stage.reads, &stage.writes})
@@ -629,6 +618,11 @@ std::unique_ptr<VulkanKernels> VulkanKernels::load(std::string_view metadata, st
               if (i < 0 || size_t(i) >= e->chunks.size())
                 rt_fail(label, ": kernel ", e->name, ": a stage's access names parameter ", i, " of ",
                         e->chunks.size());
+        } else {  // outputs read too: a later stage reads an earlier one's
+          for (size_t i = 0; i < e->chunks.size(); ++i) {
+            stage.reads.push_back(int64_t(i));
+            if (i >= e->num_inputs) stage.writes.push_back(int64_t(i));
+          }
         }
         if (st.contains("loop_iters")) stage.loop_iters = st.at("loop_iters").get<std::vector<int64_t>>();
         if (st.contains("plain")) {

@@ -351,6 +351,9 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
       bool big = list == &p->inputs && !packed && bytes > kGlslChunkBytes;
       out.chunks.push_back(big ? int64_t((bytes + kGlslChunkBytes - 1) / kGlslChunkBytes) : 1);
     }
+  std::map<const tir::BufferNode*, int64_t> param;  // inputs, then outputs, by position (locals absent)
+  for (const auto* list : {&p->inputs, &p->outputs})
+    for (const tir::Buffer& b : *list) param.emplace(b.get(), int64_t(param.size()));
   std::vector<GpuStage> stages = gpu_stages(p);
   for (size_t k = 0; k < stages.size(); ++k) {
     GlslStage st;
@@ -402,22 +405,13 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
       out.needs.insert(bp.needs_.begin(), bp.needs_.end());
     }
     std::set<int64_t> reads, writes;
-    auto param_of = [&](const tir::BufferNode* b) -> int64_t {
-      int64_t i = 0;
-      for (const auto* list : {&p->inputs, &p->outputs})
-        for (const tir::Buffer& x : *list) {
-          if (x.get() == b) return i;
-          ++i;
-        }
-      return -1;  // a local or shared buffer
-    };
     tir::visit_stmts(stages[k].body, [&](const tir::Stmt& s) {
-      if (const auto* store = tir::as<tir::StoreNode>(s); store && param_of(store->buffer.get()) >= 0)
-        writes.insert(param_of(store->buffer.get()));
+      if (const auto* store = tir::as<tir::StoreNode>(s); store && param.count(store->buffer.get()))
+        writes.insert(param.at(store->buffer.get()));
     });
     tir::visit_exprs(stages[k].body, [&](const tir::TExpr& e) {
-      if (const auto* load = tir::as<tir::LoadNode>(e); load && param_of(load->buffer.get()) >= 0)
-        reads.insert(param_of(load->buffer.get()));
+      if (const auto* load = tir::as<tir::LoadNode>(e); load && param.count(load->buffer.get()))
+        reads.insert(param.at(load->buffer.get()));
     });
     st.reads.assign(reads.begin(), reads.end());
     st.writes.assign(writes.begin(), writes.end());
