@@ -45,6 +45,12 @@ const Target& find_target(const std::string& name) {
   fail("unknown target '", name, "'; known targets: ", known);
 }
 
+const Target* host_target() {
+  for (const auto& t : registry().built)
+    if (!t->traits(resolve_options(*t, 2, {})).gpu) return t.get();
+  return nullptr;
+}
+
 std::vector<const Target*> all_targets() {
   std::vector<const Target*> out;
   for (const auto& t : registry().built) out.push_back(t.get());

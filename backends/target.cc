@@ -10,6 +10,14 @@ const std::string& TargetOptions::at(const std::string& name) const {
   return it->second;
 }
 
+void Target::configure(IRModule& mod, const TargetOptions& opts) const {
+  mod.attrs.set("target", name());
+  std::string text = traits(opts).str(), more = mod.attrs.get_string("add_traits", "");
+  // Words the module's source adds (a test's way to run what the target
+  // would not: add_traits="capture" on the cpu); later words win.
+  TargetTraits::parse(more.empty() ? text : text + " " + more).record(mod);
+}
+
 std::string Target::options_key(const TargetOptions& opts) const {
   std::string key;
   for (const TargetOption& o : options()) key += (key.empty() ? "" : " ") + o.name + "=" + opts.at(o.name);

@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "ir/module.h"
+#include "ir/target_traits.h"
 #include "ir/tir.h"
+#include "passes/pass.h"
 
 namespace relax {
 
@@ -57,19 +59,34 @@ class Target {
   virtual std::vector<TargetOption> options() const { return {}; }
   // Checks the values of its options; an Error naming the flag otherwise.
   virtual void check_options(const TargetOptions& opts) const {}
-  // Records on the module what its passes must know of the target (the
-  // attribute `target`, and others: a GPU's arch, library offload).
-  virtual void configure(IRModule& mod, const TargetOptions& opts) const { mod.attrs.set("target", name()); }
+  // What the passes know of it, for these options (ir/target_traits.h):
+  // the pipelines are built from them, the passes read them.
+  virtual TargetTraits traits(const TargetOptions& opts) const = 0;
+  // Passes of its own, inserted into the pipelines (passes/pass.h).
+  virtual std::vector<TargetPass> passes() const { return {}; }
+  // Records on the module what its passes must know of the target: the
+  // attribute `target` (its name) and `traits`, with the words of the
+  // module's attribute `add_traits` after the target's own.
+  virtual void configure(IRModule& mod, const TargetOptions& opts) const;
   // The options that change what it produces, canonical
   // ("cpu=host:znver3:1f2e..."): recorded in packages, compared before
   // rebuilding. By default each option as name=value.
   virtual std::string options_key(const TargetOptions& opts) const;
+  // Whether weight-only work may be computed on this machine at build time
+  // for a package built with `opts` (constant folding): not when its
+  // kernels are for another machine, whose kernels may lay out what they
+  // compute otherwise. By default yes.
+  virtual bool folds_here(const TargetOptions& opts) const { return true; }
   // Compiles `programs` (those the bytecode calls, in its order).
   virtual TargetArtifact compile(const std::vector<tir::Program>& programs, const TargetOptions& opts) const = 0;
   // The kernels' source as its code generator writes it (--emit kernels).
   virtual std::string emit_source(const std::vector<tir::Program>& programs, const TargetOptions& opts) const = 0;
 };
 
+// The first target built whose traits say host and whose kernels run on
+// this machine at its default options (constant folding runs it); null
+// when the build has none.
+const Target* host_target();
 // The target named `name`; an Error for an unknown one (listing those
 // known) or one this build left out.
 const Target& find_target(const std::string& name);

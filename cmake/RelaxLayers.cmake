@@ -1,7 +1,11 @@
 # relax_layer(NAME DIR [SOURCES files...] [LINK libs...] [PRIVATE libs...]):
 # the static library of one folder of a layer: DIR/*.cc (or SOURCES),
 # linking the layers below it (LINK, public) and what it uses inside
-# (PRIVATE). Headers are included by their path from the source root.
+# (PRIVATE). Headers are included by their path from the source root
+# ("ir/expr.h"), but a library sees only the headers of its own folders
+# and of the layers it links: each exports its own folders' headers alone
+# (relax_header_tree), so an include that runs up the order or across
+# siblings fails to compile, header-only code included.
 function(relax_layer name dir)
   cmake_parse_arguments(L "" "" "SOURCES;LINK;PRIVATE" ${ARGN})
   if(L_SOURCES)
@@ -10,8 +14,35 @@ function(relax_layer name dir)
     file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${dir}/*.cc)
   endif()
   add_library(${name} STATIC ${srcs})
-  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR})
+  set(dirs ${dir})
+  foreach(src ${srcs})
+    get_filename_component(d ${src} DIRECTORY)
+    file(RELATIVE_PATH d ${CMAKE_SOURCE_DIR} ${d})
+    list(APPEND dirs ${d})
+  endforeach()
+  list(REMOVE_DUPLICATES dirs)
+  relax_header_tree(${name} PUBLIC ${dirs})
   target_link_libraries(${name} PUBLIC ${L_LINK} PRIVATE ${L_PRIVATE})
+endfunction()
+
+# relax_header_tree(TARGET PUBLIC|PRIVATE DIRS...): TARGET's include folder
+# is a tree of links to the headers of DIRS alone (each folder's own *.h,
+# not its subfolders'), at their paths from the source root, made anew at
+# every configure (a header added or removed re-runs it).
+function(relax_header_tree name scope)
+  set(tree ${CMAKE_BINARY_DIR}/layers/${name})
+  file(REMOVE_RECURSE ${tree})
+  foreach(d ${ARGN})
+    file(GLOB hdrs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${d}/*.h)
+    foreach(h ${hdrs})
+      file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR} ${h})
+      get_filename_component(parent ${tree}/${rel} DIRECTORY)
+      file(MAKE_DIRECTORY ${parent})
+      file(CREATE_LINK ${h} ${tree}/${rel} SYMBOLIC)
+    endforeach()
+  endforeach()
+  file(MAKE_DIRECTORY ${tree})
+  target_include_directories(${name} ${scope} ${tree})
 endfunction()
 
 # relax_uses_llvm(NAME): a layer whose sources include LLVM's headers. Every

@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/target_traits.h"
 #include "ir/mutator.h"
 #include "ir/op.h"
 #include "ir/ops/common.h"
@@ -354,7 +355,7 @@ class Folder : public ExprMutator {
 }  // namespace
 
 IRModule fold_matmul_views(const IRModule& mod) {
-  if (mod.attrs.get_string("target", "cpu") != "cpu") return mod;
+  if (!TargetTraits::of(mod).host_kernels) return mod;  // the strided views are the host BLAS's
   IRModule out = mod;
   bool any = false;
   out = map_functions(mod, [&](const std::string&, const Function& f) {

@@ -25,6 +25,7 @@
 // convolution's epilogue, if any, is already in the call; it keeps it.
 #include <unordered_map>
 
+#include "ir/target_traits.h"
 #include "ir/analyzer.h"
 #include "ir/mutator.h"
 #include "ir/op.h"
@@ -124,7 +125,7 @@ class Fuser : public ExprMutator {
 }  // namespace
 
 IRModule fuse_concat_into_conv(const IRModule& mod) {
-  if (mod.attrs.get_string("target", "cpu") != "cpu") return mod;
+  if (!TargetTraits::of(mod).host_kernels) return mod;  // the direct convolution is a host kernel
   Fuser fuser(mod);
   return map_functions(mod, [&](const std::string&, const Function& f) { return fuser.run(f); });
 }

@@ -42,6 +42,8 @@
 #include <unordered_set>
 
 #include "ir/analyzer.h"
+#include "ir/error.h"
+#include "ir/explain.h"
 #include "ir/mutator.h"
 #include "ir/op.h"
 #include "ir/printer.h"
@@ -117,8 +119,11 @@ int input_index(const tir::Program& p, const tir::Buffer& b) {
   return -1;
 }
 
-// What @f does to its input `conv` (the library call's result), if it is
-// such an epilogue; biases are read at the output's channel dim (a
+// The matcher of one candidate: what @f does to its input `conv` (the
+// library call's result), if it is such an epilogue, as named rules run in
+// order, outermost first, each consuming what it recognises of the stored
+// value (the rules that say why they refuse a candidate: --explain
+// fuse-library-epilogues); biases are read at the output's channel dim (a
 // convolution's 1, a product's last).
 //
 // A product's result may be read through a reshape that keeps its rows
@@ -133,184 +138,166 @@ int input_index(const tir::Program& p, const tir::Buffer& b) {
 // cast(u8, cast(i32, min(max(round(v / s) + f32(z), 0), 255))) (i8: -128
 // and 127), with s and z scalar inputs (f32; the output's dtype): the
 // store's dtype is then u8 or i8.
-std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool product, bool integer = false) {
-  if (p->outputs.size() != 1 || conv >= p->inputs.size()) return std::nullopt;
-  const tir::Buffer &out = p->outputs[0], &y = p->inputs[conv];
-  const bool quantized = integer && (out->dtype == DataType::u(8) || out->dtype == DataType::i(8));
-  if (!(out->dtype == DataType::f32() || quantized) || !(y->dtype == (integer ? DataType::i32() : DataType::f32())) ||
-      out->shape.size() < (product ? 1 : 2))
-    return std::nullopt;
-  const size_t channel = product ? out->shape.size() - 1 : 1;
-  const bool reshaped = !same_shape(out->shape, y->shape);
-  if (reshaped && (!product || y->shape.empty() || !(y->shape.back() == out->shape.back()))) return std::nullopt;
-  // Loops over every dim of the output in order, then one store; indices
-  // simplified under their bounds (inlining a reshape leaves i2 // 32 and
-  // i2 % 32 for i2 < 32).
-  std::vector<SymExpr> vars;
-  Analyzer az;
-  tir::Stmt s = tir::simplify_indices(p->body);
-  while (const auto* f = tir::as<tir::ForNode>(s)) {
-    if (vars.size() >= out->shape.size() || !(f->extent == out->shape[vars.size()])) return std::nullopt;
-    vars.push_back(f->var);
-    az.bind_below(f->var, f->extent);
-    if (f->extent.is_const()) az.bind(f->var, 0, f->extent.const_value() - 1);
-    s = f->body;
+class EpilogueMatcher {
+ public:
+  EpilogueMatcher(const tir::Program& p, size_t conv, bool product, bool integer)
+      : p_(p), conv_(conv), product_(product), integer_(integer) {}
+
+  // The epilogue; nullopt when a rule refuses it, why_not() saying which and why.
+  std::optional<Epilogue> match() {
+    if (!nest()) return std::nullopt;
+    v_ = store_->value;
+    if (quantized_ && !quantized_result()) return std::nullopt;
+    if (!clamps() || !leaky_relu()) return std::nullopt;
+    silu();
+    hardswish();
+    tanh();
+    if (!gelu() || !sum_terms()) return std::nullopt;
+    return e_;
   }
-  auto numel = [](const std::vector<SymExpr>& shape) {
-    SymExpr n(1);
-    for (const SymExpr& d : shape) n = n * d;
-    return n;
-  };
-  if (reshaped && !az.can_prove_equal(numel(out->shape), numel(y->shape))) return std::nullopt;
-  // An index provably equal to v.
-  auto index_is = [&](const tir::TExpr& e, const SymExpr& v) {
-    const auto* sym = tir::as<tir::SymNodeT>(e);
-    return sym && az.can_prove_equal(sym->value, v);
-  };
-  // The row-major offset of `indices` into `shape`, if they are symbolic.
-  auto offset = [&](const std::vector<tir::TExpr>& indices,
-                    const std::vector<SymExpr>& shape) -> std::optional<SymExpr> {
-    if (indices.size() != shape.size()) return std::nullopt;
-    SymExpr o(0);
-    for (size_t d = 0; d < indices.size(); ++d) {
-      const auto* sym = tir::as<tir::SymNodeT>(indices[d]);
-      if (!sym) return std::nullopt;
-      o = o * shape[d] + sym->value;
+  const std::string& why_not() const { return why_; }
+
+ private:
+  bool refuse(std::string why) {
+    why_ = std::move(why);
+    return false;
+  }
+  bool clamped() const { return has_lo_ || has_hi_; }
+  // Whether an activation rule may still apply to v_: none has, no clamp.
+  bool may_activate() const { return !clamped() && !e_.activated(); }
+
+  // Rule "nest": one output of f32 (or, quantized, u8 or i8) and y the
+  // library's dtype; loops over every dim of the output in order, then one
+  // store at the loop variables. Indices are simplified under their bounds
+  // (inlining a reshape leaves i2 // 32 and i2 % 32 for i2 < 32).
+  bool nest() {
+    if (p_->outputs.size() != 1 || conv_ >= p_->inputs.size()) return refuse("not one output");
+    out_ = p_->outputs[0], y_ = p_->inputs[conv_];
+    quantized_ = integer_ && (out_->dtype == DataType::u(8) || out_->dtype == DataType::i(8));
+    if (!(out_->dtype == DataType::f32() || quantized_) ||
+        !(y_->dtype == (integer_ ? DataType::i32() : DataType::f32())))
+      return refuse(cat("dtypes: the output is ", out_->dtype.str(), ", the library's result ", y_->dtype.str()));
+    if (out_->shape.size() < (product_ ? 1 : 2)) return refuse("the output's rank is too small");
+    channel_ = product_ ? out_->shape.size() - 1 : 1;
+    const bool reshaped = !same_shape(out_->shape, y_->shape);
+    if (reshaped && (!product_ || y_->shape.empty() || !(y_->shape.back() == out_->shape.back())))
+      return refuse("the library's result is read through a reshape that does not keep its rows");
+    body_ = tir::simplify_indices(p_->body);
+    tir::Stmt s = body_;
+    while (const auto* f = tir::as<tir::ForNode>(s)) {
+      if (vars_.size() >= out_->shape.size() || !(f->extent == out_->shape[vars_.size()]))
+        return refuse("the loops do not run over the output's dims in order");
+      vars_.push_back(f->var);
+      az_.bind_below(f->var, f->extent);
+      if (f->extent.is_const()) az_.bind(f->var, 0, f->extent.const_value() - 1);
+      s = f->body;
     }
-    return o;
-  };
-  SymExpr stored(0);  // the store's offset into the output
-  for (size_t d = 0; d < vars.size(); ++d) stored = stored * out->shape[d] + vars[d];
-  // Indices that are the loop variables in order: the stored element.
-  auto at_store_index = [&](const std::vector<tir::TExpr>& indices) {
-    if (indices.size() != vars.size()) return false;
-    for (size_t d = 0; d < vars.size(); ++d)
-      if (!is_var(indices[d], vars[d])) return false;
+    if (reshaped && !az_.can_prove_equal(numel(out_->shape), numel(y_->shape)))
+      return refuse("the reshaped read has another element count");
+    for (size_t d = 0; d < vars_.size(); ++d) stored_ = stored_ * out_->shape[d] + vars_[d];
+    store_ = tir::as<tir::StoreNode>(s);
+    if (!store_ || store_->buffer != out_ || !at_store_index(store_->indices))
+      return refuse("the nest's body is not one store of the output at the loop variables");
     return true;
-  };
-  const auto* store = tir::as<tir::StoreNode>(s);
-  if (!store || store->buffer != out || !at_store_index(store->indices)) return std::nullopt;
-  // A read of y (or of a tensor of the output's shape) at the stored element.
-  auto reads_stored = [&](const tir::LoadNode& l) {
-    if (same_shape(l.buffer->shape, out->shape)) {
-      if (l.indices.size() != vars.size()) return false;
-      for (size_t d = 0; d < vars.size(); ++d)
-        if (!index_is(l.indices[d], vars[d])) return false;
-      return true;
-    }
-    if (l.buffer != y) return false;
-    std::optional<SymExpr> at = offset(l.indices, y->shape);
-    return at && az.can_prove_equal(*at, stored);
-  };
-  // An input of @f read as one f32 scalar (a rank-0 tensor, or one element
-  // at index 0): its index, or -1.
-  auto scalar_input = [&](const tir::TExpr& t) {
-    const auto* l = tir::as<tir::LoadNode>(t);
-    if (!l || !(l->buffer->dtype == DataType::f32())) return -1;
-    for (size_t d = 0; d < l->indices.size(); ++d)
-      if (!index_is(l->indices[d], SymExpr(0)) || !(l->buffer->shape[d] == SymExpr(1))) return -1;
-    int input = input_index(p, l->buffer);
-    return size_t(input) == conv ? -1 : input;
-  };
-  // A constant or a scalar input.
-  auto scalar = [&](const tir::TExpr& t) -> std::optional<Scalar> {
-    if (const auto* imm = tir::as<tir::ImmNode>(t); imm && imm->dtype.is_float())
-      return Scalar{float(imm->float_value)};
-    if (int input = scalar_input(t); input >= 0) return Scalar{0.0f, input};
-    return std::nullopt;
-  };
-  Epilogue e;
-  tir::TExpr v = store->value;
-  if (quantized) {
-    // An f32 constant c, or c of another dtype cast to f32.
-    auto constant = [](const tir::TExpr& t) -> std::optional<double> {
-      const tir::TExpr* x = &t;
-      if (const auto* c = tir::as<tir::CastNode>(t)) x = &c->a;
-      const auto* imm = tir::as<tir::ImmNode>(*x);
-      if (!imm) return std::nullopt;
-      return imm->dtype.is_float() ? imm->float_value : double(imm->int_value);
-    };
-    const bool i8 = out->dtype == DataType::i(8);
-    const auto* narrow = tir::as<tir::CastNode>(v);
+  }
+
+  // Rule "quantized": an integer product's result quantized as the
+  // quantize legaliser writes it, cast(u8, cast(i32, min(max(round(v / s)
+  // + f32(z), 0), 255))) (i8: -128 and 127), s and z scalar inputs.
+  bool quantized_result() {
+    const bool i8 = out_->dtype == DataType::i(8);
+    const auto* narrow = tir::as<tir::CastNode>(v_);
     const auto* wide = narrow ? tir::as<tir::CastNode>(narrow->a) : nullptr;
     const auto* hi = wide && wide->dtype == DataType::i32() ? tir::as<tir::BinaryNode>(wide->a) : nullptr;
     const auto* lo = hi && hi->op == tir::BinOp::Min ? tir::as<tir::BinaryNode>(hi->a) : nullptr;
     if (!lo || lo->op != tir::BinOp::Max || constant(lo->b) != (i8 ? -128.0 : 0.0) ||
         constant(hi->b) != (i8 ? 127.0 : 255.0))
-      return std::nullopt;
+      return refuse("a u8 or i8 result that is not a saturating cast of a clamp to its range");
     const auto* add = tir::as<tir::BinaryNode>(lo->a);
-    if (!add || add->op != tir::BinOp::Add) return std::nullopt;
-    bool found = false;
+    if (!add || add->op != tir::BinOp::Add) return refuse("the quantized value is not round(v / s) + z");
     for (auto [r, z] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
       const auto* round = tir::as<tir::CallNodeT>(r);
       const auto* zc = tir::as<tir::CastNode>(z);
       const auto* zl = zc && zc->dtype == DataType::f32() ? tir::as<tir::LoadNode>(zc->a) : nullptr;
       const auto* div =
           round && round->fn == tir::Intrinsic::round ? tir::as<tir::BinaryNode>(round->args[0]) : nullptr;
-      if (!zl || !(zl->buffer->dtype == out->dtype) || !div || div->op != tir::BinOp::Div) continue;
+      if (!zl || !(zl->buffer->dtype == out_->dtype) || !div || div->op != tir::BinOp::Div) continue;
       const int s = scalar_input(div->b);
-      int zi = input_index(p, zl->buffer);
+      int zi = input_index(p_, zl->buffer);
       for (size_t d = 0; d < zl->indices.size(); ++d)
         if (!index_is(zl->indices[d], SymExpr(0)) || !(zl->buffer->shape[d] == SymExpr(1))) zi = -1;
       if (s < 0 || zi < 0) continue;
-      e.q_scale = s, e.q_zero = zi, v = div->a, found = true;
-      break;
+      e_.q_scale = s, e_.q_zero = zi, v_ = div->a;
+      return true;
     }
-    if (!found) return std::nullopt;
+    return refuse("the quantization's scale or zero point is not a scalar input");
   }
-  // The clamps: max(., lo) and min(., hi), the other side a constant or a
-  // scalar input, each at most once.
-  bool has_lo = false, has_hi = false;
-  for (;;) {
-    const auto* b = tir::as<tir::BinaryNode>(v);
-    if (!b || (b->op != tir::BinOp::Max && b->op != tir::BinOp::Min)) break;
-    const bool lower = b->op == tir::BinOp::Max;
-    bool& seen = lower ? has_lo : has_hi;
-    if (seen) return std::nullopt;
-    seen = true;
-    const auto* imm = tir::as<tir::ImmNode>(b->b);
-    tir::TExpr bound = b->b, rest = b->a;
-    if (!imm && scalar_input(b->b) < 0) bound = b->a, rest = b->b, imm = tir::as<tir::ImmNode>(b->a);
-    if (imm && imm->dtype.is_float())
-      (lower ? e.lo : e.hi) = float(imm->float_value);
-    else if (int input = scalar_input(bound); input >= 0)
-      (lower ? e.lo_input : e.hi_input) = input;
-    else
-      return std::nullopt;
-    v = rest;
+
+  // Rule "clamps": max(., lo) and min(., hi), the other side a constant or
+  // a scalar input, each at most once.
+  bool clamps() {
+    for (;;) {
+      const auto* b = tir::as<tir::BinaryNode>(v_);
+      if (!b || (b->op != tir::BinOp::Max && b->op != tir::BinOp::Min)) return true;
+      const bool lower = b->op == tir::BinOp::Max;
+      bool& seen = lower ? has_lo_ : has_hi_;
+      if (seen) return refuse(cat("two ", lower ? "lower" : "upper", " clamps"));
+      seen = true;
+      const auto* imm = tir::as<tir::ImmNode>(b->b);
+      tir::TExpr bound = b->b, rest = b->a;
+      if (!imm && scalar_input(b->b) < 0) bound = b->a, rest = b->b, imm = tir::as<tir::ImmNode>(b->a);
+      if (imm && imm->dtype.is_float())
+        (lower ? e_.lo : e_.hi) = float(imm->float_value);
+      else if (int input = scalar_input(bound); input >= 0)
+        (lower ? e_.lo_input : e_.hi_input) = input;
+      else
+        return refuse("a clamp's bound is neither a constant nor a scalar input");
+      v_ = rest;
+    }
   }
-  // A leaky ReLU, s < t ? a * s : s (either order of the product), with t
-  // and a scalar inputs (ONNX LeakyRelu as the legaliser writes it).
-  if (const auto* sel = tir::as<tir::SelectNode>(v); sel && !has_lo && !has_hi) {
+
+  // Rule "leaky-relu": s < t ? a * s : s (either order of the product),
+  // with t and a scalar inputs (ONNX LeakyRelu as the legaliser writes
+  // it), with no clamp.
+  bool leaky_relu() {
+    const auto* sel = tir::as<tir::SelectNode>(v_);
+    if (!sel || clamped()) return true;
     const auto* lt = tir::as<tir::BinaryNode>(sel->cond);
     const auto* mul = tir::as<tir::BinaryNode>(sel->a);
-    if (!lt || lt->op != tir::BinOp::LT || !mul || mul->op != tir::BinOp::Mul) return std::nullopt;
+    if (!lt || lt->op != tir::BinOp::LT || !mul || mul->op != tir::BinOp::Mul)
+      return refuse("a select that is not s < t ? a * s : s");
     tir::TExpr scaled = mul->b;
     int slope = scalar_input(mul->a);
     if (slope < 0) slope = scalar_input(mul->b), scaled = mul->a;
     const std::string sum = print_texpr(sel->b);
     const int leak_at = scalar_input(lt->b);
-    if (slope < 0 || leak_at < 0 || print_texpr(lt->a) != sum || print_texpr(scaled) != sum) return std::nullopt;
-    e.leak_at = leak_at, e.slope = slope;
-    v = sel->b;
+    if (slope < 0 || leak_at < 0 || print_texpr(lt->a) != sum || print_texpr(scaled) != sum)
+      return refuse("a leaky ReLU whose threshold or slope is not a scalar input, or that reads another sum");
+    e_.leak_at = leak_at, e_.slope = slope;
+    v_ = sel->b;
+    return true;
   }
-  // A SiLU, s * sigmoid(s) (either order), with no clamp: the sum is s.
-  if (const auto* m = tir::as<tir::BinaryNode>(v);
-      m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.activated()) {
+
+  // Rule "silu": s * sigmoid(s) (either order), with no clamp.
+  void silu() {
+    const auto* m = tir::as<tir::BinaryNode>(v_);
+    if (!m || m->op != tir::BinOp::Mul || !may_activate()) return;
     for (auto [s, g] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
       const auto* call = tir::as<tir::CallNodeT>(g);
       if (call && call->fn == tir::Intrinsic::sigmoid && print_texpr(call->args[0]) == print_texpr(s)) {
-        e.silu = true;
-        v = s;
-        break;
+        e_.silu = true;
+        v_ = s;
+        return;
       }
     }
   }
-  // Hardswish, s * min(max(k1 * s + k2, lo), hi) (either order of each
-  // product and sum; k1 * s may be s), with no clamp outside: the bounds
-  // are the gate's.
-  if (const auto* m = tir::as<tir::BinaryNode>(v);
-      m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.activated()) {
+
+  // Rule "hardswish": s * min(max(k1 * s + k2, lo), hi) (either order of
+  // each product and sum; k1 * s may be s), with no clamp outside: the
+  // bounds are the gate's.
+  void hardswish() {
+    const auto* m = tir::as<tir::BinaryNode>(v_);
+    if (!m || m->op != tir::BinOp::Mul || !may_activate()) return;
     for (auto [sum, gate] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
       const auto* hi = tir::as<tir::BinaryNode>(gate);
       const auto* lo = hi && hi->op == tir::BinOp::Min ? tir::as<tir::BinaryNode>(hi->a) : nullptr;
@@ -318,67 +305,61 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
       std::optional<Scalar> lo_k = scalar(lo->b), hi_k = scalar(hi->b);
       const auto* affine = tir::as<tir::BinaryNode>(lo->a);
       if (!lo_k || !hi_k || !affine || affine->op != tir::BinOp::Add) continue;
-      Epilogue h = e;
-      bool found = false;
-      for (auto [scaled, k2] : {std::pair{affine->a, affine->b}, std::pair{affine->b, affine->a}}) {
-        std::optional<Scalar> k2_k = scalar(k2), k1_k = Scalar{1.0f};
-        tir::TExpr s_in = scaled;
-        if (const auto* mul = tir::as<tir::BinaryNode>(scaled); mul && mul->op == tir::BinOp::Mul) {
-          if ((k1_k = scalar(mul->a)))
-            s_in = mul->b;
-          else if ((k1_k = scalar(mul->b)))
-            s_in = mul->a;
-        }
-        if (k2_k && k1_k && print_texpr(s_in) == print_texpr(sum)) {
-          h.k1 = *k1_k, h.k2 = *k2_k, found = true;
-          break;
-        }
-      }
-      if (!found) continue;
-      h.lo_input = lo_k->input, h.lo = lo_k->value;
-      h.hi_input = hi_k->input, h.hi = hi_k->value;
-      h.hardswish = true;
-      e = h;
-      v = sum;
-      break;
+      std::optional<std::pair<Scalar, Scalar>> k = affine_of(affine, sum);
+      if (!k) continue;
+      e_.k1 = k->first, e_.k2 = k->second;
+      e_.lo_input = lo_k->input, e_.lo = lo_k->value;
+      e_.hi_input = hi_k->input, e_.hi = hi_k->value;
+      e_.hardswish = true;
+      v_ = sum;
+      return;
     }
   }
-  // tanh(s), with no clamp.
-  if (const auto* call = tir::as<tir::CallNodeT>(v);
-      call && call->fn == tir::Intrinsic::tanh && !has_lo && !has_hi && !e.activated()) {
-    e.tanh = true;
-    v = call->args[0];
+  // (k1, k2) when `affine` is k1 * s + k2 of `sum` (either order of each;
+  // k1 * s may be s, k1 then 1).
+  std::optional<std::pair<Scalar, Scalar>> affine_of(const tir::BinaryNode* affine, const tir::TExpr& sum) {
+    for (auto [scaled, k2] : {std::pair{affine->a, affine->b}, std::pair{affine->b, affine->a}}) {
+      std::optional<Scalar> k2_k = scalar(k2), k1_k = Scalar{1.0f};
+      tir::TExpr s_in = scaled;
+      if (const auto* mul = tir::as<tir::BinaryNode>(scaled); mul && mul->op == tir::BinOp::Mul) {
+        if ((k1_k = scalar(mul->a)))
+          s_in = mul->b;
+        else if ((k1_k = scalar(mul->b)))
+          s_in = mul->a;
+      }
+      if (k2_k && k1_k && print_texpr(s_in) == print_texpr(sum)) return std::pair{*k1_k, *k2_k};
+    }
+    return std::nullopt;
   }
-  // GELU's erf form, with no clamp: a product (in any grouping and order)
-  // of s, erf(s / k1) + k2 (or s * k1, either order of each), and at most
-  // one scalar k3.
-  if (const auto* m = tir::as<tir::BinaryNode>(v);
-      m && m->op == tir::BinOp::Mul && !has_lo && !has_hi && !e.activated()) {
-    const std::vector<tir::TExpr> factors = operands(v, tir::BinOp::Mul);
-    Epilogue g = e;
+
+  // Rule "tanh": tanh(s), with no clamp.
+  void tanh() {
+    const auto* call = tir::as<tir::CallNodeT>(v_);
+    if (!call || call->fn != tir::Intrinsic::tanh || !may_activate()) return;
+    e_.tanh = true;
+    v_ = call->args[0];
+  }
+
+  // Rule "gelu": GELU's erf form, with no clamp: a product (in any
+  // grouping and order) of s, erf(s / k1) + k2 (or s * k1, either order of
+  // each), and at most one scalar k3.
+  bool gelu() {
+    const auto* m = tir::as<tir::BinaryNode>(v_);
+    if (!m || m->op != tir::BinOp::Mul || !may_activate()) return true;
+    Epilogue g = e_;
     std::optional<tir::TExpr> sum, erf_sum;
     int erfs = 0, k3s = 0;
-    for (const tir::TExpr& f : factors) {
-      const auto* add = tir::as<tir::BinaryNode>(f);
-      const tir::CallNodeT* erf = nullptr;
+    for (const tir::TExpr& f : operands(v_, tir::BinOp::Mul)) {
       std::optional<Scalar> k2;
-      if (add && add->op == tir::BinOp::Add) {
-        for (auto [c, k] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
-          const auto* call = tir::as<tir::CallNodeT>(c);
-          if (call && call->fn == tir::Intrinsic::erf && (k2 = scalar(k))) {
-            erf = call;
-            break;
-          }
-        }
-      }
-      if (erf) {
+      if (const tir::CallNodeT* erf = erf_plus(f, k2)) {
         // erf's argument: s / k1, s * k1 or k1 * s.
         const auto* arg = tir::as<tir::BinaryNode>(erf->args[0]);
-        if (!arg || (arg->op != tir::BinOp::Div && arg->op != tir::BinOp::Mul)) return std::nullopt;
+        if (!arg || (arg->op != tir::BinOp::Div && arg->op != tir::BinOp::Mul))
+          return refuse("erf's argument is not s / k1 or s * k1");
         std::optional<Scalar> k1 = scalar(arg->b);
         erf_sum = arg->a;
         if (!k1 && arg->op == tir::BinOp::Mul) k1 = scalar(arg->a), erf_sum = arg->b;
-        if (!k1) return std::nullopt;
+        if (!k1) return refuse("erf's k1 is neither a constant nor a scalar input");
         g.gelu_div = arg->op == tir::BinOp::Div, g.k1 = *k1, g.k2 = *k2;
         ++erfs;
       } else if (std::optional<Scalar> k3 = scalar(f)) {
@@ -387,86 +368,188 @@ std::optional<Epilogue> match_epilogue(const tir::Program& p, size_t conv, bool 
       } else if (!sum) {
         sum = f;
       } else {
-        return std::nullopt;
+        return refuse("a product of two sums");
       }
     }
     if (erfs == 1 && k3s <= 1 && sum && print_texpr(*sum) == print_texpr(*erf_sum)) {
       g.gelu = true;
-      e = g;
-      v = *sum;
+      e_ = g;
+      v_ = *sum;
     }
+    return true;
+  }
+  // erf(.) when f is erf(.) + k2 (either order), k2 a constant or scalar input.
+  const tir::CallNodeT* erf_plus(const tir::TExpr& f, std::optional<Scalar>& k2) {
+    const auto* add = tir::as<tir::BinaryNode>(f);
+    if (!add || add->op != tir::BinOp::Add) return nullptr;
+    for (auto [c, k] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
+      const auto* call = tir::as<tir::CallNodeT>(c);
+      if (call && call->fn == tir::Intrinsic::erf && (k2 = scalar(k))) return call;
+    }
+    return nullptr;
+  }
+
+  // Rule "sum": what is left is a sum of the library's result at the
+  // stored element (an integer product's as f32 times its scale), at most
+  // one residual of the output's shape there, and at most two biases read
+  // at the channel index; a float one must add something to the result.
+  bool sum_terms() {
+    bool seen_conv = false;
+    for (const tir::TExpr& t : operands(v_, tir::BinOp::Add)) {
+      if (integer_ && !seen_conv) {
+        if (int s = scaled_sums(t); s >= 0) {
+          e_.scale = s, seen_conv = true;
+          continue;
+        }
+      }
+      const auto* l = tir::as<tir::LoadNode>(t);
+      if (!l || !(l->buffer->dtype == DataType::f32()))
+        return refuse(cat("a term that is not an f32 load: ", print_texpr(t)));
+      int input = input_index(p_, l->buffer);
+      if (input < 0) return refuse("a term reads a buffer that is not an input");
+      if (size_t(input) == conv_ && reads_stored(*l) && !seen_conv) {
+        seen_conv = true;
+        continue;
+      }
+      if (size_t(input) != conv_ && same_shape(l->buffer->shape, out_->shape) && reads_stored(*l)) {
+        if (e_.residual >= 0) return refuse("two residuals");
+        e_.residual = input;
+        continue;
+      }
+      const int bias = channel_input(*l);
+      if (bias < 0) return refuse(cat("a term that is neither the result, a residual nor a bias: ", print_texpr(t)));
+      if (e_.biases.size() == 2) return refuse("more than two biases");
+      e_.biases.push_back(size_t(bias));
+    }
+    if (!seen_conv) return refuse("the library's result is not read at the stored element");
+    if (!integer_ && e_.biases.empty() && e_.residual < 0 && !clamped() && !e_.activated())
+      return refuse("nothing to apply");
+    return true;
+  }
+
+  // ---- what the rules read ----
+  static SymExpr numel(const std::vector<SymExpr>& shape) {
+    SymExpr n(1);
+    for (const SymExpr& d : shape) n = n * d;
+    return n;
+  }
+  // An f32 constant c, or c of another dtype cast to f32.
+  static std::optional<double> constant(const tir::TExpr& t) {
+    const tir::TExpr* x = &t;
+    if (const auto* c = tir::as<tir::CastNode>(t)) x = &c->a;
+    const auto* imm = tir::as<tir::ImmNode>(*x);
+    if (!imm) return std::nullopt;
+    return imm->dtype.is_float() ? imm->float_value : double(imm->int_value);
+  }
+  // An index provably equal to v.
+  bool index_is(const tir::TExpr& e, const SymExpr& v) const {
+    const auto* sym = tir::as<tir::SymNodeT>(e);
+    return sym && az_.can_prove_equal(sym->value, v);
+  }
+  // The row-major offset of `indices` into `shape`, if they are symbolic.
+  static std::optional<SymExpr> offset(const std::vector<tir::TExpr>& indices, const std::vector<SymExpr>& shape) {
+    if (indices.size() != shape.size()) return std::nullopt;
+    SymExpr o(0);
+    for (size_t d = 0; d < indices.size(); ++d) {
+      const auto* sym = tir::as<tir::SymNodeT>(indices[d]);
+      if (!sym) return std::nullopt;
+      o = o * shape[d] + sym->value;
+    }
+    return o;
+  }
+  // Indices that are the loop variables in order: the stored element.
+  bool at_store_index(const std::vector<tir::TExpr>& indices) const {
+    if (indices.size() != vars_.size()) return false;
+    for (size_t d = 0; d < vars_.size(); ++d)
+      if (!is_var(indices[d], vars_[d])) return false;
+    return true;
+  }
+  // A read of y (or of a tensor of the output's shape) at the stored element.
+  bool reads_stored(const tir::LoadNode& l) const {
+    if (same_shape(l.buffer->shape, out_->shape)) {
+      if (l.indices.size() != vars_.size()) return false;
+      for (size_t d = 0; d < vars_.size(); ++d)
+        if (!index_is(l.indices[d], vars_[d])) return false;
+      return true;
+    }
+    if (l.buffer != y_) return false;
+    std::optional<SymExpr> at = offset(l.indices, y_->shape);
+    return at && az_.can_prove_equal(*at, stored_);
+  }
+  // An input of @f read as one f32 scalar (a rank-0 tensor, or one element
+  // at index 0): its index, or -1.
+  int scalar_input(const tir::TExpr& t) const {
+    const auto* l = tir::as<tir::LoadNode>(t);
+    if (!l || !(l->buffer->dtype == DataType::f32())) return -1;
+    for (size_t d = 0; d < l->indices.size(); ++d)
+      if (!index_is(l->indices[d], SymExpr(0)) || !(l->buffer->shape[d] == SymExpr(1))) return -1;
+    int input = input_index(p_, l->buffer);
+    return size_t(input) == conv_ ? -1 : input;
+  }
+  // A constant or a scalar input.
+  std::optional<Scalar> scalar(const tir::TExpr& t) const {
+    if (const auto* imm = tir::as<tir::ImmNode>(t); imm && imm->dtype.is_float())
+      return Scalar{float(imm->float_value)};
+    if (int input = scalar_input(t); input >= 0) return Scalar{0.0f, input};
+    return std::nullopt;
   }
   // An input of @f with one element per output channel, read at the
   // channel index (its other dims of size 1 read at 0, or at a loop
   // variable of extent 1: `b[i1, i2, i3]` over a 1x1 plane): its index, or
   // -1.
-  auto channel_input = [&](const tir::LoadNode& l) {
+  int channel_input(const tir::LoadNode& l) const {
     int channel_dims = 0;
     for (size_t d = 0; d < l.indices.size(); ++d) {
       bool unit_var = false;
-      for (size_t k = 0; k < vars.size(); ++k) unit_var |= is_var(l.indices[d], vars[k]) && out->shape[k] == SymExpr(1);
-      if (index_is(l.indices[d], vars[channel]) && l.buffer->shape[d] == out->shape[channel]) {
+      for (size_t k = 0; k < vars_.size(); ++k)
+        unit_var |= is_var(l.indices[d], vars_[k]) && out_->shape[k] == SymExpr(1);
+      if (index_is(l.indices[d], vars_[channel_]) && l.buffer->shape[d] == out_->shape[channel_]) {
         ++channel_dims;
       } else if (!(index_is(l.indices[d], SymExpr(0)) || unit_var) || !(l.buffer->shape[d] == SymExpr(1))) {
         return -1;
       }
     }
-    const int input = input_index(p, l.buffer);
-    return channel_dims == 1 && size_t(input) != conv && l.buffer->dtype == DataType::f32() ? input : -1;
-  };
+    const int input = input_index(p_, l.buffer);
+    return channel_dims == 1 && size_t(input) != conv_ && l.buffer->dtype == DataType::f32() ? input : -1;
+  }
   // The i32 sums as f32 times their scale (either order): the scale's input.
-  auto scaled_sums = [&](const tir::TExpr& t) {
+  int scaled_sums(const tir::TExpr& t) {
     const auto* m = tir::as<tir::BinaryNode>(t);
     if (!m || m->op != tir::BinOp::Mul) return -1;
     for (auto [c, k] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
       const auto* cast = tir::as<tir::CastNode>(c);
       const auto* l = cast && cast->dtype == DataType::f32() ? tir::as<tir::LoadNode>(cast->a) : nullptr;
-      if (!l || l->buffer != y || !reads_stored(*l)) continue;
+      if (!l || l->buffer != y_ || !reads_stored(*l)) continue;
       if (int s = scalar_input(k); s >= 0) return s;
       if (const auto* kl = tir::as<tir::LoadNode>(k)) return channel_input(*kl);
       // (s0 * s1), two scalars: dynamic quantization's x_scale * w_scale.
       if (const auto* km = tir::as<tir::BinaryNode>(k); km && km->op == tir::BinOp::Mul) {
         const int s0 = scalar_input(km->a), s1 = scalar_input(km->b);
         if (s0 >= 0 && s1 >= 0) {
-          e.scale2 = s1;
+          e_.scale2 = s1;
           return s0;
         }
       }
     }
     return -1;
-  };
-  // The sum's terms.
-  const std::vector<tir::TExpr> terms = operands(v, tir::BinOp::Add);
-  bool seen_conv = false;
-  for (const tir::TExpr& t : terms) {
-    if (integer && !seen_conv) {
-      if (int s = scaled_sums(t); s >= 0) {
-        e.scale = s, seen_conv = true;
-        continue;
-      }
-    }
-    const auto* l = tir::as<tir::LoadNode>(t);
-    if (!l || !(l->buffer->dtype == DataType::f32())) return std::nullopt;
-    int input = input_index(p, l->buffer);
-    if (input < 0) return std::nullopt;
-    if (size_t(input) == conv && reads_stored(*l) && !seen_conv) {
-      seen_conv = true;
-      continue;
-    }
-    if (size_t(input) != conv && same_shape(l->buffer->shape, out->shape) && reads_stored(*l)) {
-      if (e.residual >= 0) return std::nullopt;
-      e.residual = input;
-      continue;
-    }
-    // A bias.
-    const int bias = channel_input(*l);
-    if (bias < 0 || e.biases.size() == 2) return std::nullopt;
-    e.biases.push_back(size_t(bias));
   }
-  if (!seen_conv || (!integer && e.biases.empty() && e.residual < 0 && !has_lo && !has_hi && !e.activated()))
-    return std::nullopt;
-  return e;
-}
+
+  const tir::Program p_;
+  const size_t conv_;
+  const bool product_, integer_;
+  tir::Buffer out_, y_;
+  bool quantized_ = false;
+  size_t channel_ = 0;          // the output's channel dim: a convolution's 1, a product's last
+  std::vector<SymExpr> vars_;   // the nest's loop variables, outermost first
+  Analyzer az_;                 // their bounds
+  SymExpr stored_{0};           // the store's offset into the output
+  tir::Stmt body_;              // @f's body, indices simplified: what store_ points into
+  const tir::StoreNode* store_ = nullptr;
+  Epilogue e_;
+  tir::TExpr v_;                // what is left of the stored value to match
+  bool has_lo_ = false, has_hi_ = false;
+  std::string why_;
+};
 
 int64_t float_bits(float f) {
   uint32_t u;
@@ -562,8 +645,14 @@ class Fuser : public ExprMutator {
         auto lib = y ? calls.find(y) : calls.end();
         if (lib == calls.end() || uses_[y] != 1) continue;
         const bool integer = lib->second.name == kQmatmul;
-        std::optional<Epilogue> e = match_epilogue(mod_->program(g->name), k, lib->second.name != kConv, integer);
-        if (!e) continue;
+        EpilogueMatcher m(mod_->program(g->name), k, lib->second.name != kConv, integer);
+        std::optional<Epilogue> e = m.match();
+        if (!e) {
+          explain("fuse-library-epilogues",
+                  cat("%", b.var->name, " = @", g->name, " after ", lib->second.name, ": not fused: ", m.why_not()));
+          continue;
+        }
+        explain("fuse-library-epilogues", cat("%", b.var->name, " = @", g->name, " fused into ", lib->second.name));
         const auto* lib_args = as<TupleNode>(lib->second.call->args[1]);
         std::vector<Expr> fields = {lib_args->fields[0], lib_args->fields[1]};
         if (integer) fields.push_back(lib_args->fields[2]);

@@ -1,5 +1,6 @@
 #include "passes/pass.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iomanip>
 #include <iostream>
@@ -36,36 +37,58 @@ std::vector<std::string> split_pass_list(const std::string& list) {
 
 namespace {
 
-std::string known_passes() {
+std::string known_passes(const std::vector<Pass>& extra) {
   std::string s;
+  for (const Pass& p : extra) s += (s.empty() ? "" : ", ") + p.name;
   for (const Pass& p : all_passes()) s += (s.empty() ? "" : ", ") + p.name;
   for (const std::string& p : pipeline_names()) s += ", " + p;
   return s;
 }
 
+const Pass* find_in(const std::string& name, const std::vector<Pass>& extra) {
+  for (const Pass& p : extra)
+    if (p.name == name) return &p;
+  return find_pass(name);
+}
+
 // Pipeline names expand to their passes; anything else must be a pass.
-std::vector<const Pass*> resolve(const std::vector<std::string>& names) {
+std::vector<const Pass*> resolve(const std::vector<std::string>& names, const TargetTraits& traits,
+                                 const std::vector<Pass>& extra) {
   std::vector<const Pass*> passes;
   for (const std::string& n : names) {
-    if (const Pass* p = find_pass(n)) {
+    if (const Pass* p = find_in(n, extra)) {
       passes.push_back(p);
       continue;
     }
     bool is_pipeline = false;
     for (const std::string& pl : pipeline_names()) is_pipeline |= pl == n;
-    if (!is_pipeline) fail("unknown pass '", n, "'; known: ", known_passes());
-    for (const std::string& sub : pipeline(n)) passes.push_back(find_pass(sub));
+    if (!is_pipeline) fail("unknown pass '", n, "'; known: ", known_passes(extra));
+    for (const std::string& sub : pipeline(n, traits)) passes.push_back(find_pass(sub));
   }
   return passes;
 }
 
 }  // namespace
 
+std::vector<std::string> pipeline(const std::string& name, const TargetTraits& traits,
+                                  const std::vector<TargetPass>& own, int level) {
+  std::vector<std::string> base = pipeline(name, traits), names;
+  for (const TargetPass& t : own)
+    if (level >= t.min_level && std::find(base.begin(), base.end(), t.after) == base.end())
+      fail("the target's pass '", t.pass.name, "' runs after '", t.after, "', which pipeline ", name, " lacks");
+  for (const std::string& n : base) {
+    names.push_back(n);
+    for (const TargetPass& t : own)
+      if (t.after == n && level >= t.min_level) names.push_back(t.pass.name);
+  }
+  return names;
+}
+
 IRModule run_passes(const IRModule& mod, const std::vector<std::string>& names, const PassOptions& opts) {
   std::ostream& log = opts.log ? *opts.log : std::cerr;
   for (const std::string& n : opts.print_after)
-    if (!find_pass(n)) fail("--print-after: unknown pass '", n, "'; known: ", known_passes());
-  std::vector<const Pass*> passes = resolve(names);
+    if (!find_in(n, opts.extra)) fail("--print-after: unknown pass '", n, "'; known: ", known_passes(opts.extra));
+  std::vector<const Pass*> passes = resolve(names, TargetTraits::of(mod), opts.extra);
   IRModule cur = mod;
   std::vector<std::pair<std::string, double>> times;
   for (const Pass* p : passes) {

@@ -18,7 +18,7 @@ const std::vector<Pass>& all_passes() {
        "scales",
        qdq_to_integer},
       {"fold-matmul-views",
-       "cpu: a matmul reads its operands through the transposes, reshapes and slices that made them (and writes "
+       "host kernels: a matmul reads its operands through the transposes, reshapes and slices that made them (and writes "
        "its result through the transpose after it) as a BLAS product of strided views",
        fold_matmul_views},
       {"legalize", "graph ops to tensor programs (call_tir) by the registered legalisers", legalize},
@@ -31,7 +31,7 @@ const std::vector<Pass>& all_passes() {
        "that itself",
        fuse_library_epilogues},
       {"fuse-concat-into-conv",
-       "cpu: a concat along the channels that only a direct library convolution reads is not made; the "
+       "host kernels: a concat along the channels that only a direct library convolution reads is not made; the "
        "convolution reads its parts",
        fuse_concat_into_conv},
       {"simplify-tir", "simplify index arithmetic in tensor programs under their loop bounds", simplify_tir},
@@ -45,7 +45,7 @@ const std::vector<Pass>& all_passes() {
       {"static-plan-memory", "plan activation storage: explicit allocations reused across lifetimes",
        static_plan_memory},
       {"rewrite-cuda-graph",
-       "cuda (or module attribute cuda_graph=\"1\"): runs of kernel launches over planned storage become regions "
+       "targets that capture launches (traits: capture): runs of kernel launches over planned storage become regions "
        "captured once as CUDA graphs and replayed",
        rewrite_cuda_graph},
       {"bind-shapes", "match_cast operands of unknown dims to fresh variables before ops read them", bind_shapes},
@@ -57,16 +57,17 @@ std::vector<std::string> pipeline_names() { return {"O0", "O1", "O2"}; }
 
 // The pipelines are what relax-build runs at -O0, -O1 and -O2: graph-level
 // passes, legalisation into tensor programs, then the passes on the
-// legalised form. Every level legalises, so every level builds.
-std::vector<std::string> pipeline(const std::string& name, const std::string& target) {
-  if (target != "cpu" && target != "vulkan" && target != "cuda")
-    fail("unknown target '", target, "'; known: cpu, vulkan, cuda");
-  bool gpu = target != "cpu";
-  // The cpu computes dequantized products as integer ones (its VNNI
-  // kernels); the GPU targets keep their f32 kernels.
+// legalised form. Every level legalises, so every level builds. What
+// differs between targets comes from their traits: GPU kernels cannot
+// allocate (workspaces lifted at every level); a target with 8-bit
+// integer products computes dequantized products as integer ones (the
+// cpu's VNNI kernels; others keep their f32 kernels); matmul views are
+// folded only into host kernels, which read strided operands.
+std::vector<std::string> pipeline(const std::string& name, const TargetTraits& traits) {
+  const bool gpu = traits.gpu;
   std::vector<std::string> graph = {"normalize", "convert-to-dataflow", "simplify-shapes", "canonicalize-bindings",
                                     "dead-code-elimination"};
-  if (!gpu) graph.insert(graph.end() - 1, "qdq-to-integer");
+  if (traits.has_precision("i8")) graph.insert(graph.end() - 1, "qdq-to-integer");
   const std::vector<std::string> lower = {"legalize", "canonicalize-bindings", "dead-code-elimination"};
   std::vector<std::string> names;
   auto add = [&](const std::vector<std::string>& more) { names.insert(names.end(), more.begin(), more.end()); };
@@ -81,7 +82,7 @@ std::vector<std::string> pipeline(const std::string& name, const std::string& ta
   } else if (name == "O2") {
     add(graph);
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
-    if (!gpu) add({"fold-matmul-views"});
+    if (traits.host_kernels) add({"fold-matmul-views"});
     add({"legalize", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params", "fuse-ops", "fuse-tir",
          "fuse-library-epilogues", "fuse-concat-into-conv", "simplify-tir", "dedupe-programs", "lift-workspaces",
          "canonicalize-bindings", "dead-code-elimination", "static-plan-memory", "rewrite-cuda-graph"});

@@ -33,6 +33,7 @@
 #include <map>
 #include <set>
 
+#include "ir/target_traits.h"
 #include "ir/mutator.h"
 #include "ir/op.h"
 #include "passes/analysis/graph_util.h"
@@ -296,8 +297,7 @@ class PersistStorage : public ExprMutator {
 }  // namespace
 
 IRModule rewrite_cuda_graph(const IRModule& mod) {
-  std::string on = mod.attrs.get_string("cuda_graph", "");
-  if (on == "0" || (on != "1" && mod.attrs.get_string("target", "cpu") != "cuda")) return mod;
+  if (!TargetTraits::of(mod).capture) return mod;
   return map_functions(mod, [&](const std::string& name, const Function& f) {
     if (f->attrs.get_bool("primitive", false)) return f;
     GraphRewriter r(mod, name);

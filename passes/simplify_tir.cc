@@ -26,6 +26,7 @@
 #include <map>
 #include <set>
 
+#include "ir/target_traits.h"
 #include "ir/analyzer.h"
 #include "ir/tir_functor.h"
 #include "passes/legalize/te.h"
@@ -542,10 +543,14 @@ Stmt unswitch_index_selects(const Stmt& body) {
 
 IRModule simplify_tir(const IRModule& mod) {
   IRModule out = mod;
+  // Host kernels are loops on this process's threads: unit loops dropped,
+  // vector loops marked, planes flattened, parallel loops spread. A GPU's
+  // schedule (backends/gpu) wants the nests as the legalisers wrote them.
+  const bool host = !TargetTraits::of(mod).gpu;
   for (const std::string& name : mod.program_names()) {
     tir::Program p = mod.program(name);
     tir::Stmt body = p->body;
-    if (mod.attrs.get_string("target", "cpu") == "cpu") {
+    if (host) {
       body = delinearize(tir::simplify_indices(unswitch_index_selects(drop_unit_loops(body))));
       body = mark_vector_loops(tir::simplify_indices(partition_loops(body)));
       body = unroll_short_loops(spread_parallel(flatten_planes(body)));

@@ -99,6 +99,13 @@ class CudaKernels : public Kernels {
   // profile() lists the kernels by total time, most first.
   void set_profiling(bool on) const;
   std::vector<CudaKernelTime> profile() const;
+  // The generic forms (runtime/device_cuda.cc): the profile with each
+  // kernel's bytes, the device's bandwidth, and the graphs' counts under
+  // the report's key "cuda_graphs".
+  bool time_calls(bool on) const override;
+  std::vector<KernelProfile> call_times() const override;
+  double peak_bytes_per_s() const override;
+  void report(nlohmann::json& rep, int runs, std::ostream* text) const override;
 
   struct Impl;
   Impl& impl() const { return *impl_; }

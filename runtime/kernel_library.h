@@ -8,10 +8,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "runtime/tensor.h"
 
@@ -37,8 +41,19 @@ constexpr int32_t kKernelAbiVersion = 1;
 // success.
 using KernelCall = std::function<int32_t(void* const* buffers, const int64_t* shape_args)>;
 
+// A kernel's time as a device measured it (relax-run --profile).
+struct KernelProfile {
+  std::string name;
+  uint64_t calls = 0;
+  double ms = 0;
+  double bytes = -1;         // of the kernel's buffers, or < 0 when unknown
+  double flops = 0;          // counted by library kernels, else 0
+  bool integer_ops = false;  // flops are integer operations: GOP/s, no FMA share
+};
+
 // Where the VM finds a package's kernels: the cpu shared object
-// (KernelLibrary) or the Vulkan pipelines (runtime/vulkan.h).
+// (KernelLibrary), the Vulkan pipelines (runtime/vulkan.h), the CUDA module
+// (runtime/cuda.h). runtime/device.h picks one for a package.
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -56,6 +71,18 @@ class Kernels {
   // are in host-visible memory. The VM calls it before the host reads or
   // writes tensor data.
   virtual void synchronize() const {}
+
+  // What relax-run asks of any device. Turns the device's own timing of
+  // kernel calls on; false when it has none (a host device: the VM times
+  // its calls, kernels and builtins alike).
+  virtual bool time_calls(bool on) const { return false; }
+  // The device's timings by total time, most first.
+  virtual std::vector<KernelProfile> call_times() const { return {}; }
+  // Its memory's bandwidth in bytes per second (0: unknown).
+  virtual double peak_bytes_per_s() const { return 0; }
+  // Adds what it did over `runs` runs to `rep` under a key of its own,
+  // and a line of text to `text` when given.
+  virtual void report(nlohmann::json& rep, int runs, std::ostream* text) const {}
 };
 
 class KernelLibrary : public Kernels {

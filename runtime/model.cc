@@ -7,11 +7,9 @@
 #include <sstream>
 
 #include "runtime/bytecode.h"
-#include "runtime/cpu_isa.h"
-#include "runtime/cuda.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/tensor_proto.h"
-#include "runtime/vulkan.h"
 
 namespace relax::rt {
 namespace {
@@ -53,27 +51,6 @@ std::vector<TensorDesc> descs(const nlohmann::json& list) {
 
 }  // namespace
 
-// Kernels built for extensions this CPU lacks would stop on an illegal
-// instruction; the package says which it was built with (packages from
-// before that section are not checked).
-void Model::check_cpu_features(const Model& m, const std::string& path) {
-  auto sec = m.pkg_.find("kernels.cpu.features");
-  if (!sec) return;
-  std::string list(reinterpret_cast<const char*>(sec->data()), sec->size()), missing;
-  std::istringstream words(list);
-  const std::vector<std::string>& known = x86_feature_names();
-  for (std::string f; words >> f;) {
-    if (std::find(known.begin(), known.end(), f) == known.end())
-      rt_fail(path, ": its kernels use the x86 extension '", f, "', which this runtime does not know");
-    if (!cpu_has_feature(f)) missing += (missing.empty() ? "" : ", ") + f;
-  }
-  if (!missing.empty()) {
-    std::string built = m.manifest_.value("/target/cpu"_json_pointer, std::string("?"));
-    rt_fail(path, ": its kernels were built for --cpu ", built, " and use ", missing,
-            ", which this CPU does not have; build it again with --cpu host, or a lower level such as x86-64-v2");
-  }
-}
-
 std::unique_ptr<Model> Model::load(const std::string& path, int device) {
   auto m = std::unique_ptr<Model>(new Model);
   m->pkg_ = Package::open(path);
@@ -90,23 +67,10 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
     rt_fail(path, ": the manifest is malformed: ", e.what());
   }
   if (format != 1) rt_fail(path, ": manifest format ", format, " is not supported by this runtime (1)");
-  if (target == "cpu") {
-    check_cpu_features(*m, path);
-    if (auto so = m->pkg_.find("kernels.cpu")) m->kernels_ = KernelLibrary::load(*so, path + ":kernels.cpu");
-  } else if (target == "vulkan") {
-    if (auto meta = m->pkg_.find("kernels.vulkan"))
-      m->kernels_ = VulkanKernels::load(m->pkg_.section_text("kernels.vulkan"), m->pkg_.section("kernels.vulkan.spv"),
-                                        device, path + ":kernels.vulkan");
-  } else if (target == "cuda") {
-    // Also without kernels: a package whose only work is cuBLAS calls runs
-    // under the CUDA runtime, with its weights on the device.
-    bool has = m->pkg_.has("kernels.cuda");
-    m->kernels_ =
-        CudaKernels::load(has ? m->pkg_.section_text("kernels.cuda") : R"({"kernels": []})",
-                          has ? m->pkg_.section_text("kernels.cuda.ptx") : "", device, path + ":kernels.cuda");
-  } else {
-    rt_fail(path, ": built for target '", target, "', which this runtime cannot run");
-  }
+  const Package& pkg = m->pkg_;
+  SectionLookup sections = [&pkg](const std::string& name) { return pkg.find(name); };
+  const Device& dev = device_for(sections, target, path);
+  m->kernels_ = dev.load(sections, m->manifest_, device, path);
 
   // Weights are views of the mapping; the package stays mapped while any lives.
   std::map<std::string, Tensor>& weights = m->weights_;
@@ -172,7 +136,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, int device) {
       std::memcpy(t.data(), v.data(), t.nbytes());
     }
   }
-  m->side_by_side_ = target == "cpu";
+  m->side_by_side_ = dev.host;
   return m;
 }
 

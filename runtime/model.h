@@ -34,9 +34,10 @@ Value read_test_value(const std::string& path, const TensorDesc& desc);
 
 class Model {
  public:
-  // Opens and validates `path` (throws rt::Error naming the file). A
-  // package for the vulkan target runs on Vulkan device `device`
-  // (vulkan_devices() numbers them).
+  // Opens and validates `path` (throws rt::Error naming the file). Its
+  // kernels go to the device its kernel section selects (runtime/device.h);
+  // a GPU package runs on that kind's device `device` (relax-run
+  // --list-devices numbers them).
   static std::unique_ptr<Model> load(const std::string& path, int device = 0);
 
   const std::vector<TensorDesc>& inputs() const { return inputs_; }
@@ -58,12 +59,13 @@ class Model {
   // The first VM: the one a run takes when no other run is in flight
   // (relax-run's --profile reads its timings).
   VirtualMachine& vm() { return *vm_; }
-  // The package's kernels (cpu shared object, Vulkan pipelines); null when it has none.
+  // The package's kernels (cpu shared object, Vulkan pipelines, CUDA
+  // module); null when it has none.
   const Kernels* kernels() const { return kernels_.get(); }
+  // Whether its device is the host (runtime/device.h Device::host).
+  bool host() const { return side_by_side_; }
 
  private:
-  static void check_cpu_features(const Model& m, const std::string& path);
-
   Package pkg_;
   nlohmann::json manifest_;
   std::vector<TensorDesc> inputs_, outputs_;

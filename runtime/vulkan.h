@@ -157,6 +157,11 @@ class VulkanKernels : public Kernels {
   };
   void set_profiling(bool on) const;
   std::vector<KernelTime> profile() const;
+  // The generic forms (runtime/device_vulkan.cc): the profile, and the
+  // stats per run under the report's key "vulkan".
+  bool time_calls(bool on) const override;
+  std::vector<KernelProfile> call_times() const override;
+  void report(nlohmann::json& rep, int runs, std::ostream* text) const override;
 
   struct Entry;
   struct Exec;

@@ -5,7 +5,10 @@
 
 The layers, bottom up; a folder may include its own headers and those of
 any folder in a lower layer, never a sibling's in its own layer (the
-targets cpu, cuda and vulkan know nothing of each other) nor a higher one.
+targets know nothing of each other) nor a higher one. The targets are
+those backends/CMakeLists.txt lists (relax_target(NAME OPTION [BASE...])):
+each backends/NAME is a layer above backends/llvm, and one built on other
+targets (BASE: it links them) stands above them.
 Prints the include graph by folder, then every violation as
 `file:line: folder -> included folder`.
 """
@@ -23,17 +26,39 @@ LAYERS = [
     ["backends/vm"],
     ["backends/gpu"],
     ["backends/llvm"],
-    ["backends/cpu", "backends/cuda", "backends/vulkan"],
+    "TARGETS",  # backends/NAME for each relax_target line, by what they build on
     ["backends/registry"],  # backends/registry.cc: lists the targets
     ["tools/driver"],
     ["tools"],
 ]
+TARGET_LINE = re.compile(r"^\s*relax_target\(\s*(\w+)\s+\w+((?:\s+\w+)*)\s*\)", re.M)
+
+
+def target_layers(root):
+    """The targets' folders as layers: those built on no other first, then
+    each above every target it builds on."""
+    path = os.path.join(root, "backends", "CMakeLists.txt")
+    text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    bases = {m.group(1): m.group(2).split() for m in TARGET_LINE.finditer(text)}
+    depth = {}
+
+    def level(t, seen=()):
+        if t not in depth:
+            if t in seen:
+                raise SystemExit(f"check_layers: targets build on each other in a cycle: {' -> '.join(seen + (t,))}")
+            depth[t] = 1 + max((level(b, seen + (t,)) for b in bases[t] if b in bases), default=-1)
+        return depth[t]
+
+    layers = {}
+    for t in bases:
+        layers.setdefault(level(t), []).append(f"backends/{t}")
+    return [layers[k] for k in sorted(layers)]
 # Folders that are one layer with their parent (one library).
 SAME = {"ir/ops": "ir"}
 # Files that are their own layer in a shared folder.
 FILE_LAYER = {"backends/registry.cc": "backends/registry"}
 
-RANK = {folder: i for i, layer in enumerate(LAYERS) for folder in layer}
+RANK = {}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -46,6 +71,10 @@ def folder_of(path):
 
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    layers = []
+    for layer in LAYERS:
+        layers += target_layers(root) if layer == "TARGETS" else [layer]
+    RANK.update({folder: i for i, layer in enumerate(layers) for folder in layer})
     edges, bad, unknown = {}, [], []
     for top in ("runtime", "ir", "frontends", "passes", "backends", "tools"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):

@@ -2,6 +2,7 @@
 //
 //   relax-build MODEL.onnx|MODEL.relax --target cpu [-o OUT.rpkg] [-O0|-O1|-O2] [--json]
 //   relax-build A.onnx B.onnx zoo/ ... --target T -o OUTDIR [--jobs N] [--report R.json] [--shard K/N]
+//   relax-build --list-targets [--json]
 //       [--timeout S] [--force] [--quiet] [--json]
 //   relax-build --merge-reports a.json b.json ... > all.json
 //
@@ -22,6 +23,7 @@
 #include "backends/vm/lower.h"
 #include "frontends/onnx/importer.h"
 #include "ir/error.h"
+#include "ir/explain.h"
 #include "ir/printer.h"
 #include "passes/analysis/memory_plan.h"
 #include "runtime/error.h"
@@ -116,6 +118,10 @@ int main(int argc, char** argv) {
                  "print the IR after this pass to standard error (repeatable, or comma-separated; all: every pass)")
       ->delimiter(',');
   app.add_flag("--time-passes", opts.time_passes, "print the time each pass took");
+  std::string explain_topics;
+  app.add_option("--explain", explain_topics,
+                 "say on standard error why the rules of these passes did or did not apply (comma-separated pass "
+                 "names, or all; so far: fuse-library-epilogues); also $RELAX_EXPLAIN");
   bool no_fold = false;
   app.add_flag("--no-fold", no_fold,
                "keep weight-only computations (@transform_params) for the runtime to run at load instead of "
@@ -140,9 +146,24 @@ int main(int argc, char** argv) {
   auto* force_opt = app.add_flag("--force", bo.force, "batch: rebuild models whose package is up to date");
   app.add_flag("-q,--quiet", bo.quiet, "batch: no progress and no summary on standard error");
   app.add_flag("--merge-reports", merge, "join the batch reports given as inputs into one, on standard output");
+  bool list_targets = false;
+  app.add_flag("--list-targets", list_targets,
+               "list the targets this build has, each with its traits at its default options (with --json: as JSON), "
+               "and exit");
   app.set_version_flag("--version", version_text("relax-build"));
   CLI11_PARSE(app, argc, argv);
+  if (!explain_topics.empty()) relax::set_explain(explain_topics);
 
+  if (list_targets) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Target* t : all_targets()) {
+      std::string traits = t->traits(resolve_options(*t, level, {})).str();
+      out.push_back({{"name", t->name()}, {"traits", traits}});
+      if (!json) std::cout << t->name() << ": " << traits << "\n";
+    }
+    if (json) std::cout << out.dump(2) << "\n";
+    return 0;
+  }
   if (merge) {
     try {
       if (models.empty()) fail("--merge-reports: give the reports to join");

@@ -219,13 +219,12 @@ MemoryFigures memory_figures(const json& man, const std::map<std::string, std::p
 }
 
 // The graph of a package (its "graph" section) or of IR text (after the
-// O2 pipeline for cpu).
+// O2 pipeline for the traits it records: a host target's when none).
 json graph_of(const std::string& path) {
   if (path.size() > 6 && path.compare(path.size() - 6, 6, ".relax") == 0) {
     try {
       relax::IRModule mod = relax::parse_module_file(path);
-      mod.attrs.set("target", std::string("cpu"));
-      mod = relax::run_passes(mod, relax::pipeline("O2", "cpu"));
+      mod = relax::run_passes(mod, relax::pipeline("O2", relax::TargetTraits::of(mod)));
       return relax::dataflow_graph(mod);
     } catch (const relax::Error& e) {
       rt_fail(e.what());

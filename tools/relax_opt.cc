@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "ir/explain.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -88,6 +89,10 @@ int main(int argc, char** argv) {
                "verify the IR after every pass (default on in debug builds)");
   app.add_flag("--no-verify", no_verify, "do not verify the input");
   app.add_flag("--list-passes", list, "list the passes and pipelines, then exit");
+  std::string explain_topics;
+  app.add_option("--explain", explain_topics,
+                 "say on standard error why the rules of these passes did or did not apply (comma-separated pass "
+                 "names, or all; so far: fuse-library-epilogues); also $RELAX_EXPLAIN");
   app.footer(
       "Examples:\n"
       "  relax-opt model.relax --passes O2 -o model.opt.relax\n"
@@ -96,6 +101,7 @@ int main(int argc, char** argv) {
       "Exit status: 0 done; 1 an error (the input does not parse or verify, an unknown pass).");
   app.set_version_flag("--version", relax::version_text("relax-opt"));
   CLI11_PARSE(app, argc, argv);
+  if (!explain_topics.empty()) relax::set_explain(explain_topics);
   if (list) {
     list_passes();
     return 0;

@@ -21,13 +21,12 @@
 #include "runtime/allocator.h"
 #include "runtime/compare.h"
 #include "runtime/cpu_peak.h"
-#include "runtime/cuda.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
 #include "runtime/npy.h"
 #include "runtime/tensor_proto.h"
 #include "runtime/thread_pool.h"
-#include "runtime/vulkan.h"
 #include "tools/version.h"
 
 namespace fs = std::filesystem;
@@ -94,69 +93,16 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// --list-devices: the Vulkan devices (--device numbers them) and what each
+// --list-devices: each kind's devices (--device numbers them) and what each
 // offers, or why there are none. Exit 0 when there is at least one.
 int list_devices(bool json) {
-  nlohmann::json rep;
-  rep["vulkan"] = nlohmann::json::array();
-  std::string why;
-  std::vector<VulkanDeviceInfo> devices;
-  try {
-    devices = vulkan_devices();
-  } catch (const Error& e) {
-    why = e.what();
-  }
-  for (const VulkanDeviceInfo& d : devices) {
-    nlohmann::json j{{"index", d.index},
-                     {"name", d.name},
-                     {"type", d.type},
-                     {"api_version", d.api_version},
-                     {"driver", d.driver},
-                     {"max_storage_buffer_range", d.max_storage_buffer_range},
-                     {"max_shared_memory", d.max_shared_memory},
-                     {"max_workgroup_invocations", d.max_workgroup_invocations},
-                     {"max_push_constants", d.max_push_constants},
-                     {"subgroup_size", d.subgroup_size},
-                     {"subgroup_arithmetic", d.subgroup_arithmetic},
-                     {"device_local_bytes", d.device_local_bytes}};
-    nlohmann::json types = nlohmann::json::array();
-    for (auto [ok, name] : {std::pair{d.float16, "f16"},
-                            {d.float64, "f64"},
-                            {d.int8, "i8"},
-                            {d.int16, "i16"},
-                            {d.int64, "i64"},
-                            {d.storage8, "storage8"},
-                            {d.storage16, "storage16"}})
-      if (ok) types.push_back(name);
-    j["features"] = types;
-    rep["vulkan"].push_back(j);
-  }
-  if (!why.empty()) rep["vulkan_unavailable"] = why;
-  if (json) {
-    std::cout << rep.dump(2) << "\n";
-  } else if (devices.empty()) {
-    std::cout << "no Vulkan device: " << why << "\n";
-  } else {
-    for (const nlohmann::json& j : rep["vulkan"]) {
-      std::cout << "vulkan " << j["index"].get<int>() << ": " << j["name"].get<std::string>() << " ("
-                << j["type"].get<std::string>() << ", Vulkan " << j["api_version"].get<std::string>() << ")\n";
-      std::cout << "  storage buffer range " << j["max_storage_buffer_range"] << " bytes, shared memory "
-                << j["max_shared_memory"] << " bytes, subgroup " << j["subgroup_size"] << ", features";
-      for (const auto& f : j["features"]) std::cout << " " << f.get<std::string>();
-      std::cout << "\n";
-    }
-  }
-  return devices.empty() ? 1 : 0;
+  nlohmann::json rep = nlohmann::json::object();
+  int found = 0;
+  for (const Device& d : devices())
+    if (d.list) found += d.list(rep, json ? nullptr : &std::cout);
+  if (json) std::cout << rep.dump(2) << "\n";
+  return found == 0 ? 1 : 0;
 }
-
-struct KernelProfile {
-  std::string name;
-  uint64_t calls;
-  double ms;
-  double bytes;      // of the kernel's buffers, or < 0 when unknown
-  double flops = 0;  // counted by library kernels, else 0
-  bool integer_ops = false;  // flops are integer operations: GOP/s, no FMA share
-};
 
 // --profile's report: a JSON row per kernel, and (`print`) the 20 slowest
 // as text, with the bandwidth of their bytes (and its share of
@@ -207,7 +153,8 @@ int main(int argc, char** argv) {
   bool json = false, list = false;
   Tolerance tol;
   app.add_option("package", pkg, "the package");
-  app.add_flag("--list-devices", list, "list the Vulkan devices (with --json: as JSON) and exit; 1 when there is none");
+  app.add_flag("--list-devices", list,
+               "list the GPU devices of each kind (Vulkan; with --json: as JSON) and exit; 1 when there is none");
   app.add_option("--input", inputs, "an input tensor: NAME=FILE (.npy or .pb); repeat for each input");
   app.add_option("--output-dir", output_dir,
                  "write each output to DIR/<name>.npy (a sequence's tensors to <name>_K_.npy)");
@@ -217,7 +164,7 @@ int main(int argc, char** argv) {
   app.add_option("--rtol", tol.rtol, "relative tolerance for --test-data")->capture_default_str();
   app.add_option("--atol", tol.atol, "absolute tolerance for --test-data")->capture_default_str();
   app.add_option("--threads", threads, "threads for kernels (default: the number of cores)");
-  app.add_option("--device", device, "the Vulkan device a vulkan package runs on (see --list-devices)")
+  app.add_option("--device", device, "the device a GPU package runs on, by its index among its kind's (see --list-devices)")
       ->capture_default_str();
   app.add_option("--bench", bench, "run N more times and print the median latency");
   app.add_option("--max-memory", max_memory,
@@ -266,11 +213,10 @@ int main(int argc, char** argv) {
   try {
     if (threads > 0) ThreadPool::set_global_num_threads(threads);
     auto model = Model::load(pkg, device);
-    const auto* vk = dynamic_cast<const VulkanKernels*>(model->kernels());
-    const auto* cu = dynamic_cast<const CudaKernels*>(model->kernels());
-    if (profile && !vk && !cu) model->vm().set_profiling(true);
-    if (profile && vk) vk->set_profiling(true);
-    if (profile && cu) cu->set_profiling(true);
+    const Kernels* kernels = model->kernels();
+    // The device times its own calls, or (a host device) the VM does.
+    const bool device_times = profile && kernels && kernels->time_calls(true);
+    if (profile && !device_times) model->vm().set_profiling(true);
     std::vector<Value> in =
         test_data.empty() ? named_inputs(*model, inputs) : files_in(test_data, "input_", model->inputs());
     auto t0 = std::chrono::steady_clock::now();
@@ -291,12 +237,11 @@ int main(int argc, char** argv) {
       // bytes took, and its share of the device's peak (memory clock and
       // bus width).
       std::vector<KernelProfile> rows;
-      if (vk)
-        for (const auto& t : vk->profile()) rows.push_back({t.name, t.calls, t.ms, -1});
-      if (cu)
-        for (const auto& t : cu->profile()) rows.push_back({t.name, t.calls, t.ms, t.bytes});
-      double peak_bytes = cu ? cuda_driver_status().peak_bytes_per_s : 0, peak_gflops = 0;
-      if (!vk && !cu) {  // cpu: the kernels and the library calls (GEMM, ...) and other builtins on tensor data
+      double peak_bytes = 0, peak_gflops = 0;
+      if (device_times) {
+        rows = kernels->call_times();
+        peak_bytes = kernels->peak_bytes_per_s();
+      } else {  // the kernels and the library calls (GEMM, ...) and other builtins on tensor data
         for (const auto& t : model->vm().profile())
           rows.push_back({t.kernel ? t.name : t.name + " (builtin)", t.calls, t.ms, t.bytes, t.flops, t.integer_ops});
         // Against this machine's measured peaks: the FMA peak of the threads used, a large copy's bandwidth.
@@ -317,38 +262,8 @@ int main(int argc, char** argv) {
       }
       rep["profile"] = print_profile(rows, peak_bytes, !json, peak_gflops);
     }
-    if (vk) {
-      VulkanStats s = vk->stats();
-      double runs = 1 + std::max(bench, 0);
-      nlohmann::json j{{"runs", int(runs)},
-                       {"kernel_calls", s.kernel_calls / runs},
-                       {"dispatches", s.dispatches / runs},
-                       {"row_dispatches", s.row_dispatches / runs},
-                       {"shared_dispatches", s.shared_dispatches / runs},
-                       {"barriers", s.barriers / runs},
-                       {"submits", s.submits / runs},
-                       {"bytes_uploaded", s.bytes_uploaded / runs},
-                       {"bytes_downloaded", s.bytes_downloaded / runs},
-                       {"resident_bytes", s.resident_bytes}};
-      rep["vulkan"] = j;
-      if (stats && !json)
-        std::cout << "vulkan, per run: " << j["kernel_calls"] << " kernel calls, " << j["dispatches"] << " dispatches ("
-                  << j["row_dispatches"] << " a workgroup per row, " << j["shared_dispatches"]
-                  << " shared-memory tiles), " << j["barriers"] << " barriers, " << j["submits"] << " submits, "
-                  << j["bytes_uploaded"] << " bytes uploaded, " << j["bytes_downloaded"] << " bytes downloaded; "
-                  << s.resident_bytes << " bytes resident on the device\n";
-    }
-    if (cu) {
-      CudaGraphStats g = cu->graph_stats();
-      rep["cuda_graphs"] = {{"runs", 1 + std::max(bench, 0)},
-                            {"captures", g.captures},
-                            {"replays", g.replays},
-                            {"direct", g.direct},
-                            {"failed", g.failed}};
-      if (stats && !json)
-        std::cout << "cuda graphs, all runs: " << g.captures << " captured, " << g.replays << " replays, " << g.direct
-                  << " regions run directly, " << g.failed << " captures refused by the driver\n";
-    }
+    // What the device did (its own key in --json; a line with --stats).
+    if (kernels) kernels->report(rep, 1 + std::max(bench, 0), stats && !json ? &std::cout : nullptr);
     const auto& descs = model->outputs();
     rep["outputs"] = nlohmann::json::array();
     bool all_ok = true;

@@ -14,12 +14,15 @@ class CpuTarget : public Target {
   std::vector<TargetOption> options() const override {
     return {{"cpu", "--cpu", "host", "the CPU to compile for: host, x86-64, x86-64-v2, x86-64-v3, znver3, ..."}};
   }
-  // legalize reads `avx512`: which layout a convolution's weights are
-  // packed in (runtime/conv_direct.h conv2d_direct_pays).
-  void configure(IRModule& mod, const TargetOptions& opts) const override {
-    Target::configure(mod, opts);
-    mod.attrs.set("avx512", cpu::cpu_has_avx512(opts.at("cpu")) ? "1" : "0");
+  // A host target with the runtime's host kernels and VNNI products; the
+  // vector width picks the layout a convolution's weights are packed in
+  // (runtime/conv_direct.h conv2d_direct_pays).
+  TargetTraits traits(const TargetOptions& opts) const override {
+    TargetTraits t;
+    t.vector_bits = cpu::cpu_has_avx512(opts.at("cpu")) ? 512 : 256;
+    return t;
   }
+  bool folds_here(const TargetOptions& opts) const override { return opts.at("cpu") == "host"; }
   std::string options_key(const TargetOptions& opts) const override { return "cpu=" + cpu::cpu_key(opts.at("cpu")); }
   TargetArtifact compile(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
     cpu::CpuArtifact art = cpu::compile_programs(programs, cpu_options(opts));

@@ -3,6 +3,8 @@
 // regions decided by the passes from the module's attributes.
 #include "backends/target.h"
 
+#include <cstdlib>
+
 #include "backends/cuda/codegen.h"
 
 namespace relax {
@@ -19,13 +21,25 @@ class CudaTarget : public Target {
          "cuda: launch every kernel from the host instead of capturing runs of them as CUDA graphs to replay"},
     };
   }
-  // legalize reads `cublas` (library offload), rewrite-cuda-graph
-  // `cuda_graph`, both on when absent.
-  void configure(IRModule& mod, const TargetOptions& opts) const override {
-    Target::configure(mod, opts);
-    mod.attrs.set("arch", opts.at("arch"));
-    if (opts.at("cublas") == "0") mod.attrs.set("cublas", "0");
-    if (opts.at("cuda_graph") == "0") mod.attrs.set("cuda_graph", "0");
+  // A GPU with cuBLAS for large matmuls (its recommended workspace: 32 MiB
+  // on Hopper and later, 4 MiB before) and CUDA graphs, unless
+  // --no-cublas or --no-cuda-graph; blocks of up to 1024 threads and 48 KiB
+  // of static shared memory.
+  TargetTraits traits(const TargetOptions& opts) const override {
+    TargetTraits t;
+    t.gpu = true;
+    t.host_kernels = false;
+    if (opts.at("cublas") != "0") {
+      const std::string& arch = opts.at("arch");
+      int sm = arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 80;
+      t.matmul_library = "cublas";
+      t.matmul_workspace = sm >= 90 ? int64_t(32) << 20 : int64_t(4) << 20;
+    }
+    t.capture = opts.at("cuda_graph") != "0";
+    t.max_threads = 1024;
+    t.shared_memory = 48 << 10;
+    t.precisions = {"f32", "f64"};
+    return t;
   }
   TargetArtifact compile(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
     cuda::CudaArtifact art = cuda::compile_cuda(programs, cuda_options(opts));

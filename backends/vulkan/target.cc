@@ -28,6 +28,17 @@ class VulkanTarget : public Target {
              "are also tiled through shared memory in blocks of 16*ROWS x 16*COLS"}};
   }
   void check_options(const TargetOptions& opts) const override { parse_tile(opts.at("tile")); }
+  // A GPU without device libraries; launches of 256 threads, shared memory
+  // up to Vulkan's guaranteed 16 KiB (the tiles of backends/gpu fit it).
+  TargetTraits traits(const TargetOptions&) const override {
+    TargetTraits t;
+    t.gpu = true;
+    t.host_kernels = false;
+    t.max_threads = 256;
+    t.shared_memory = 16384;
+    t.precisions = {"f32", "f64"};
+    return t;
+  }
   TargetArtifact compile(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
     vulkan::VulkanArtifact art =
         vulkan::compile_vulkan(programs, std::clamp(opts.opt_level, 0, 2), parse_tile(opts.at("tile")));

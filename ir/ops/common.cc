@@ -221,4 +221,39 @@ std::vector<int64_t> spatial_list(const std::string& op, const std::string& attr
   return v;
 }
 
+SymExpr get_sym(const Attrs& attrs, const std::string& name) {
+  const AttrValue* v = attrs.find(name);
+  if (!v) return {};
+  if (const auto* s = std::get_if<SymExpr>(v)) return *s;
+  return SymExpr(std::get<int64_t>(*v));
+}
+
+bool is_unset(const SymExpr& s) { return !s.defined() || s.is_const(-1); }
+
+void check_count(const std::string& op, const std::string& what, const SymExpr& s, const Analyzer& ana, bool positive) {
+  if (ana.prove_less(s, positive ? 1 : 0) == Tri::Yes)
+    fail(op, ": ", what, " must be ", positive ? "positive" : "non-negative", ", got ", s);
+}
+
+void check_scalar_arg(const CallNode& call, size_t i, const char* what, const Analyzer& ana) {
+  if (call.args.size() <= i) return;
+  const std::string& op = op_name(call);
+  TensorInfo t = tensor_arg(call, i, true);
+  if (t.ndim > 1) fail(op, ": ", what, " must be a scalar, got a rank-", t.ndim, " tensor");
+  if (t.ndim == 1 && t.shape && ana.can_prove_not_equal((*t.shape)[0], 1))
+    fail(op, ": ", what, " must have one element, got ", (*t.shape)[0]);
+}
+
+void check_dims_equal(const std::string& op, const SymExpr& got, const SymExpr& want, const std::string& what,
+                      const Analyzer& ana) {
+  if (got.defined() && want.defined() && ana.can_prove_not_equal(got, want))
+    fail(op, ": ", what, " is ", got, ", expected ", want);
+}
+
+void check_axis_arg(const CallNode& call, size_t i, const Analyzer& ana) {
+  if (call.args.size() <= i) return;
+  check_scalar_arg(call, i, "the axis operand", ana);
+  require_integer(op_name(call), tensor_arg(call, i, true).dtype, "the axis operand", false);
+}
+
 }  // namespace relax::ops

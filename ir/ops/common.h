@@ -27,10 +27,13 @@ void register_nn_ops(OpRegistry& reg);
 void register_cross_level_ops(OpRegistry& reg);
 void register_math_ops(OpRegistry& reg);       // further elementwise math (ir/ops/math.cc)
 void register_index_ops(OpRegistry& reg);      // gather/scatter/one_hot/nonzero... (ir/ops/index.cc)
-void register_image_ops(OpRegistry& reg);      // resize, grid sampling, ... (ir/ops/image.cc)
-void register_sequence_ops(OpRegistry& reg);   // topk, cumsum, einsum, sorting (ir/ops/scan_sort.cc)
+void register_image_ops(OpRegistry& reg);      // resize, grid sampling, roi_align, nms (ir/ops/image.cc)
+void register_sequence_ops(OpRegistry& reg);   // topk, cumsum, cumprod, hardmax (ir/ops/scan_sort.cc)
+void register_linalg_ops(OpRegistry& reg);     // einsum, det (ir/ops/linalg.cc)
+void register_signal_ops(OpRegistry& reg);     // dft, stft, window, mel_weight_matrix (ir/ops/signal.cc)
 void register_control_ops(OpRegistry& reg);    // loops, scans (ir/ops/control.cc)
-void register_quant_ops(OpRegistry& reg);      // quantization, integer ops, recurrent cells (ir/ops/quant.cc)
+void register_quant_ops(OpRegistry& reg);      // quantization, integer ops (ir/ops/quant.cc)
+void register_recurrent_ops(OpRegistry& reg);  // rnn, gru, lstm (ir/ops/recurrent.cc)
 void register_attention_ops(OpRegistry& reg);  // linear_attention (ir/ops/attention.cc)
 void register_random_ops(OpRegistry& reg);     // random number generation (ir/ops/random.cc)
 void register_list_ops(OpRegistry& reg);       // ONNX sequences: list_at, list_insert, ... (ir/ops/list.cc)
@@ -118,6 +121,21 @@ SymExpr product(const Dims& dims);
 // value -> n copies of it, n values -> themselves; else an Error.
 std::vector<int64_t> spatial_list(const std::string& op, const std::string& attr, std::vector<int64_t> v, int n,
                                   int64_t fill);
+
+// Errors when `got` is provably not `want` ("OP: WHAT is GOT, expected WANT").
+void check_dims_equal(const std::string& op, const SymExpr& got, const SymExpr& want, const std::string& what,
+                      const Analyzer& ana);
+// A Sym attribute (check_op_attrs has converted an Int to a Sym).
+SymExpr get_sym(const Attrs& attrs, const std::string& name);
+// Whether a Sym attribute holds the "default" marker -1.
+bool is_unset(const SymExpr& s);
+// Errors when `s` is provably negative (or, with positive, provably < 1).
+void check_count(const std::string& op, const std::string& what, const SymExpr& s, const Analyzer& ana, bool positive);
+// An optional scalar operand of `call` at `i` (rank 0, or rank 1 with one
+// element); nothing when absent.
+void check_scalar_arg(const CallNode& call, size_t i, const char* what, const Analyzer& ana);
+// An optional axis operand at `i`: an integer scalar.
+void check_axis_arg(const CallNode& call, size_t i, const Analyzer& ana);
 
 }  // namespace ops
 }  // namespace relax

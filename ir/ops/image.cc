@@ -1,4 +1,5 @@
-// Image ops: resizing, grid sampling and region pooling over tensors laid
+// Image ops: resizing, grid sampling, region pooling and non-max
+// suppression over boxes, on tensors laid
 // out N, C, spatial... .
 #include <algorithm>
 
@@ -121,6 +122,31 @@ StructInfo infer_roi_align(const CallNode& call, const InferContext& ctx) {
   return tensor_si(x.dtype, {num, (*x.shape)[1], SymExpr(oh), SymExpr(ow)});
 }
 
+// ---- non_max_suppression ------------------------------------------------------------
+
+StructInfo infer_nms(const CallNode& call, const InferContext& ctx) {
+  int64_t center = attrs_of(call).get_int("center_point_box");
+  const std::string& op = op_name(call);
+  if (center != 0 && center != 1) fail(op, ": center_point_box must be 0 or 1, got ", center);
+  TensorInfo boxes = tensor_arg(call, 0), scores = tensor_arg(call, 1);
+  require_float(op, boxes.dtype, "the boxes");
+  common_dtype(op, boxes.dtype, scores.dtype);
+  if (!boxes.unknown_rank() && boxes.ndim != 3) fail(op, ": boxes must have rank 3, got ", boxes.ndim);
+  if (!scores.unknown_rank() && scores.ndim != 3) fail(op, ": scores must have rank 3, got ", scores.ndim);
+  const char* names[] = {"max_output_boxes_per_class", "iou_threshold", "score_threshold"};
+  for (size_t i = 2; i < call.args.size(); ++i) check_scalar_arg(call, i, names[i - 2], ctx.ana);
+  if (boxes.shape) {
+    const Dims& b = *boxes.shape;
+    if (ctx.ana.can_prove_not_equal(b[2], 4)) fail(op, ": boxes must have 4 coordinates, got ", b[2]);
+    if (scores.shape) {
+      const Dims& s = *scores.shape;
+      if (ctx.ana.can_prove_not_equal(b[0], s[0])) fail(op, ": boxes have ", b[0], " batches, scores ", s[0]);
+      if (ctx.ana.can_prove_not_equal(b[1], s[2])) fail(op, ": boxes have ", b[1], " boxes, scores ", s[2]);
+    }
+  }
+  return tensor_si_ndim(DataType::i64(), 2);
+}
+
 }  // namespace
 
 void register_image_ops(OpRegistry& reg) {
@@ -183,6 +209,17 @@ void register_image_ops(OpRegistry& reg) {
       .attr("mode", T::String, std::string("avg"))
       .attr("coordinate_transformation_mode", T::String, std::string("half_pixel"))
       .infer(infer_roi_align);
+  reg.add("non_max_suppression")
+      .doc(
+          "non_max_suppression(boxes [B, S, 4], scores [B, C, S], [max_per_class], [iou_threshold], "
+          "[score_threshold], center_point_box=c): per batch and class, greedily keeps the highest-scoring "
+          "boxes above score_threshold whose IoU with every kept box is at most iou_threshold, at most "
+          "max_per_class of them (absent or 0: none); returns the kept [batch, class, box] triples as an "
+          "[n, 3] i64 tensor whose n depends on the data. Boxes are corners (y1, x1, y2, x2) or, with c=1, "
+          "(x center, y center, width, height).")
+      .args(2, 5)
+      .attr("center_point_box", T::Int, int64_t(0))
+      .infer(infer_nms);
 }
 
 }  // namespace relax

@@ -15,8 +15,11 @@ void register_all_ops(OpRegistry& reg) {
   register_index_ops(reg);
   register_image_ops(reg);
   register_sequence_ops(reg);
+  register_linalg_ops(reg);
+  register_signal_ops(reg);
   register_control_ops(reg);
   register_quant_ops(reg);
+  register_recurrent_ops(reg);
   register_attention_ops(reg);
   register_random_ops(reg);
   register_list_ops(reg);

@@ -36,16 +36,9 @@ int rank_of(const Expr& e) {
   return t ? t->ndim : -1;
 }
 
-SymExpr sym_attr(const Attrs& attrs, const std::string& name) {
-  const AttrValue* v = attrs.find(name);
-  if (!v) return {};
-  if (const auto* s = std::get_if<SymExpr>(v)) return *s;
-  return SymExpr(std::get<int64_t>(*v));
-}
-
 std::optional<Expr> legalize_topk(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  SymExpr k = sym_attr(attrs, "k");
+  SymExpr k = ops::get_sym(attrs, "k");
   if (!k.defined() || rank_of(call.args[0]) < 1) return std::nullopt;
   return ctx.call_pure_builtin("relax.topk",
                                {call.args[0], make_prim_int(k), make_prim_int(attrs.get_int("axis")),

@@ -1,4 +1,5 @@
 // The legaliser registry, LegalizeContext and ProgramBuilder.
+#include "ir/target_traits.h"
 #include "passes/legalize/legalize.h"
 
 #include <algorithm>
@@ -19,6 +20,8 @@ void register_all_legalizers(LegalizerRegistry& reg) {
   register_manipulate_legalizers(reg);
   register_index_legalizers(reg);
   register_scan_sort_legalizers(reg);
+  register_linalg_legalizers(reg);
+  register_signal_legalizers(reg);
   register_random_legalizers(reg);
   register_attention_legalizers(reg);
   register_dynamic_legalizers(reg);
@@ -26,6 +29,7 @@ void register_all_legalizers(LegalizerRegistry& reg) {
   register_pool_legalizers(reg);
   register_image_legalizers(reg);
   register_quant_legalizers(reg);
+  register_recurrent_legalizers(reg);
 }
 
 void LegalizerRegistry::add(const std::string& op, LegalizeFn fn) {
@@ -61,15 +65,11 @@ std::string program_key(const tir::Program& p) { return print_program("_", p); }
 
 }  // namespace
 
-LegalizeContext::LegalizeContext(IRModule& mod, Analyzer& ana) : mod_(mod), ana_(ana) {
+LegalizeContext::LegalizeContext(IRModule& mod, Analyzer& ana)
+    : mod_(mod), ana_(ana), traits_(TargetTraits::of(mod)) {
   for (const std::string& name : mod_.program_names()) by_text_.emplace(program_key(mod_.program(name)), name);
 }
 
-bool LegalizeContext::libraries() const { return mod_.attrs.get_string("target", "cpu") == "cpu"; }
-
-bool LegalizeContext::cublas() const {
-  return mod_.attrs.get_string("target", "cpu") == "cuda" && mod_.attrs.get_string("cublas", "1") != "0";
-}
 
 Expr LegalizeContext::add_program(const tir::Program& p) {
   std::string key = program_key(p);

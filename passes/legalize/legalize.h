@@ -40,6 +40,7 @@
 #include "ir/analyzer.h"
 #include "ir/expr.h"
 #include "ir/module.h"
+#include "ir/target_traits.h"
 #include "ir/tir.h"
 
 namespace relax {
@@ -68,14 +69,17 @@ void register_reduce_legalizers(LegalizerRegistry& reg);       // reduce.cc
 void register_matmul_legalizers(LegalizerRegistry& reg);       // matmul.cc
 void register_manipulate_legalizers(LegalizerRegistry& reg);   // manipulate.cc
 void register_index_legalizers(LegalizerRegistry& reg);        // index.cc (+ col2im, reverse_sequence)
-void register_scan_sort_legalizers(LegalizerRegistry& reg);    // scan_sort.cc
+void register_scan_sort_legalizers(LegalizerRegistry& reg);    // scan_sort.cc (cumsum, cumprod, hardmax)
+void register_linalg_legalizers(LegalizerRegistry& reg);       // linalg.cc (einsum, det)
+void register_signal_legalizers(LegalizerRegistry& reg);       // signal.cc (dft, stft, window, mel)
 void register_random_legalizers(LegalizerRegistry& reg);       // random.cc
 void register_attention_legalizers(LegalizerRegistry& reg);    // attention.cc
 void register_dynamic_legalizers(LegalizerRegistry& reg);      // dynamic.cc (call_builtin)
 void register_nn_legalizers(LegalizerRegistry& reg);           // nn.cc (convolutions)
 void register_pool_legalizers(LegalizerRegistry& reg);         // pool.cc
 void register_image_legalizers(LegalizerRegistry& reg);        // image.cc
-void register_quant_legalizers(LegalizerRegistry& reg);        // quant.cc (+ rnn, gru, lstm)
+void register_quant_legalizers(LegalizerRegistry& reg);        // quant.cc
+void register_recurrent_legalizers(LegalizerRegistry& reg);    // recurrent.cc (rnn, gru, lstm)
 
 // What a legaliser sees besides the call: the module being built, the
 // analyser, and a place for bindings that must come before the call.
@@ -85,18 +89,20 @@ class LegalizeContext {
 
   IRModule& module() { return mod_; }
   Analyzer& analyzer() { return ana_; }
-  // Whether ops may become library calls (BLAS, the runtime's GEMM): on
-  // the cpu target, not on GPU targets, whose kernels are all generated.
-  // The module's attribute `target` says which ("cpu" when absent).
-  bool libraries() const;
-  // Whether matmuls may go to cuBLAS (call_library("cublas.matmul")): the
-  // cuda target, unless the module's attribute `cublas` is "0"
-  // (relax-build --no-cublas).
-  bool cublas() const;
-  // Whether the target is a GPU (not cpu): legalisers then prefer forms
-  // with one output element per iteration over in-place row nests, which
-  // the GPU schedules spread over threads and tile (backends/gpu/schedule.h).
-  bool gpu() const { return !libraries(); }
+  // The target's traits (ir/target_traits.h), as the module records them.
+  const TargetTraits& traits() const { return traits_; }
+  // Whether ops may become calls of the runtime's host kernels (BLAS, the
+  // runtime's GEMM, direct convolutions) and programs take host forms: a
+  // host target's trait host_kernels. A GPU target's kernels are all
+  // generated.
+  bool libraries() const { return traits_.host_kernels; }
+  // The device library large matmuls may go to ("cublas"; empty: none):
+  // the trait matmul, absent with relax-build --no-cublas.
+  const std::string& matmul_library() const { return traits_.matmul_library; }
+  // Whether the target is a GPU: legalisers then prefer forms with one
+  // output element per iteration over in-place row nests, which the GPU
+  // schedules spread over threads and tile (backends/gpu/schedule.h).
+  bool gpu() const { return traits_.gpu; }
   // Whether gathers and scatters check their indices at run time
   // (ProgramBuilder::check_indices): unless the module's attribute
   // `index_checks` is "0" (relax-build --no-index-checks).
@@ -152,6 +158,7 @@ class LegalizeContext {
  private:
   IRModule& mod_;
   Analyzer& ana_;
+  TargetTraits traits_;
   bool in_dataflow_ = false;
   std::string name_;
   std::vector<Binding> pending_;

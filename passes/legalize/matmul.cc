@@ -1,9 +1,11 @@
-// Legaliser of matmul (ir/ops/matmul.cc). On the cpu target, f32 and f64
-// products go to the BLAS library (call_library("blas.matmul"), OpenBLAS in
-// the runtime), which does them better than a generated loop nest. On the
-// cuda target, float products big enough to pay for a library call that
-// fusion cannot join go to cuBLAS (call_library("cublas.matmul"),
-// runtime/cuda.cc) with its workspace as a second output, so the graph
+// Legaliser of matmul (ir/ops/matmul.cc). On a target with host kernels
+// (the cpu), f32 and f64 products go to the BLAS library
+// (call_library("blas.matmul"), OpenBLAS in the runtime), which does them
+// better than a generated loop nest. On a target with a matmul library
+// (the trait matmul=cublas:BYTES of the cuda target), float products big
+// enough to pay for a library call that fusion cannot join go to it
+// (call_library("cublas.matmul"), runtime/cuda.cc) with its workspace as a
+// second output, so the graph
 // allocates it, memory planning shares it, and a captured CUDA graph sees
 // the same workspace on every replay. Everything else becomes a plain loop
 // nest with an accumulator (f32 for narrow floats, else the result's
@@ -40,18 +42,17 @@ std::optional<Expr> blas_matmul(LegalizeContext& ctx, const CallNode& call) {
   return r;
 }
 
-constexpr const char* kCublasMatmul = "cublas.matmul";
-// cuBLAS's recommended workspace: 32 MiB on Hopper and later, 4 MiB before.
-constexpr int64_t kCublasWorkspaceHopper = int64_t(32) << 20;
-constexpr int64_t kCublasWorkspace = int64_t(4) << 20;
-// The product size (batch * M * N * K multiply-adds) from which cuBLAS wins
+// The product size (batch * M * N * K multiply-adds) from which a device library wins
 // over a generated kernel fused with its neighbours: 64^3. Symbolic dims
 // count at their declared upper bound, or kTypicalDim when unbounded.
-constexpr double kCublasMinProduct = 64.0 * 64.0 * 64.0;
+constexpr double kLibraryMinProduct = 64.0 * 64.0 * 64.0;
 constexpr double kTypicalDim = 128;
 
-std::optional<Expr> cublas_matmul(LegalizeContext& ctx, const CallNode& call) {
-  if (!ctx.cublas()) return std::nullopt;
+// The target's matmul library (its trait matmul=LIB:WORKSPACE, "cublas"):
+// call_library("LIB.matmul"), its result and a workspace of the bytes the
+// target asks for.
+std::optional<Expr> library_matmul(LegalizeContext& ctx, const CallNode& call) {
+  if (ctx.matmul_library().empty()) return std::nullopt;
   const auto* out = as<TensorSI>(call.sinfo);
   if (!out || !out->shape) return std::nullopt;
   DataType d = out->dtype;
@@ -67,14 +68,12 @@ std::optional<Expr> cublas_matmul(LegalizeContext& ctx, const CallNode& call) {
   };
   double product = size(a->shape->back());  // K
   for (const SymExpr& e : *out->shape) product *= size(e);
-  if (product < kCublasMinProduct) return std::nullopt;
-  std::string arch = ctx.module().attrs.get_string("arch", "sm_80");
-  int sm = arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 80;
-  int64_t ws = sm >= 90 ? kCublasWorkspaceHopper : kCublasWorkspace;
-  if (!ctx.module().extern_decl(kCublasMatmul)) ctx.module().add_extern(kCublasMatmul);
+  if (product < kLibraryMinProduct) return std::nullopt;
+  const std::string name = ctx.matmul_library() + ".matmul";
+  const int64_t ws = std::max<int64_t>(ctx.traits().matmul_workspace, 1);
+  if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
   StructInfo all = tuple_si({call.sinfo, tensor_si(DataType::u(8), {SymExpr(ws)})});
-  Expr r =
-      make_op_call("call_library", {make_string(kCublasMatmul), make_tuple({call.args[0], call.args[1]})}, {}, {all});
+  Expr r = make_op_call("call_library", {make_string(name), make_tuple({call.args[0], call.args[1]})}, {}, {all});
   r->sinfo = all;
   Expr item = make_tuple_get_item(ctx.emit(r, "matmul_all"), 0);
   item->sinfo = call.sinfo;
@@ -83,7 +82,7 @@ std::optional<Expr> cublas_matmul(LegalizeContext& ctx, const CallNode& call) {
 
 std::optional<Expr> legalize_matmul(LegalizeContext& ctx, const CallNode& call) {
   if (std::optional<Expr> lib = blas_matmul(ctx, call)) return lib;
-  if (std::optional<Expr> lib = cublas_matmul(ctx, call)) return lib;
+  if (std::optional<Expr> lib = library_matmul(ctx, call)) return lib;
   ProgramBuilder pb(ctx, "matmul");
   Buffer a = pb.input(call.args[0], "a");
   Buffer b = pb.input(call.args[1], "b");

@@ -137,7 +137,7 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
       kh.is_const() && kw.is_const()) {
     int64_t Og = ws[0].const_value() / groups, K = ws[1].const_value() * kh.const_value() * kw.const_value();
     const bool direct = rt::conv2d_direct_pays(kh.const_value(), kw.const_value(), Og, K, plane, win.strides[0],
-                                               win.strides[1], ctx.module().attrs.get_string("avx512", "0") == "1");
+                                               win.strides[1], ctx.traits().vector_bits >= 512);
     int64_t layout = channel_blocks ? 2 : direct ? 0 : 1;
     if (layout == 0) no_workspace = true;
     for (const char* name : {kConv2dPack, kConv2dPacked})

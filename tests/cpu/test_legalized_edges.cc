@@ -25,7 +25,7 @@ std::vector<float> grid_sample(const std::vector<float>& image, int64_t h, int64
                      "), f32], g: Tensor[(1, 1, " + std::to_string(points) + ", 2), f32]) -> " + out +
                      " {\n  dataflow {\n    y: " + out + " = grid_sample(x, g" + attrs +
                      ")\n  }\n  return y\n}\n";
-  IRModule lowered = run_passes(parse_module(text), pipeline("O0", "cpu"));
+  IRModule lowered = run_passes(parse_module(text), pipeline("O0"));
   std::vector<tir::Program> progs = programs_in(lowered);
   REQUIRE(progs.size() == 1);
   Library lib(compile_programs(progs, {}));

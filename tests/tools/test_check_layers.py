@@ -16,6 +16,9 @@ def run(script, root):
     return r.returncode, r.stdout + r.stderr
 
 
+TARGETS = "relax_target(cpu RELAX_ENABLE_CPU)\nrelax_target(vulkan RELAX_ENABLE_VULKAN)\nrelax_target(cuda RELAX_ENABLE_CUDA)\n"
+
+
 def tree(root, files):
     for path, text in files.items():
         os.makedirs(os.path.join(root, os.path.dirname(path)), exist_ok=True)
@@ -44,8 +47,14 @@ def main():
             "backends/vm/lower.h": "",
         },
         "sibling targets (cuda -> cpu)": {
+            "backends/CMakeLists.txt": TARGETS,
             "backends/cuda/c.cc": '#include "backends/cpu/codegen.h"\n',
             "backends/cpu/codegen.h": "",
+        },
+        "a target below the one it builds on (cpu -> cpu_v2)": {
+            "backends/CMakeLists.txt": TARGETS + "relax_target(cpu_v2 RELAX_ENABLE_CPU cpu)\n",
+            "backends/cpu/c.cc": '#include "backends/cpu_v2/t.h"\n',
+            "backends/cpu_v2/t.h": "",
         },
         "runtime -> ir": {"runtime/r.cc": '#include "ir/expr.h"\n', "ir/expr.h": ""},
         "a folder in no layer": {"backends/common/x.cc": ""},
@@ -57,7 +66,10 @@ def main():
             if code != 1 or "error" not in out:
                 failures.append(f"{what}: not refused (exit {code}):\n{out}")
     good = {"backends/cuda/c.cc": '#include "backends/llvm/codegen.h"\n#include <vector>\n',
-            "backends/llvm/codegen.h": '#include "ir/tir.h"\n', "ir/tir.h": ""}
+            "backends/llvm/codegen.h": '#include "ir/tir.h"\n', "ir/tir.h": "",
+            # a target built on another (relax_target's BASE) includes it
+            "backends/CMakeLists.txt": TARGETS + "relax_target(cpu_v2 RELAX_ENABLE_CPU cpu)\n",
+            "backends/cpu_v2/t.cc": '#include "backends/cpu/codegen.h"\n', "backends/cpu/codegen.h": ""}
     with tempfile.TemporaryDirectory() as d:
         tree(d, good)
         code, out = run(script, d)

@@ -230,7 +230,7 @@ def main():
               f"(without regions: {dot_nog.count(' -> ')})")
 
         # The rewrite into regions keeps the program's meaning: with
-        # cuda_graph="1" the cpu target rewrites too (the regions then run
+        # add_traits="capture" the cpu target rewrites too (the regions then run
         # directly), and the exported models still match PyTorch.
         rewritten = 0
         for m in ("gpt2_tiny", "bert_tiny", "cnn_tiny"):
@@ -240,13 +240,13 @@ def main():
             with open(rel) as f:
                 text = f.read()
             with open(rel, "w") as f:
-                f.write(text.replace("module_attrs {", 'module_attrs {cuda_graph="1", ', 1))
+                f.write(text.replace("module_attrs {", 'module_attrs {add_traits="capture", ', 1))
             r = run(build, rel, "--target", "cpu", "--emit", "relax")
             n = r.stdout.count('call_builtin("cuda.graph_run"')
             # cnn_tiny's cpu program has one kernel launch left between its
             # library calls (its flatten is read in place by the product,
             # passes/fold_matmul_views.cc): nothing to capture there.
-            check(n >= 1 or m == "cnn_tiny", f"{m} on cpu with cuda_graph=1: no region")
+            check(n >= 1 or m == "cnn_tiny", f"{m} on cpu with add_traits=capture: no region")
             rewritten += n
             cpkg = os.path.join(tmp, m + ".graphs.cpu.rpkg")
             r = run(build, rel, "--target", "cpu", "-o", cpkg)

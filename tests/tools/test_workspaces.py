@@ -32,6 +32,7 @@ none.
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -124,7 +125,7 @@ def check_conv_library(tmp, build, rrun):
         r = run(build, path, "--emit", "relax", "-o", "-", *cpu)
         # the direct kernel's packed layout, no workspace, as
         # runtime/conv_direct.h conv2d_direct_pays chooses for the target CPU
-        avx512 = 'avx512="1"' in r.stdout
+        avx512 = re.search(r'traits="[^"]*vector=512', r.stdout) is not None
         og, K, wide = o // groups, c // groups * k * k, k > 1
         if og < 4:
             direct = False

@@ -15,6 +15,7 @@
 #include "ir/printer.h"
 #include "passes/legalize/legalize.h"
 #include "passes/pass.h"
+#include "vulkan_test_util.h"
 #include "runtime/vulkan.h"
 
 using namespace relax;
@@ -239,10 +240,10 @@ TEST_CASE("vulkan codegen: legalised and fused programs agree with the cpu backe
   // programs too), and the GRU's time loop on the host (a loop op whose
   // body launches a step's kernels) at every level.
   IRModule mod = parse_module(kOps);
-  mod.attrs.set("target", std::string("vulkan"));
+  configure_vulkan(mod);
   for (const char* level : {"O0", "O2"}) {
     CAPTURE(level);
-    IRModule lowered = run_passes(mod, pipeline(level, "vulkan"));
+    IRModule lowered = run_passes(mod, pipeline(level, TargetTraits::of(mod)));
     std::string printed = print_module(lowered);
     CHECK(printed.find("call_library") == std::string::npos);
     CHECK(printed.find("= loop(") != std::string::npos);

@@ -8,6 +8,7 @@
 #include "backends/gpu/schedule.h"
 #include "ir/tir_functor.h"
 #include "passes/pass.h"
+#include "vulkan_test_util.h"
 
 using namespace relax;
 
@@ -15,8 +16,8 @@ namespace {
 
 std::vector<tir::Program> gpu_programs(const char* text) {
   IRModule mod = parse_module(text);
-  mod.attrs.set("target", std::string("vulkan"));
-  return cpu::test::programs_in(run_passes(mod, pipeline("O0", "vulkan")));
+  configure_vulkan(mod);
+  return cpu::test::programs_in(run_passes(mod, pipeline("O0", TargetTraits::of(mod))));
 }
 
 const tir::Program& named(const std::vector<tir::Program>& progs, const std::string& name) {

@@ -21,6 +21,7 @@
 #include "passes/pass.h"
 #include "passes/passes.h"
 #include "runtime/file_util.h"
+#include "runtime/device.h"
 #include "runtime/kernel_library.h"
 #include "runtime/package.h"
 #include "runtime/vm.h"
@@ -80,13 +81,17 @@ LoadedModel load_model(const std::string& path, const onnx_fe::ImportOptions& im
   return m;
 }
 
-std::vector<std::string> pass_list(const BuildOptions& opts) {
-  return pipeline("O" + std::to_string(std::clamp(opts.opt_level, 0, 2)), opts.target);
-}
-
 // The target's options: the given ones, the rest at their defaults.
 TargetOptions target_options(const BuildOptions& opts) {
   return resolve_options(find_target(opts.target), opts.opt_level, opts.target_options);
+}
+
+// The pipeline of the build's level, from the target's traits, with the
+// target's own passes.
+std::vector<std::string> pass_list(const BuildOptions& opts) {
+  const Target& target = find_target(opts.target);
+  int level = std::clamp(opts.opt_level, 0, 2);
+  return pipeline("O" + std::to_string(level), target.traits(target_options(opts)), target.passes(), level);
 }
 
 // The target decides lowering (library offload, workspace lifting): the
@@ -154,6 +159,7 @@ void record_bounds(IRModule& mod, const BuildOptions& opts) {
 
 PassOptions pass_options(const BuildOptions& opts) {
   PassOptions po;
+  for (const TargetPass& t : find_target(opts.target).passes()) po.extra.push_back(t.pass);
   po.time_passes = opts.time_passes;
   po.print_after = opts.print_after;
   po.print_after_all = opts.print_after_all;
@@ -228,35 +234,34 @@ Compiled compile_module(const IRModule& mod, const BuildOptions& opts) {
   return c;
 }
 
-// The section the cpu target's shared object is in (constant folding runs it).
-const std::string* cpu_kernels(const Compiled& c) {
-  for (const auto& [name, bytes] : c.kernels.sections)
-    if (name == "kernels.cpu") return &bytes;
-  return nullptr;
-}
-
 // Constant folding at build time: @transform_params (what
-// lift-transform-params moved out of @main) is compiled, run here with the
-// real kernels (the cpu target's, for this machine), and its results
-// become the package's weights "__lifted_K"; the function and the weights
-// only it read leave the package. Skipped when the kernels are for another
-// CPU than this one (--cpu) or folding is off: then the runtime runs
-// @transform_params at load.
+// lift-transform-params moved out of @main) is compiled for a host target
+// of this build (backends/target.h host_target: the cpu's, for this
+// machine), run here on the runtime's device for its kernel section, and
+// its results become the package's weights "__lifted_K"; the function and
+// the weights only it read leave the package. Skipped when folding is off,
+// when the build has no host target (a GPU-only build), or when the
+// target's kernels are for another machine than this one (--cpu): then
+// the runtime runs @transform_params at load.
 bool fold_transform_params(IRModule& mod, NamedTensors& weights, const BuildOptions& opts) {
-  auto cpu = opts.target_options.find("cpu");
-  bool other_cpu = cpu != opts.target_options.end() && cpu->second != "host";
-  if (!opts.fold_constants || other_cpu || !mod.function("transform_params")) return false;
+  const Target* host_target_ = host_target();
+  if (!opts.fold_constants || !host_target_ || !find_target(opts.target).folds_here(target_options(opts)) ||
+      !mod.function("transform_params"))
+    return false;
   IRModule sub = mod;
   sub.remove("main");
   sub = dead_code_elimination(sub);
-  BuildOptions host;  // folding runs here, on this cpu, whatever the target
-  host.target = "cpu";
+  BuildOptions host;  // folding runs here, on this machine, whatever the target
+  host.target = host_target_->name();
   host.opt_level = opts.opt_level;
   Compiled c = compile_module(sub, host);
-  std::unique_ptr<rt::KernelLibrary> lib;
-  if (const std::string* so = cpu_kernels(c))
-    lib = rt::KernelLibrary::load(std::span(reinterpret_cast<const uint8_t*>(so->data()), so->size()),
-                                  "constant folding");
+  rt::SectionLookup sections = [&c](const std::string& name) -> std::optional<std::span<const uint8_t>> {
+    for (const auto& [n, bytes] : c.kernels.sections)
+      if (n == name) return std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    return std::nullopt;
+  };
+  const rt::Device& dev = rt::device_for(sections, host.target, "constant folding");
+  std::unique_ptr<rt::Kernels> lib = dev.load(sections, nlohmann::json::object(), 0, "constant folding");
   std::map<std::string, const HostTensor*> by_name;
   for (const auto& [name, t] : weights) by_name[name] = &t;
   rt::VirtualMachine vm(
