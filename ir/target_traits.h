@@ -6,7 +6,8 @@
 // read). The pipelines are built from them and the passes read them; no
 // pass compares a target's name. In IR text:
 //
-//   module_attrs {target="cuda", traits="gpu capture matmul=cublas:4194304 threads=1024 shared=49152 precisions=f32,f64"}
+//   module_attrs {target="cuda", traits="gpu capture matmul=cublas:4194304 threads=1024 shared=49152
+//   precisions=f32,f64"}
 //
 // A module without the attribute has the default traits: a host target
 // with the runtime's host kernels and no wide vectors, as the cpu target

@@ -539,14 +539,14 @@ class EpilogueMatcher {
   const bool product_, integer_;
   tir::Buffer out_, y_;
   bool quantized_ = false;
-  size_t channel_ = 0;          // the output's channel dim: a convolution's 1, a product's last
-  std::vector<SymExpr> vars_;   // the nest's loop variables, outermost first
-  Analyzer az_;                 // their bounds
-  SymExpr stored_{0};           // the store's offset into the output
-  tir::Stmt body_;              // @f's body, indices simplified: what store_ points into
+  size_t channel_ = 0;         // the output's channel dim: a convolution's 1, a product's last
+  std::vector<SymExpr> vars_;  // the nest's loop variables, outermost first
+  Analyzer az_;                // their bounds
+  SymExpr stored_{0};          // the store's offset into the output
+  tir::Stmt body_;             // @f's body, indices simplified: what store_ points into
   const tir::StoreNode* store_ = nullptr;
   Epilogue e_;
-  tir::TExpr v_;                // what is left of the stored value to match
+  tir::TExpr v_;  // what is left of the stored value to match
   bool has_lo_ = false, has_hi_ = false;
   std::string why_;
 };

@@ -1,8 +1,9 @@
 // The cpu_portable target (backends/target.h): kernels.cpu for x86-64-v2,
 // whatever CPU builds it, through the cpu target's code generator. Its
 // packages run on the runtime's cpu device.
-#include "backends/cpu/codegen.h"
 #include "backends/target.h"
+
+#include "backends/cpu/codegen.h"
 
 namespace relax {
 namespace {

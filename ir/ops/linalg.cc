@@ -158,7 +158,6 @@ StructInfo infer_einsum(const CallNode& call, const InferContext& ctx) {
   return tensor_si(dtype, std::move(out));
 }
 
-
 // ---- det ------------------------------------------------------------------------------
 
 StructInfo infer_det(const CallNode& call, const InferContext& ctx) {

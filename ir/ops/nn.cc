@@ -128,37 +128,40 @@ StructInfo infer_pool(const CallNode& call, const InferContext& ctx) {
   return tensor_si(x.dtype, std::move(out));
 }
 
+// strides, padding and dilation, as every window op takes them (empty
+// lists: strides and dilation 1, padding 0; padding lists all begins then
+// all ends).
+OpRegistry::Builder& window_attrs(OpRegistry::Builder& b) {
+  const std::vector<int64_t> none;
+  return b.attr("strides", AttrType::Ints, none)
+      .attr("padding", AttrType::Ints, none)
+      .attr("dilation", AttrType::Ints, none);
+}
+
 void register_nn_extra_ops(OpRegistry& reg);
 
 }  // namespace
 
 void register_nn_ops(OpRegistry& reg) {
   using T = AttrType;
-  const std::vector<int64_t> none;
-  reg.add("conv")
-      .doc(
-          "conv(x, w, strides, padding, dilation, groups, out_dtype): N-d cross-correlation. x is (N, C, "
-          "spatial...), w is (O, C / groups, kernel...), the result (N, O, out...) with out = floor((in + "
-          "pad_begin + pad_end - dilation * (k - 1) - 1) / stride) + 1. Channels are split into `groups` "
-          "independent groups. Empty lists mean strides and dilation 1, padding 0; padding lists all begins "
-          "then all ends.")
-      .args(2)
-      .attr("strides", T::Ints, none)
-      .attr("padding", T::Ints, none)
-      .attr("dilation", T::Ints, none)
+  window_attrs(
+      reg.add("conv")
+          .doc("conv(x, w, strides, padding, dilation, groups, out_dtype): N-d cross-correlation. x is (N, C, "
+               "spatial...), w is (O, C / groups, kernel...), the result (N, O, out...) with out = floor((in + "
+               "pad_begin + pad_end - dilation * (k - 1) - 1) / stride) + 1. Channels are split into `groups` "
+               "independent groups. Empty lists mean strides and dilation 1, padding 0; padding lists all begins "
+               "then all ends.")
+          .args(2))
       .attr("groups", T::Int, int64_t(1))
       .attr("out_dtype", T::DType, DataType::void_())
       .infer(infer_conv);
-  reg.add("conv_integer")
-      .doc(
-          "conv_integer(x, w, x_zp, w_zp, strides, padding, dilation, groups): the i32 convolution of x - x_zp "
-          "by w - w_zp (ONNX ConvInteger) for u8 or i8 x and w, in i32 arithmetic; the padding reads as x_zp "
-          "(0 after the subtraction). x_zp is one value of x's dtype, w_zp w's dtype, one value or one per "
-          "output channel. Shapes and attributes as conv's.")
-      .args(4)
-      .attr("strides", T::Ints, none)
-      .attr("padding", T::Ints, none)
-      .attr("dilation", T::Ints, none)
+  window_attrs(
+      reg.add("conv_integer")
+          .doc("conv_integer(x, w, x_zp, w_zp, strides, padding, dilation, groups): the i32 convolution of x - x_zp "
+               "by w - w_zp (ONNX ConvInteger) for u8 or i8 x and w, in i32 arithmetic; the padding reads as x_zp "
+               "(0 after the subtraction). x_zp is one value of x's dtype, w_zp w's dtype, one value or one per "
+               "output channel. Shapes and attributes as conv's.")
+          .args(4))
       .attr("groups", T::Int, int64_t(1))
       .infer(infer_conv_integer);
   const char* pool_doc =
@@ -167,23 +170,17 @@ void register_nn_ops(OpRegistry& reg) {
       "stride) + 1, rounding up instead with ceil_mode (then a last window that would start in the right "
       "padding is dropped: (out - 1) * stride < in + pad_begin). Padded positions never win a max; count_include_pad "
       "makes avg_pool divide by the full window size.";
-  reg.add("max_pool")
-      .doc(cat("max_pool", pool_doc, " The result is each window's largest element."))
-      .args(1)
-      .attr("pool_size", T::Ints)
-      .attr("strides", T::Ints, none)
-      .attr("padding", T::Ints, none)
-      .attr("dilation", T::Ints, none)
+  window_attrs(reg.add("max_pool")
+                   .doc(cat("max_pool", pool_doc, " The result is each window's largest element."))
+                   .args(1)
+                   .attr("pool_size", T::Ints))
       .attr("ceil_mode", T::Bool, false)
       .attr("count_include_pad", T::Bool, false)
       .infer(infer_pool);
-  reg.add("avg_pool")
-      .doc(cat("avg_pool", pool_doc, " The result is each window's mean."))
-      .args(1)
-      .attr("pool_size", T::Ints)
-      .attr("strides", T::Ints, none)
-      .attr("padding", T::Ints, none)
-      .attr("dilation", T::Ints, none)
+  window_attrs(reg.add("avg_pool")
+                   .doc(cat("avg_pool", pool_doc, " The result is each window's mean."))
+                   .args(1)
+                   .attr("pool_size", T::Ints))
       .attr("ceil_mode", T::Bool, false)
       .attr("count_include_pad", T::Bool, false)
       .infer(infer_pool);
@@ -355,45 +352,35 @@ void register_nn_extra_ops(OpRegistry& reg) {
       .attr("groups", T::Int, int64_t(1))
       .attr("out_dtype", T::DType, DataType::void_())
       .infer(infer_conv_transpose);
-  reg.add("deform_conv")
-      .doc(
-          "deform_conv(x, w, offset, [mask], strides, padding, dilation, groups, offset_groups): conv "
-          "whose kernel taps are moved by learned offsets. offset is (N, offset_groups * 2 * prod(kernel), "
-          "out...), holding per output position and tap a (dy, dx, ...) displacement (one pair per spatial "
-          "axis, in axis order) added to the tap's position; x is sampled there bilinearly (zero outside). "
-          "mask (N, offset_groups * prod(kernel), out...) scales each sampled tap (absent: 1). The input "
-          "channels split into offset_groups groups sharing offsets. The result is conv's.")
-      .args(3, 4)
-      .attr("strides", T::Ints, none)
-      .attr("padding", T::Ints, none)
-      .attr("dilation", T::Ints, none)
+  window_attrs(
+      reg.add("deform_conv")
+          .doc("deform_conv(x, w, offset, [mask], strides, padding, dilation, groups, offset_groups): conv "
+               "whose kernel taps are moved by learned offsets. offset is (N, offset_groups * 2 * prod(kernel), "
+               "out...), holding per output position and tap a (dy, dx, ...) displacement (one pair per spatial "
+               "axis, in axis order) added to the tap's position; x is sampled there bilinearly (zero outside). "
+               "mask (N, offset_groups * prod(kernel), out...) scales each sampled tap (absent: 1). The input "
+               "channels split into offset_groups groups sharing offsets. The result is conv's.")
+          .args(3, 4))
       .attr("groups", T::Int, int64_t(1))
       .attr("offset_groups", T::Int, int64_t(1))
       .attr("out_dtype", T::DType, DataType::void_())
       .infer(infer_deform_conv);
-  reg.add("lp_pool")
-      .doc(
-          "lp_pool(x, p, pool_size, strides, padding, dilation, ceil_mode): max_pool's windows, each "
-          "reduced to (sum |v|^p)^(1/p); padded positions count as 0.")
-      .args(1)
-      .attr("p", T::Float, 2.0)
-      .attr("pool_size", T::Ints)
-      .attr("strides", T::Ints, none)
-      .attr("padding", T::Ints, none)
-      .attr("dilation", T::Ints, none)
+  window_attrs(reg.add("lp_pool")
+                   .doc("lp_pool(x, p, pool_size, strides, padding, dilation, ceil_mode): max_pool's windows, each "
+                        "reduced to (sum |v|^p)^(1/p); padded positions count as 0.")
+                   .args(1)
+                   .attr("p", T::Float, 2.0)
+                   .attr("pool_size", T::Ints))
       .attr("ceil_mode", T::Bool, false)
       .infer(infer_pool);
-  reg.add("max_pool_indices")
-      .doc(
-          "max_pool_indices(x, pool_size, strides, padding, dilation, ceil_mode, storage_order): max_pool's "
-          "windows, each giving the position (i64) of its first largest element as a flat index into x "
-          "(row-major over N, C, spatial...; with storage_order 1 the spatial dims are flattened "
-          "column-major instead). The shape is max_pool's.")
-      .args(1)
-      .attr("pool_size", T::Ints)
-      .attr("strides", T::Ints, none)
-      .attr("padding", T::Ints, none)
-      .attr("dilation", T::Ints, none)
+  window_attrs(
+      reg.add("max_pool_indices")
+          .doc("max_pool_indices(x, pool_size, strides, padding, dilation, ceil_mode, storage_order): max_pool's "
+               "windows, each giving the position (i64) of its first largest element as a flat index into x "
+               "(row-major over N, C, spatial...; with storage_order 1 the spatial dims are flattened "
+               "column-major instead). The shape is max_pool's.")
+          .args(1)
+          .attr("pool_size", T::Ints))
       .attr("ceil_mode", T::Bool, false)
       .attr("storage_order", T::Int, int64_t(0))
       .infer(infer_pool_indices);

@@ -9,10 +9,10 @@ using namespace ops;
 
 struct CellKind {
   const char* name;
-  int gates;          // blocks of hidden_size rows in W and R
-  int activations;    // activation functions per direction
-  int max_args;       // X, W, R, B, sequence_lens, initial_h[, initial_c, P]
-  bool has_cell;      // lstm: a cell state, Y_c
+  int gates;        // blocks of hidden_size rows in W and R
+  int activations;  // activation functions per direction
+  int max_args;     // X, W, R, B, sequence_lens, initial_h[, initial_c, P]
+  bool has_cell;    // lstm: a cell state, Y_c
 };
 const CellKind kCells[] = {
     {"rnn", 1, 1, 6, false},
@@ -42,7 +42,8 @@ void check_operand(const std::string& op, const CallNode& call, size_t i, const 
     require_integer(op, t.dtype, what, false);
   }
   if (!t.shape) return;
-  for (size_t d = 0; d < want.size(); ++d) check_dims_equal(op, (*t.shape)[d], want[d], cat("dim ", d, " of ", what), ana);
+  for (size_t d = 0; d < want.size(); ++d)
+    check_dims_equal(op, (*t.shape)[d], want[d], cat("dim ", d, " of ", what), ana);
 }
 
 // The first known value of the two.
@@ -70,7 +71,8 @@ RnnDims rnn_dims(const std::string& op, const CallNode& call, const Attrs& attrs
     fail(op, ": ", n_act, " activations given, expected ", want_act, " (", cell.activations, " per direction)");
   for (const char* list : {"activation_alpha", "activation_beta"}) {
     size_t n = attrs.get_floats(list).size();
-    if (n != 0 && n != (n_act ? n_act : want_act)) fail(op, ": ", list, " has ", n, " values, one per activation expected");
+    if (n != 0 && n != (n_act ? n_act : want_act))
+      fail(op, ": ", list, " has ", n, " values, one per activation expected");
   }
   if (attrs.get_float("clip") < 0) fail(op, ": clip must not be negative");
 

@@ -145,7 +145,6 @@ std::optional<Expr> legalize_einsum(LegalizeContext& ctx, const CallNode& call) 
       compute_reduce(y, red_ext, sum_reducer(acc), value, [&](const Index&, const TExpr& a) { return cast(t, a); }));
 }
 
-
 // ---- det -----------------------------------------------------------------------------
 
 // LU decomposition with partial pivoting of each matrix, in a scratch copy

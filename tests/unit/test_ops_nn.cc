@@ -31,16 +31,19 @@ TEST_CASE("conv_transpose: output size and channels") {
           {"output_padding", std::vector<int64_t>{1, 0}}};
   CHECK(infer_tensor("conv_transpose", {tensor({1, 1, 3, 3}), tensor({1, 2, 3, 3})}, a) == "(1, 2, 8, 3), f32");
   Attrs g{{"strides", std::vector<int64_t>{2, 2}}, {"groups", int64_t(2)}};
-  CHECK(infer_tensor("conv_transpose", {tensor({n, 4, h, w}), tensor({4, 3, 3, 3})}, g) == "(n, 6, h * 2 + 1, w * 2 + 1), f32");
-  CHECK(infer_error("conv_transpose", {tensor({1, 3, 5, 5}), tensor({4, 2, 3, 3})}).find("channels") != std::string::npos);
+  CHECK(infer_tensor("conv_transpose", {tensor({n, 4, h, w}), tensor({4, 3, 3, 3})}, g) ==
+        "(n, 6, h * 2 + 1, w * 2 + 1), f32");
+  CHECK(infer_error("conv_transpose", {tensor({1, 3, 5, 5}), tensor({4, 2, 3, 3})}).find("channels") !=
+        std::string::npos);
   CHECK(infer_error("conv_transpose", {tensor({1, 4, 5}), tensor({4, 2, 3, 3})}).find("rank") != std::string::npos);
 }
 
 TEST_CASE("deform_conv: conv's shape; offsets must fit") {
   Attrs a{{"padding", std::vector<int64_t>{1, 1, 1, 1}}};
-  CHECK(infer_tensor("deform_conv", {tensor({1, 1, 3, 3}), tensor({1, 1, 2, 2}), tensor({1, 8, 4, 4})}, a) == "(1, 1, 4, 4), f32");
-  CHECK(infer_tensor("deform_conv", {tensor({1, 1, 3, 3}), tensor({1, 1, 2, 2}), tensor({1, 8, 2, 2}), tensor({1, 4, 2, 2})}) ==
-        "(1, 1, 2, 2), f32");
+  CHECK(infer_tensor("deform_conv", {tensor({1, 1, 3, 3}), tensor({1, 1, 2, 2}), tensor({1, 8, 4, 4})}, a) ==
+        "(1, 1, 4, 4), f32");
+  CHECK(infer_tensor("deform_conv", {tensor({1, 1, 3, 3}), tensor({1, 1, 2, 2}), tensor({1, 8, 2, 2}),
+                                     tensor({1, 4, 2, 2})}) == "(1, 1, 2, 2), f32");
   CHECK(infer_error("deform_conv", {tensor({1, 1, 3, 3}), tensor({1, 1, 2, 2}), tensor({1, 6, 2, 2})}).find("offset") !=
         std::string::npos);
 }
@@ -70,9 +73,11 @@ TEST_CASE("lp_pool and max_pool_indices have max_pool's shape") {
 TEST_CASE("max_unpool: the given output shape") {
   Attrs a{{"output_shape", std::vector<SymExpr>{n, 2, h * 2, 5}}};
   CHECK(infer_tensor("max_unpool", {tensor({n, 2, h, 2}), tensor({n, 2, h, 2}, i64)}, a) == "(n, 2, h * 2, 5), f32");
-  CHECK(infer_error("max_unpool", {tensor({1, 2, 2, 2}), tensor({1, 2, 2, 2}, f32)}, a).find("indices") != std::string::npos);
+  CHECK(infer_error("max_unpool", {tensor({1, 2, 2, 2}), tensor({1, 2, 2, 2}, f32)}, a).find("indices") !=
+        std::string::npos);
   Attrs bad{{"output_shape", std::vector<SymExpr>{1, 3, 4, 4}}};
-  CHECK(infer_error("max_unpool", {tensor({1, 2, 2, 2}), tensor({1, 2, 2, 2}, i64)}, bad).find("dim 1") != std::string::npos);
+  CHECK(infer_error("max_unpool", {tensor({1, 2, 2, 2}), tensor({1, 2, 2, 2}, i64)}, bad).find("dim 1") !=
+        std::string::npos);
 }
 
 TEST_CASE("lrn keeps the shape") {
