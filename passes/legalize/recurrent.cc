@@ -126,10 +126,7 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
         Buffer M = tp.input(m, in);
         Buffer Mt = M ? tp.output(tensor_si(DataType::f32(), {M->shape[2], GH}), name) : nullptr;
         if (!Mt) return std::nullopt;
-        return ctx.emit(tp.finish(compute(Mt,
-                                          [&](const Index& i) {
-                                            return load(M, {idx(d), i[1], i[0]});
-                                          })),
+        return ctx.emit(tp.finish(compute(Mt, [&](const Index& i) { return load(M, {idx(d), i[1], i[0]}); })),
                         op + "_" + name + std::to_string(d));
       };
       for (int d = 0; d < cell->dirs; ++d) {
@@ -137,8 +134,8 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
         if (!wt || !r) return std::nullopt;
         rt.push_back(*r);
         StructInfo gsi = tensor_si(DataType::f32(), {(*xs->shape)[0], (*xs->shape)[1], GH});
-        Expr mm =
-            make_op_call("call_library", {make_string("blas.matmul"), make_tuple({call.args[0], *wt})}, {}, {gsi});
+        Expr mm = make_op_call("call_library", {make_string("blas.matmul"), make_tuple({call.args[0], *wt})}, {},
+                               {gsi});
         mm->sinfo = gsi;
         gx.push_back(ctx.emit(mm, op + "_gx" + std::to_string(d)));
       }
@@ -234,29 +231,28 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
       TExpr tc = max_(min_(pos, idx(S) - idx(1)), idx(0));
       // Gate pre-activations g[q] = W x + Wb (+ R h + Rb where the cell wants it here).
       Stmt gates;
-      if (GX.empty())
-        gates = j_loop("q", G * H, [&](const TExpr& q) {
-          std::vector<Stmt> s;
-          s.push_back(acc.set(bias(q)));
-          s.push_back(dot(W, q, I, "kx", [&](const TExpr& k) { return ld(X, xi(tc, b, k)); }));
-          s.push_back(tir::make_store(gs, {b, q}, acc.get()));
-          Stmt rec = tir::make_seq({acc.set(rbias(q)), dot(R, q, SymExpr(H), "kh", [&](const TExpr& k) {
-                                      return load(hs, {b, k});
-                                    })});
-          Stmt add = tir::make_store(gs, {b, q}, load(gs, {b, q}) + acc.get());
-          if (!is_gru) {
-            s.push_back(rec);
-            s.push_back(add);
-          } else if (lbr) {
-            // z, r: add R h + Rb; the h block keeps R h + Rb apart in tmp.
-            s.push_back(rec);
-            s.push_back(tir::make_if(lt(q, idx(2 * H)), add,
-                                     tir::make_store(tmp, {b, max_(q - idx(2 * H), idx(0))}, acc.get())));
-          } else {
-            s.push_back(tir::make_if(lt(q, idx(2 * H)), tir::make_seq({rec, add})));
-          }
-          return tir::make_seq(s);
-        });
+      if (GX.empty()) gates = j_loop("q", G * H, [&](const TExpr& q) {
+        std::vector<Stmt> s;
+        s.push_back(acc.set(bias(q)));
+        s.push_back(dot(W, q, I, "kx", [&](const TExpr& k) { return ld(X, xi(tc, b, k)); }));
+        s.push_back(tir::make_store(gs, {b, q}, acc.get()));
+        Stmt rec = tir::make_seq({acc.set(rbias(q)), dot(R, q, SymExpr(H), "kh", [&](const TExpr& k) {
+                                    return load(hs, {b, k});
+                                  })});
+        Stmt add = tir::make_store(gs, {b, q}, load(gs, {b, q}) + acc.get());
+        if (!is_gru) {
+          s.push_back(rec);
+          s.push_back(add);
+        } else if (lbr) {
+          // z, r: add R h + Rb; the h block keeps R h + Rb apart in tmp.
+          s.push_back(rec);
+          s.push_back(
+              tir::make_if(lt(q, idx(2 * H)), add, tir::make_store(tmp, {b, max_(q - idx(2 * H), idx(0))}, acc.get())));
+        } else {
+          s.push_back(tir::make_if(lt(q, idx(2 * H)), tir::make_seq({rec, add})));
+        }
+        return tir::make_seq(s);
+      });
       // The projected form: rsum[b, q0 + q] = Rb + sum_k R[q0 + q, k] src[b, k]
       // for q < nq, k in order, as H steps each adding one column of R
       // (a row of rt, contiguous) times src[b, k] to every row's sum: a
@@ -265,10 +261,9 @@ std::optional<Expr> legalize_recurrent(LegalizeContext& ctx, const CallNode& cal
         SymExpr kv = SymExpr::var(name + "k" + sfx), qv = SymExpr::var(name + "q" + sfx);
         TExpr k = idx(kv), q = idx(qv) + idx(q0);
         Stmt step = tir::make_store(rsum, {b, q}, load(rsum, {b, q}) + load(RT[size_t(d)], {k, q}) * load(src, {b, k}));
-        return tir::make_seq({j_loop(name + "i", nq,
-                                     [&](const TExpr& j) {
-                                       return tir::make_store(rsum, {b, j + idx(q0)}, rbias(j + idx(q0)));
-                                     }),
+        return tir::make_seq({j_loop(name + "i", nq, [&](const TExpr& j) {
+                                return tir::make_store(rsum, {b, j + idx(q0)}, rbias(j + idx(q0)));
+                              }),
                               tir::make_for(kv, SymExpr(H), LoopKind::Serial,
                                             tir::make_for(qv, SymExpr(nq), LoopKind::Vectorized, step))});
       };
@@ -478,10 +473,7 @@ std::optional<Expr> legalize_recurrent_gpu(LegalizeContext& ctx, const CallNode&
       if (!GX || !T || !Hs || !R || !out || (cell.lbr && !rhb)) return std::nullopt;
       auto dot = [&](const TExpr& b, const TExpr& row) {
         return accumulate(
-            acc, {SymExpr(H)},
-            [&](const Index& k) {
-              return ld(R, {idx(d), row, k[0]}) * load(Hs, {b, k[0]});
-            },
+            acc, {SymExpr(H)}, [&](const Index& k) { return ld(R, {idx(d), row, k[0]}) * load(Hs, {b, k[0]}); },
             [](const TExpr& a, const TExpr& v) { return a + v; }, "k");
       };
       Stmt main = spread(pb, "g", SymExpr(G * H), [&](TExpr b, TExpr q) {
