@@ -46,8 +46,10 @@ const Target& find_target(const std::string& name) {
 }
 
 const Target* host_target() {
-  for (const auto& t : registry().built)
-    if (!t->traits(resolve_options(*t, 2, {})).gpu) return t.get();
+  for (const auto& t : registry().built) {
+    TargetOptions defaults = resolve_options(*t, 2, {});
+    if (!t->traits(defaults).gpu && t->folds_here(defaults)) return t.get();
+  }
   return nullptr;
 }
 

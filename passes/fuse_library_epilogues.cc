@@ -58,6 +58,7 @@ constexpr const char* kConv = "gemm.conv2d_packed";
 constexpr const char* kMatmul = "blas.matmul";
 constexpr const char* kMatmulView = "blas.matmul_view";
 constexpr const char* kQmatmul = "gemm.qmatmul_packed";
+constexpr const char* kTopic = "fuse-library-epilogues";  // --explain
 
 // A scalar operand: a constant, or an input of @f read as one f32.
 struct Scalar {
@@ -602,7 +603,7 @@ std::optional<LibraryCall> plain_library_call(const Expr& value) {
 
 class Fuser : public ExprMutator {
  public:
-  explicit Fuser(const IRModule& mod) : ExprMutator(&mod) {}
+  explicit Fuser(const IRModule& mod) : ExprMutator(&mod), explaining_(explaining(kTopic)) {}
 
   Function run(const Function& f) {
     uses_.clear(), fused_.clear(), dropped_.clear();
@@ -647,12 +648,10 @@ class Fuser : public ExprMutator {
         const bool integer = lib->second.name == kQmatmul;
         EpilogueMatcher m(mod_->program(g->name), k, lib->second.name != kConv, integer);
         std::optional<Epilogue> e = m.match();
-        if (!e) {
-          explain("fuse-library-epilogues",
-                  cat("%", b.var->name, " = @", g->name, " after ", lib->second.name, ": not fused: ", m.why_not()));
-          continue;
-        }
-        explain("fuse-library-epilogues", cat("%", b.var->name, " = @", g->name, " fused into ", lib->second.name));
+        if (explaining_)
+          explain(kTopic, cat("%", b.var->name, " = @", g->name, e ? " fused into " : " after ", lib->second.name,
+                              e ? "" : ": not fused: " + m.why_not()));
+        if (!e) continue;
         const auto* lib_args = as<TupleNode>(lib->second.call->args[1]);
         std::vector<Expr> fields = {lib_args->fields[0], lib_args->fields[1]};
         if (integer) fields.push_back(lib_args->fields[2]);
@@ -685,6 +684,7 @@ class Fuser : public ExprMutator {
     }
   }
 
+  const bool explaining_;  // --explain fuse-library-epilogues: say why each candidate is (not) fused
   std::unordered_map<const VarNode*, int> uses_;
   std::unordered_map<const VarNode*, Expr> fused_;
   std::unordered_set<const VarNode*> dropped_;

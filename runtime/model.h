@@ -62,8 +62,6 @@ class Model {
   // The package's kernels (cpu shared object, Vulkan pipelines, CUDA
   // module); null when it has none.
   const Kernels* kernels() const { return kernels_.get(); }
-  // Whether its device is the host (runtime/device.h Device::host).
-  bool host() const { return side_by_side_; }
 
  private:
   Package pkg_;
@@ -77,7 +75,7 @@ class Model {
   // constants computed by the first VM at load).
   Executable exe_;
   std::map<std::string, Tensor> weights_;
-  bool side_by_side_ = false;  // cpu: overlapping runs each take a VM
+  bool side_by_side_ = false;  // a host device (Device::host): overlapping runs each take a VM
   std::mutex vms_mu_;
   std::condition_variable vm_free_;
   bool vm_busy_ = false;                               // vm_ is running

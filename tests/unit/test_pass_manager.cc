@@ -1,6 +1,7 @@
 // The pass manager: names, pipelines, printing, timing, verification.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "ir/error.h"
@@ -84,4 +85,49 @@ TEST_CASE("print-after-all and time-passes report every pass, pipelines expanded
     CHECK(s.find("  " + n + "\n") != std::string::npos);
   }
   CHECK(s.find("total") != std::string::npos);
+}
+
+TEST_CASE("the pipelines follow the traits, not a target's name") {
+  TargetTraits host, gpu;
+  gpu.gpu = true, gpu.host_kernels = false, gpu.precisions = {"f32"};
+  auto has = [](const std::vector<std::string>& names, const char* n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  CHECK(has(pipeline("O1", host), "qdq-to-integer"));
+  CHECK(!has(pipeline("O1", gpu), "qdq-to-integer"));
+  CHECK(has(pipeline("O2", host), "fold-matmul-views"));
+  CHECK(!has(pipeline("O2", gpu), "fold-matmul-views"));
+  CHECK(!has(pipeline("O0", host), "lift-workspaces"));
+  CHECK(has(pipeline("O0", gpu), "lift-workspaces"));
+  // The traits round-trip through their text, which the module records.
+  TargetTraits cuda = gpu;
+  cuda.matmul_library = "cublas", cuda.matmul_workspace = 4096, cuda.capture = true, cuda.max_threads = 1024;
+  CHECK(TargetTraits::parse(cuda.str()).str() == cuda.str());
+  CHECK_THROWS_WITH_AS(TargetTraits::parse("gpu warp=32"), doctest::Contains("unknown word 'warp=32'"), Error);
+}
+
+TEST_CASE("a target's own passes run after the pipeline pass they name, from their level") {
+  int runs = 0;
+  Pass mine{"count-runs", "counts its runs", [&](const IRModule& m) {
+              ++runs;
+              return m;
+            }};
+  std::vector<TargetPass> own = {{mine, "canonicalize-bindings", 1}};
+  std::vector<std::string> o1 = pipeline("O1", {}, own, 1), o0 = pipeline("O0", {}, own, 0);
+  CHECK(std::count(o0.begin(), o0.end(), "count-runs") == 0);  // below its level
+  // After each canonicalize-bindings of O1.
+  int64_t canon = std::count(o1.begin(), o1.end(), "canonicalize-bindings");
+  CHECK(std::count(o1.begin(), o1.end(), "count-runs") == canon);
+  for (size_t i = 0; i < o1.size(); ++i)
+    if (o1[i] == "count-runs") CHECK(o1[i - 1] == "canonicalize-bindings");
+  // The pass manager finds it by name among the extra passes, not in the registry.
+  PassOptions opts;
+  CHECK_THROWS_WITH_AS(run_passes(parse_module(kModule), o1, opts), doctest::Contains("unknown pass 'count-runs'"),
+                       Error);
+  opts.extra = {mine};
+  run_passes(parse_module(kModule), o1, opts);
+  CHECK(runs == canon);
+  // A pass after one the pipeline lacks is an error, not silently dropped.
+  std::vector<TargetPass> lost = {{mine, "no-such-pass", 0}};
+  CHECK_THROWS_WITH_AS(pipeline("O2", {}, lost, 2), doctest::Contains("which pipeline O2 lacks"), Error);
 }

@@ -86,12 +86,11 @@ TargetOptions target_options(const BuildOptions& opts) {
   return resolve_options(find_target(opts.target), opts.opt_level, opts.target_options);
 }
 
-// The pipeline of the build's level, from the target's traits, with the
-// target's own passes.
-std::vector<std::string> pass_list(const BuildOptions& opts) {
-  const Target& target = find_target(opts.target);
+// The pipeline of the build's level, from the traits the module records
+// (configure_target), with the target's own passes.
+std::vector<std::string> pass_list(const IRModule& mod, const BuildOptions& opts) {
   int level = std::clamp(opts.opt_level, 0, 2);
-  return pipeline("O" + std::to_string(level), target.traits(target_options(opts)), target.passes(), level);
+  return pipeline("O" + std::to_string(level), TargetTraits::of(mod), find_target(opts.target).passes(), level);
 }
 
 // The target decides lowering (library offload, workspace lifting): the
@@ -244,15 +243,15 @@ Compiled compile_module(const IRModule& mod, const BuildOptions& opts) {
 // target's kernels are for another machine than this one (--cpu): then
 // the runtime runs @transform_params at load.
 bool fold_transform_params(IRModule& mod, NamedTensors& weights, const BuildOptions& opts) {
-  const Target* host_target_ = host_target();
-  if (!opts.fold_constants || !host_target_ || !find_target(opts.target).folds_here(target_options(opts)) ||
+  const Target* folder = host_target();
+  if (!opts.fold_constants || !folder || !find_target(opts.target).folds_here(target_options(opts)) ||
       !mod.function("transform_params"))
     return false;
   IRModule sub = mod;
   sub.remove("main");
   sub = dead_code_elimination(sub);
   BuildOptions host;  // folding runs here, on this machine, whatever the target
-  host.target = host_target_->name();
+  host.target = folder->name();
   host.opt_level = opts.opt_level;
   Compiled c = compile_module(sub, host);
   rt::SectionLookup sections = [&c](const std::string& name) -> std::optional<std::span<const uint8_t>> {
@@ -459,7 +458,7 @@ IRModule build_module(const std::string& model, const BuildOptions& opts) {
   LoadedModel m = load_model(model, opts.import);
   configure_target(m.mod, opts);
   record_bounds(m.mod, opts);
-  return run_passes(m.mod, pass_list(opts), pass_options(opts));
+  return run_passes(m.mod, pass_list(m.mod, opts), pass_options(opts));
 }
 
 BuildReport build_package(const std::string& model, const std::string& out_path, const BuildOptions& opts) {
@@ -476,7 +475,7 @@ BuildReport build_package(const std::string& model, const std::string& out_path,
   phase("import");
   configure_target(m.mod, opts);
   record_bounds(m.mod, opts);
-  IRModule mod = run_passes(m.mod, pass_list(opts), pass_options(opts));
+  IRModule mod = run_passes(m.mod, pass_list(m.mod, opts), pass_options(opts));
   // A pass that broke the IR is a compiler bug: say so rather than build it.
   if (std::vector<std::string> problems = verify(mod); !problems.empty())
     fail(model, ": internal error: the IR is not well formed after the passes: ", problems[0],
