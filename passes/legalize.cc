@@ -9,6 +9,7 @@
 #include "passes/legalize/legalize.h"
 
 #include "ir/error.h"
+#include "ir/explain.h"
 #include "ir/mutator.h"
 #include "ir/normalize.h"
 #include "ir/op.h"
@@ -47,7 +48,12 @@ class Legalizer : public ExprMutator {
       fail("legalize ", c->op()->name, ": ", err.what());
     }
     std::vector<Binding> pending = ctx_.take_pending();
-    if (!r) return std::nullopt;
+    if (!r) {
+      if (explaining("legalize"))
+        explain("legalize", c->op()->name + " '" + name + "' left as it is: " +
+                                (ctx_.declined().empty() ? "its legaliser gives no reason" : ctx_.declined()));
+      return std::nullopt;
+    }
     out.insert(out.end(), pending.begin(), pending.end());
     return r;
   }

@@ -128,7 +128,7 @@ struct Built {
 
 // One kernel per stage of each program, and the metadata the runtime needs.
 Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, llvm::TargetMachine& tm,
-            int opts_block) {
+            int opts_block, int64_t max_shared_bytes) {
   Built out;
   out.module = std::make_unique<llvm::Module>("relax_cuda", ctx);
   llvm::Module& m = *out.module;
@@ -178,7 +178,7 @@ Built build(llvm::LLVMContext& ctx, const std::vector<tir::Program>& programs, l
       }
       // Matmul and conv also as blocks tiled through shared memory; the
       // runtime takes them when the blocks fill (CudaKernels).
-      if (std::optional<GpuBlockStage> block = gpu_shared_tile(st[k], kTileRows, kTileCols, opts_block)) {
+      if (std::optional<GpuBlockStage> block = gpu_shared_tile(st[k], kTileRows, kTileCols, opts_block, 16, max_shared_bytes)) {
         std::string bsym = symbol + "_shared";
         KernelCodegen(m, *p, bsym).run_block_stage(*block);
         kernel_names.insert(bsym);
@@ -302,7 +302,7 @@ std::string compile(const std::vector<tir::Program>& programs, const CudaOptions
   llvmgen::LlvmTask task("compiling " + std::to_string(programs.size()) + " kernels to PTX for " + opts.arch);
   auto tm = make_target_machine(opts);
   llvm::LLVMContext ctx;
-  Built b = build(ctx, programs, *tm, opts.block);
+  Built b = build(ctx, programs, *tm, opts.block, opts.max_shared_bytes);
   llvmgen::optimize_module(*b.module, *tm, std::clamp(opts.opt_level, 0, 3));
   for (const llvm::Function& f : *b.module)
     if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty())

@@ -43,6 +43,7 @@ struct CudaOptions {
   std::string arch = "sm_80";  // sm_80 (A100), sm_90 (H100), ...
   int opt_level = 3;           // LLVM's, 0..3
   int block = 256;             // threads per block
+  int64_t max_shared_bytes = 48 << 10;  // a block's static shared memory (the trait shared=)
   bool check_with_ptxas = true;
 };
 

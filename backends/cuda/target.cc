@@ -3,6 +3,7 @@
 // regions decided by the passes from the module's attributes.
 #include "backends/target.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "backends/cuda/codegen.h"
@@ -42,20 +43,24 @@ class CudaTarget : public Target {
     return t;
   }
   TargetArtifact compile(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
-    cuda::CudaArtifact art = cuda::compile_cuda(programs, cuda_options(opts));
+    cuda::CudaArtifact art = cuda::compile_cuda(programs, cuda_options(opts, traits(opts)));
     TargetArtifact out;
     out.sections.emplace_back("kernels.cuda", std::move(art.metadata));
     out.sections.emplace_back("kernels.cuda.ptx", std::move(art.ptx));
     return out;
   }
   std::string emit_source(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
-    return cuda::cuda_ptx(programs, cuda_options(opts));
+    return cuda::cuda_ptx(programs, cuda_options(opts, traits(opts)));
   }
 
  private:
-  static cuda::CudaOptions cuda_options(const TargetOptions& opts) {
+  // Blocks of 256 threads (within the traits' limit), tiles within the
+  // traits' shared memory.
+  static cuda::CudaOptions cuda_options(const TargetOptions& opts, const TargetTraits& t) {
     cuda::CudaOptions co;
     co.arch = opts.at("arch");
+    co.block = int(std::min<int64_t>(co.block, t.max_threads));
+    co.max_shared_bytes = t.shared_memory;
     return co;
   }
 };

@@ -108,9 +108,11 @@ struct GpuBlockStage {
 // padded input. The innermost row var that stages values on both sides is
 // chosen. Indices past an extent are clamped for loads, their stores
 // skipped. nullopt when the stage is not of that form, stages nothing on
-// one side, or needs more than 16 KiB of shared memory.
+// one side, or needs more than `max_shared_bytes` of shared memory (the
+// target's trait `shared`; 16 KiB is Vulkan's guaranteed minimum).
 std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t rows = 4, int64_t cols = 4,
-                                             int64_t threads = 256, int64_t depth = 16);
+                                             int64_t threads = 256, int64_t depth = 16,
+                                             int64_t max_shared_bytes = 16384);
 
 // The workgroup rows of a stage as a block stage, for code generators that
 // compile block stages (CUDA): one block of `threads` threads per row.

@@ -105,178 +105,224 @@ std::optional<Staging> find_staging(const GpuStage& st, const tir::TExpr& x) {
   return std::nullopt;
 }
 
-}  // namespace
+// Builds the block stage of gpu_shared_tile once the stage's row and its
+// staged values are known (schedule.h describes the form).
+class SharedTiler {
+ public:
+  SharedTiler(const GpuStage& st, const ReductionRow& row, const Staging& staging, int64_t tr, int64_t tc,
+              int64_t threads, int64_t tk)
+      : st_(st),
+        row_(row),
+        a_(staging.a),
+        b_(staging.b),
+        cols_(staging.cols),
+        r_(staging.row_var),
+        tr_(tr),
+        tc_(tc),
+        threads_(threads),
+        tk_(tk),
+        ty_(threads / kTx),
+        tm_(ty_ * tr),
+        tn_(kTx * tc),
+        rv_(st.vars[size_t(r_)]) {
+    col_ext_.assign(st.extents.begin() + r_ + 1, st.extents.end());
+    rows_ = st.extents[size_t(r_)];
+    for (const SymExpr& e : col_ext_) ncols_ = ncols_ * e;
+    for (const SymExpr& e : row.ke) depth_ = depth_ * e;
+    br_ = SymExpr::var(rv_.name() + "_b");
+    thread_ = SymExpr::var("tid");
+    ity_ = floordiv(thread_, SymExpr(kTx));
+    itx_ = floormod(thread_, SymExpr(kTx));
+  }
 
-// The most shared memory a tiled stage may use: Vulkan's guaranteed
-// minimum (maxComputeSharedMemorySize), and CUDA's static limit is larger.
-constexpr int64_t kMaxSharedBytes = 16384;
+  GpuBlockStage run() {
+    GpuBlockStage out = grid();
+    for (const tir::TExpr& e : a_) fill(e, true);
+    for (const tir::TExpr& e : b_) fill(e, false);
+    registers();
+    for (int64_t i = 0; i < tr_; ++i)
+      for (int64_t j = 0; j < tc_; ++j) tile_element(i, j);
+    out.body = assemble();
+    return out;
+  }
 
-std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t tr, int64_t tc, int64_t threads, int64_t tk) {
-  constexpr int64_t tx = 16;  // threads along a row of the block
-  size_t n = st.vars.size();
-  if (n < 2 || tr < 1 || tc < 1 || tk < 1 || threads % tx != 0) return std::nullopt;
-  const int64_t ty = threads / tx, tm = ty * tr, tn = tx * tc;
-  if ((tk * tm) % threads != 0 || (tk * tn) % threads != 0) return std::nullopt;
-  std::optional<ReductionRow> row = reduction_row(st);
-  if (!row) return std::nullopt;
-  const std::vector<tir::Buffer>& locals = row->locals;
-  const std::vector<tir::Stmt>& stmts = row->stmts;
-  const int red = row->red;
-  const std::vector<SymExpr>& kv = row->kv;
-  const std::vector<SymExpr>& ke = row->ke;
-  const tir::StoreNode* update = row->update;
-  std::optional<Staging> staging = find_staging(st, row->x);
-  if (!staging) return std::nullopt;
-  const int r = staging->row_var;
-  const std::vector<tir::TExpr>& staged_a = staging->a;
-  const std::vector<tir::TExpr>& staged_b = staging->b;
-  const std::vector<SymExpr>& cols = staging->cols;
-  int64_t bytes = 0;
-  for (const tir::TExpr& e : staged_a) bytes += shared_bytes(e->dtype) * tk * tm;
-  for (const tir::TExpr& e : staged_b) bytes += shared_bytes(e->dtype) * tk * tn;
-  if (bytes > kMaxSharedBytes) return std::nullopt;
-  int64_t nodes = 0;
-  tir::visit_exprs(st.body, [&](const tir::TExpr&) { ++nodes; });
-  if (nodes * tr * tc > kMaxTiledNodes) return std::nullopt;
+  static constexpr int64_t kTx = 16;  // threads along a row of the block
 
-  std::vector<SymExpr> col_ext(st.extents.begin() + r + 1, st.extents.end());
-  SymExpr rows = st.extents[size_t(r)], ncols(int64_t(1)), depth(int64_t(1));
-  for (const SymExpr& e : col_ext) ncols = ncols * e;
-  for (const SymExpr& e : ke) depth = depth * e;
-  GpuBlockStage out;
-  out.threads = threads;
-  out.rows = rows;
-  out.cols = ncols;
-  out.depth = depth;
-  out.block_rows = tm;
-  out.block_cols = tn;
-  out.block_depth = tk;
-  out.vars.assign(st.vars.begin(), st.vars.begin() + r);
-  out.extents.assign(st.extents.begin(), st.extents.begin() + r);
-  SymExpr br = SymExpr::var(st.vars[size_t(r)].name() + "_b"), bc = SymExpr::var("cols_b");
-  out.vars.push_back(br);
-  out.extents.push_back(floordiv(rows + (tm - 1), SymExpr(tm)));
-  out.vars.push_back(bc);
-  out.extents.push_back(floordiv(ncols + (tn - 1), SymExpr(tn)));
-  out.thread = SymExpr::var("tid");
-  const SymExpr ity = floordiv(out.thread, SymExpr(tx)), itx = floormod(out.thread, SymExpr(tx));
-  const SymExpr kc = SymExpr::var("kc"), kk = SymExpr::var("kk");
-  const SymExpr& rv = st.vars[size_t(r)];
+ private:
+  // The block grid: the outer vars, then a block of rows and one of columns.
+  GpuBlockStage grid() const {
+    GpuBlockStage out;
+    out.threads = threads_;
+    out.rows = rows_;
+    out.cols = ncols_;
+    out.depth = depth_;
+    out.block_rows = tm_;
+    out.block_cols = tn_;
+    out.block_depth = tk_;
+    out.vars.assign(st_.vars.begin(), st_.vars.begin() + r_);
+    out.extents.assign(st_.extents.begin(), st_.extents.begin() + r_);
+    out.vars.push_back(br_);
+    out.extents.push_back(floordiv(rows_ + (tm_ - 1), SymExpr(tm_)));
+    out.vars.push_back(bc_);
+    out.extents.push_back(floordiv(ncols_ + (tn_ - 1), SymExpr(tn_)));
+    out.thread = thread_;
+    return out;
+  }
 
   // Fills: each thread loads its share of a chunk of `tk` reduction steps
   // of every staged value into shared memory. A value whose innermost
   // index runs along the reduction is read with the reduction fastest
   // between neighbouring threads (contiguous), otherwise along the tile.
-  std::vector<tir::Buffer> shared;
-  std::vector<tir::Stmt> fills;
-  auto fill = [&](const tir::TExpr& e, bool is_a) {
-    int64_t width = is_a ? tm : tn;
-    tir::Buffer sh = tir::make_buffer("sh" + std::to_string(shared.size()), e->dtype, {SymExpr(tk), SymExpr(width)},
+  void fill(const tir::TExpr& e, bool is_a) {
+    int64_t width = is_a ? tm_ : tn_;
+    tir::Buffer sh = tir::make_buffer("sh" + std::to_string(shared_.size()), e->dtype, {SymExpr(tk_), SymExpr(width)},
                                       tir::Scope::Shared);
-    shared.push_back(sh);
+    shared_.push_back(sh);
     bool k_fastest = false;
     tir::visit_exprs(e, [&](const tir::TExpr& y) {
       const auto* l = tir::as<tir::LoadNode>(y);
-      if (l && !l->indices.empty() && depends_on_any(l->indices.back(), kv) && !depends_on(l->indices.back(), rv) &&
-          !depends_on_any(l->indices.back(), cols))
+      if (l && !l->indices.empty() && depends_on_any(l->indices.back(), row_.kv) &&
+          !depends_on(l->indices.back(), rv_) && !depends_on_any(l->indices.back(), cols_))
         k_fastest = true;
     });
-    SymExpr q = SymExpr::var("f" + std::to_string(shared.size() - 1));
-    SymExpr idx = q * threads + out.thread;
-    SymExpr step = k_fastest ? floormod(idx, SymExpr(tk)) : floordiv(idx, SymExpr(width));
-    SymExpr along = k_fastest ? floordiv(idx, SymExpr(tk)) : floormod(idx, SymExpr(width));
+    SymExpr q = SymExpr::var("f" + std::to_string(shared_.size() - 1));
+    SymExpr idx = q * threads_ + thread_;
+    SymExpr step = k_fastest ? floormod(idx, SymExpr(tk_)) : floordiv(idx, SymExpr(width));
+    SymExpr along = k_fastest ? floordiv(idx, SymExpr(tk_)) : floormod(idx, SymExpr(width));
     SymMap<SymExpr> map;
-    unflatten_into(min(kc * tk + step, depth - 1), kv, ke, map);
+    unflatten_into(min(kc_ * tk_ + step, depth_ - 1), row_.kv, row_.ke, map);
     if (is_a)
-      map[rv] = min(br * tm + along, rows - 1);
+      map[rv_] = min(br_ * tm_ + along, rows_ - 1);
     else
-      unflatten_into(min(bc * tn + along, ncols - 1), cols, col_ext, map);
+      unflatten_into(min(bc_ * tn_ + along, ncols_ - 1), cols_, col_ext_, map);
     tir::Stmt store = tir::make_store(sh, {tir::sym(step), tir::sym(along)}, tir::substitute(e, map));
-    fills.push_back(tir::make_for(q, SymExpr(tk * width / threads), tir::LoopKind::Serial, store));
-  };
-  for (const tir::TExpr& e : staged_a) fill(e, true);
-  for (const tir::TExpr& e : staged_b) fill(e, false);
+    fills_.push_back(tir::make_for(q, SymExpr(tk_ * width / threads_), tir::LoopKind::Serial, store));
+  }
 
   // The thread's tile: row i at br*tm + i*ty + ity, column j at
-  // bc*tn + j*tx + itx (neighbouring threads, neighbouring columns).
-  std::vector<tir::Buffer> regs;  // the staged values of one step, per row or column
-  std::vector<tir::Stmt> loads;
-  std::vector<std::vector<tir::Buffer>> reg_a(staged_a.size()), reg_b(staged_b.size());
-  auto reg = [&](size_t s, int64_t at, SymExpr lane) {
-    const tir::TExpr& e = s < staged_a.size() ? staged_a[s] : staged_b[s - staged_a.size()];
-    tir::Buffer b = tir::make_buffer("r" + std::to_string(s) + "_" + std::to_string(at), e->dtype,
-                                     {SymExpr(int64_t(1))}, tir::Scope::Local);
-    regs.push_back(b);
-    loads.push_back(
-        tir::make_store(b, {tir::sym(SymExpr(int64_t(0)))}, tir::load(shared[s], {tir::sym(kk), tir::sym(lane)})));
-    return b;
-  };
-  for (size_t s = 0; s < staged_a.size(); ++s)
-    for (int64_t i = 0; i < tr; ++i) reg_a[s].push_back(reg(s, i, SymExpr(i * ty) + ity));
-  for (size_t s = 0; s < staged_b.size(); ++s)
-    for (int64_t j = 0; j < tc; ++j) reg_b[s].push_back(reg(staged_a.size() + s, j, SymExpr(j * tx) + itx));
+  // bc*tn + j*tx + itx (neighbouring threads, neighbouring columns). Each
+  // staged value of one step goes into a register per row or column.
+  void registers() {
+    reg_a_.resize(a_.size());
+    reg_b_.resize(b_.size());
+    auto reg = [&](size_t s, int64_t at, SymExpr lane) {
+      const tir::TExpr& e = s < a_.size() ? a_[s] : b_[s - a_.size()];
+      tir::Buffer b = tir::make_buffer("r" + std::to_string(s) + "_" + std::to_string(at), e->dtype,
+                                       {SymExpr(int64_t(1))}, tir::Scope::Local);
+      regs_.push_back(b);
+      loads_.push_back(
+          tir::make_store(b, {tir::sym(SymExpr(int64_t(0)))}, tir::load(shared_[s], {tir::sym(kk_), tir::sym(lane)})));
+      return b;
+    };
+    for (size_t s = 0; s < a_.size(); ++s)
+      for (int64_t i = 0; i < tr_; ++i) reg_a_[s].push_back(reg(s, i, SymExpr(i * ty_) + ity_));
+    for (size_t s = 0; s < b_.size(); ++s)
+      for (int64_t j = 0; j < tc_; ++j) reg_b_[s].push_back(reg(a_.size() + s, j, SymExpr(j * kTx) + itx_));
+  }
 
-  std::vector<tir::Stmt> prologue, updates, epilogue;
-  std::vector<tir::Buffer> copies_locals;
-  for (int64_t i = 0; i < tr; ++i)
-    for (int64_t j = 0; j < tc; ++j) {
-      SymExpr row = br * tm + (SymExpr(i * ty) + ity), col = bc * tn + (SymExpr(j * tx) + itx);
-      SymMap<SymExpr> map;
-      map[rv] = min(row, rows - 1);
-      unflatten_into(min(col, ncols - 1), cols, col_ext, map);
-      tir::TExpr valid = tir::binary(tir::BinOp::And, tir::binary(tir::BinOp::LT, tir::sym(row), tir::sym(rows)),
-                                     tir::binary(tir::BinOp::LT, tir::sym(col), tir::sym(ncols)));
-      std::string suffix = "_" + std::to_string(i) + "_" + std::to_string(j);
-      std::vector<std::pair<tir::Buffer, tir::Buffer>> renamed;
-      for (const tir::Buffer& l : locals) {
-        renamed.push_back({l, tir::make_buffer(l->name + suffix, l->dtype, l->shape, l->scope)});
-        copies_locals.push_back(renamed.back().second);
-      }
-      tir::TirRewriter rw;
-      SymMap<SymExpr> m = map;
-      rw.sym = [m](const SymExpr& e) { return substitute(e, m); };
-      rw.buffer = [renamed](const tir::Buffer& b) -> tir::Buffer {
-        for (const auto& [from, to] : renamed)
-          if (from == b) return to;
-        return nullptr;
-      };
-      for (int k = 0; k < red; ++k) prologue.push_back(guard_stores(rw.stmt(stmts[size_t(k)]), valid));
-      for (size_t k = size_t(red) + 1; k < stmts.size(); ++k)
-        epilogue.push_back(guard_stores(rw.stmt(stmts[k]), valid));
-      // The update, staged values read from the registers, the reduction
-      // vars at the chunk's step.
-      SymMap<SymExpr> km = map;
-      unflatten_into(kc * tk + kk, kv, ke, km);
-      tir::TirRewriter up;
-      up.sym = [km](const SymExpr& e) { return substitute(e, km); };
-      up.buffer = rw.buffer;
-      up.pre = [&](const tir::TExpr& e) -> tir::TExpr {
-        for (size_t s = 0; s < staged_a.size(); ++s)
-          if (e == staged_a[s]) return tir::load(reg_a[s][size_t(i)], {tir::sym(SymExpr(int64_t(0)))});
-        for (size_t s = 0; s < staged_b.size(); ++s)
-          if (e == staged_b[s]) return tir::load(reg_b[s][size_t(j)], {tir::sym(SymExpr(int64_t(0)))});
-        return nullptr;
-      };
-      std::vector<tir::TExpr> idx;
-      for (const tir::TExpr& e : update->indices) idx.push_back(up.expr(e));
-      updates.push_back(tir::make_store(up.buf(update->buffer), idx, up.expr(update->value)));
+  // Output (i, j) of the thread's tile: its copies of the row's statements
+  // before and after the reduction (locals renamed, stores guarded), and
+  // its update.
+  void tile_element(int64_t i, int64_t j) {
+    SymExpr row = br_ * tm_ + (SymExpr(i * ty_) + ity_), col = bc_ * tn_ + (SymExpr(j * kTx) + itx_);
+    SymMap<SymExpr> map;
+    map[rv_] = min(row, rows_ - 1);
+    unflatten_into(min(col, ncols_ - 1), cols_, col_ext_, map);
+    tir::TExpr valid = tir::binary(tir::BinOp::And, tir::binary(tir::BinOp::LT, tir::sym(row), tir::sym(rows_)),
+                                   tir::binary(tir::BinOp::LT, tir::sym(col), tir::sym(ncols_)));
+    std::string suffix = "_" + std::to_string(i) + "_" + std::to_string(j);
+    std::vector<std::pair<tir::Buffer, tir::Buffer>> renamed;
+    for (const tir::Buffer& l : row_.locals) {
+      renamed.push_back({l, tir::make_buffer(l->name + suffix, l->dtype, l->shape, l->scope)});
+      copies_locals_.push_back(renamed.back().second);
     }
-  std::vector<tir::Stmt> step_body = loads;
-  step_body.insert(step_body.end(), updates.begin(), updates.end());
-  SymExpr steps = min(SymExpr(tk), depth - kc * tk);
-  std::vector<tir::Stmt> chunk{tir::make_barrier()};
-  chunk.insert(chunk.end(), fills.begin(), fills.end());
-  chunk.push_back(tir::make_barrier());
-  chunk.push_back(tir::make_for(kk, steps, tir::LoopKind::Serial, tir::make_seq(step_body)));
-  std::vector<tir::Stmt> body = prologue;
-  body.push_back(
-      tir::make_for(kc, floordiv(depth + (tk - 1), SymExpr(tk)), tir::LoopKind::Serial, tir::make_seq(chunk)));
-  body.insert(body.end(), epilogue.begin(), epilogue.end());
-  tir::Stmt all = tir::make_seq(body);
-  for (const auto* list : {&regs, &copies_locals, &shared})
-    for (size_t k = list->size(); k-- > 0;) all = tir::make_allocate((*list)[k], all);
-  out.body = all;
-  return out;
+    tir::TirRewriter rw;
+    SymMap<SymExpr> m = map;
+    rw.sym = [m](const SymExpr& e) { return substitute(e, m); };
+    rw.buffer = [renamed](const tir::Buffer& b) -> tir::Buffer {
+      for (const auto& [from, to] : renamed)
+        if (from == b) return to;
+      return nullptr;
+    };
+    const std::vector<tir::Stmt>& stmts = row_.stmts;
+    for (int k = 0; k < row_.red; ++k) prologue_.push_back(guard_stores(rw.stmt(stmts[size_t(k)]), valid));
+    for (size_t k = size_t(row_.red) + 1; k < stmts.size(); ++k)
+      epilogue_.push_back(guard_stores(rw.stmt(stmts[k]), valid));
+    // The update, staged values read from the registers, the reduction
+    // vars at the chunk's step.
+    SymMap<SymExpr> km = map;
+    unflatten_into(kc_ * tk_ + kk_, row_.kv, row_.ke, km);
+    tir::TirRewriter up;
+    up.sym = [km](const SymExpr& e) { return substitute(e, km); };
+    up.buffer = rw.buffer;
+    up.pre = [&](const tir::TExpr& e) -> tir::TExpr {
+      for (size_t s = 0; s < a_.size(); ++s)
+        if (e == a_[s]) return tir::load(reg_a_[s][size_t(i)], {tir::sym(SymExpr(int64_t(0)))});
+      for (size_t s = 0; s < b_.size(); ++s)
+        if (e == b_[s]) return tir::load(reg_b_[s][size_t(j)], {tir::sym(SymExpr(int64_t(0)))});
+      return nullptr;
+    };
+    std::vector<tir::TExpr> idx;
+    for (const tir::TExpr& e : row_.update->indices) idx.push_back(up.expr(e));
+    updates_.push_back(tir::make_store(up.buf(row_.update->buffer), idx, up.expr(row_.update->value)));
+  }
+
+  // prologue; per chunk kc: barrier, fills, barrier, per step kk the
+  // register loads and the updates; epilogue.
+  tir::Stmt assemble() const {
+    std::vector<tir::Stmt> step_body = loads_;
+    step_body.insert(step_body.end(), updates_.begin(), updates_.end());
+    SymExpr steps = min(SymExpr(tk_), depth_ - kc_ * tk_);
+    std::vector<tir::Stmt> chunk{tir::make_barrier()};
+    chunk.insert(chunk.end(), fills_.begin(), fills_.end());
+    chunk.push_back(tir::make_barrier());
+    chunk.push_back(tir::make_for(kk_, steps, tir::LoopKind::Serial, tir::make_seq(step_body)));
+    std::vector<tir::Stmt> body = prologue_;
+    body.push_back(
+        tir::make_for(kc_, floordiv(depth_ + (tk_ - 1), SymExpr(tk_)), tir::LoopKind::Serial, tir::make_seq(chunk)));
+    body.insert(body.end(), epilogue_.begin(), epilogue_.end());
+    tir::Stmt all = tir::make_seq(body);
+    for (const auto* list : {&regs_, &copies_locals_, &shared_})
+      for (size_t k = list->size(); k-- > 0;) all = tir::make_allocate((*list)[k], all);
+    return all;
+  }
+
+  const GpuStage& st_;
+  const ReductionRow& row_;
+  const std::vector<tir::TExpr>&a_, &b_;  // staged along the rows, along the columns
+  const std::vector<SymExpr>& cols_;
+  const int r_;
+  const int64_t tr_, tc_, threads_, tk_, ty_, tm_, tn_;
+  const SymExpr rv_;
+  std::vector<SymExpr> col_ext_;
+  SymExpr rows_, ncols_{int64_t(1)}, depth_{int64_t(1)};
+  SymExpr br_, bc_ = SymExpr::var("cols_b"), thread_, ity_, itx_;
+  const SymExpr kc_ = SymExpr::var("kc"), kk_ = SymExpr::var("kk");
+  std::vector<tir::Buffer> shared_, regs_, copies_locals_;
+  std::vector<tir::Stmt> fills_, loads_, prologue_, updates_, epilogue_;
+  std::vector<std::vector<tir::Buffer>> reg_a_, reg_b_;
+};
+
+}  // namespace
+
+std::optional<GpuBlockStage> gpu_shared_tile(const GpuStage& st, int64_t tr, int64_t tc, int64_t threads, int64_t tk,
+                                             int64_t max_shared_bytes) {
+  constexpr int64_t tx = SharedTiler::kTx;
+  if (st.vars.size() < 2 || tr < 1 || tc < 1 || tk < 1 || threads % tx != 0) return std::nullopt;
+  const int64_t tm = threads / tx * tr, tn = tx * tc;
+  if ((tk * tm) % threads != 0 || (tk * tn) % threads != 0) return std::nullopt;
+  std::optional<ReductionRow> row = reduction_row(st);
+  if (!row) return std::nullopt;
+  std::optional<Staging> staging = find_staging(st, row->x);
+  if (!staging) return std::nullopt;
+  int64_t bytes = 0;
+  for (const tir::TExpr& e : staging->a) bytes += shared_bytes(e->dtype) * tk * tm;
+  for (const tir::TExpr& e : staging->b) bytes += shared_bytes(e->dtype) * tk * tn;
+  if (bytes > max_shared_bytes) return std::nullopt;
+  int64_t nodes = 0;
+  tir::visit_exprs(st.body, [&](const tir::TExpr&) { ++nodes; });
+  if (nodes * tr * tc > kMaxTiledNodes) return std::nullopt;
+  return SharedTiler(st, *row, *staging, tr, tc, threads, tk).run();
 }
 
 }  // namespace relax

@@ -49,14 +49,14 @@ void parallel_for(size_t n, const std::function<void(size_t)>& f) {
 }  // namespace
 
 VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt_level,
-                              std::pair<int64_t, int64_t> tile) {
+                              std::pair<int64_t, int64_t> tile, uint32_t block, int64_t max_shared_bytes) {
   VulkanArtifact out;
   nlohmann::json meta;
   meta["kernels"] = nlohmann::json::array();
   std::set<std::string> needs;
   std::vector<uint32_t> words;
-  uint32_t block = 256;
   GlslSchedule schedule{tile.first, tile.second};
+  schedule.max_shared_bytes = max_shared_bytes;
   const char* row_blocks = std::getenv("RELAX_VULKAN_ROW_BLOCKS");  // tests: codegen_glsl.h
   schedule.row_blocks = row_blocks && std::string(row_blocks) == "1";
   // Every shader first, compiled on all cores (glslang and SPIRV-Tools

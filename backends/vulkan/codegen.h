@@ -46,8 +46,11 @@ struct VulkanArtifact {
   std::string spirv;     // the bytes of "kernels.vulkan.spv"
 };
 
-// `tile`: a thread's register tile, rows x cols (GlslSchedule).
+// `tile`: a thread's register tile, rows x cols (GlslSchedule); `block`:
+// the threads of a workgroup and `max_shared_bytes` the shared memory it
+// may use (the target's traits threads= and shared=).
 VulkanArtifact compile_vulkan(const std::vector<tir::Program>& programs, int opt_level = 2,
-                              std::pair<int64_t, int64_t> tile = {4, 4});
+                              std::pair<int64_t, int64_t> tile = {4, 4}, uint32_t block = 256,
+                              int64_t max_shared_bytes = 16384);
 
 }  // namespace relax::vulkan

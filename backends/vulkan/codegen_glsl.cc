@@ -392,7 +392,8 @@ GlslProgram glsl_program(const tir::Program& p, const GlslFeatures& features, ui
     }
     // Shared-memory tiles, for matmul-like stages.
     std::optional<GpuBlockStage> block_tile =
-        schedule.shared_tiles ? gpu_shared_tile(stages[k], schedule.tile_rows, schedule.tile_cols, block)
+        schedule.shared_tiles ? gpu_shared_tile(stages[k], schedule.tile_rows, schedule.tile_cols, block, 16,
+                                                  schedule.max_shared_bytes)
                               : std::nullopt;
     if (block_tile) {
       StagePrinter bp(*p, features, out);

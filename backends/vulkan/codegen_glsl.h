@@ -110,6 +110,8 @@ struct GlslSchedule {
   // Matmul-like stages also tiled through shared memory, each thread
   // computing a tile_rows x tile_cols register tile of its workgroup's block.
   bool shared_tiles = true;
+  // The shared memory a workgroup may use (the target's trait `shared`).
+  int64_t max_shared_bytes = 16384;
   // Rows printed from the CUDA backend's block-per-row TIR (gpu_row_block,
   // with a shared tree instead of warp shuffles) instead of print_rows: a
   // check of that TIR on a Vulkan device, lavapipe included. compile_vulkan

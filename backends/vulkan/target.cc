@@ -3,6 +3,7 @@
 #include "backends/target.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "backends/vulkan/codegen.h"
 #include "backends/vulkan/codegen_glsl.h"
@@ -39,9 +40,12 @@ class VulkanTarget : public Target {
     t.precisions = {"f32", "f64"};
     return t;
   }
+  // Workgroups of the traits' threads, tiles within their shared memory.
   TargetArtifact compile(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
-    vulkan::VulkanArtifact art =
-        vulkan::compile_vulkan(programs, std::clamp(opts.opt_level, 0, 2), parse_tile(opts.at("tile")));
+    TargetTraits t = traits(opts);
+    vulkan::VulkanArtifact art = vulkan::compile_vulkan(programs, std::clamp(opts.opt_level, 0, 2),
+                                                        parse_tile(opts.at("tile")), uint32_t(t.max_threads),
+                                                        t.shared_memory);
     TargetArtifact out;
     out.sections.emplace_back("kernels.vulkan", std::move(art.metadata));
     out.sections.emplace_back("kernels.vulkan.spv", std::move(art.spirv));
@@ -50,10 +54,13 @@ class VulkanTarget : public Target {
   // One GLSL compute shader per stage, then the variants the runtime may
   // run instead.
   std::string emit_source(const std::vector<tir::Program>& programs, const TargetOptions& opts) const override {
-    auto [rows, cols] = parse_tile(opts.at("tile"));
+    TargetTraits t = traits(opts);
+    vulkan::GlslSchedule schedule;
+    std::tie(schedule.tile_rows, schedule.tile_cols) = parse_tile(opts.at("tile"));
+    schedule.max_shared_bytes = t.shared_memory;
     std::string out;
     for (const tir::Program& p : programs)
-      for (const vulkan::GlslStage& st : vulkan::glsl_program(p, {}, 256, {rows, cols}).stages) {
+      for (const vulkan::GlslStage& st : vulkan::glsl_program(p, {}, uint32_t(t.max_threads), schedule).stages) {
         out += "// ---- " + st.name + "\n" + st.source + "\n";
         for (const auto& [what, source] : {std::pair<const char*, const std::string*>{"untiled", &st.plain_source},
                                            {"workgroup per row", &st.rows_source},

@@ -54,64 +54,89 @@ struct ResizeAttrs {
   bool exclude_outside = false, antialias = false;
 };
 
-std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) {
-  Attrs attrs = ops::attrs_of(call);
-  ResizeAttrs ra{attrs.get_string("mode"),
-                 attrs.get_string("coordinate_transformation_mode"),
-                 attrs.get_string("nearest_mode"),
-                 attrs.get_float("cubic_coeff_a"),
-                 attrs.get_float("extrapolation_value"),
-                 attrs.get_bool("exclude_outside"),
-                 attrs.get_bool("antialias")};
-  ProgramBuilder pb(ctx, "resize");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer roi = call.args.size() > 1 ? pb.input(call.args[1], "roi") : nullptr;
-  Buffer scales = call.args.size() > 2 ? pb.input(call.args[2], "scales") : nullptr;
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !y || (call.args.size() > 1 && !roi) || (call.args.size() > 2 && !scales)) return std::nullopt;
-  int rank = int(x->shape.size());
-  bool crop = ra.coord == "tf_crop_and_resize";
-  if (crop && !roi) return std::nullopt;
-  Analyzer& ana = ctx.analyzer();
-  DataType D = DataType::f(64);
-  bool nearest = ra.mode == "nearest", cubic = ra.mode == "cubic";
-  double support = cubic ? 2 : 1;
+// The buffers one program reads the geometry from: x (for its dims),
+// scales and roi when given, and the output dim of each axis.
+struct Geometry {
+  Buffer x, scales, roi;
+  std::vector<SymExpr> out;
+};
 
-  // The resized axes and their tap counts (2 * K taps at offsets 1 - K .. K).
-  std::vector<int> axes;
-  std::vector<int64_t> half_taps;
-  for (int a = 0; a < rank; ++a) {
-    const SymExpr &in = x->shape[a], &out = y->shape[a];
-    if (!crop && (in == out || ana.can_prove_equal(in, out))) continue;
-    axes.push_back(a);
-    int64_t k = int64_t(support);
-    if (ra.antialias && !nearest) {
-      // The filter widens by in / out; an unknown out may be as small as 1.
-      if (!in.is_const()) return std::nullopt;
-      int64_t out_min = out.is_const() ? std::max<int64_t>(out.const_value(), 1) : 1;
-      double ratio = double(in.const_value()) / double(out_min);
-      if (ratio > 1) k = int64_t(std::ceil(support * ratio)) + 1;
-    }
-    half_taps.push_back(k);
+// One resize call's plan: its attributes, the resized axes and their tap
+// counts, and the arithmetic every form shares (coordinates, taps and
+// weights, the weighted sum over the taps).
+class Resize {
+ public:
+  Resize(LegalizeContext& ctx, const CallNode& call) : ctx_(ctx), call_(call) {
+    Attrs attrs = ops::attrs_of(call);
+    ra_ = ResizeAttrs{attrs.get_string("mode"),
+                      attrs.get_string("coordinate_transformation_mode"),
+                      attrs.get_string("nearest_mode"),
+                      attrs.get_float("cubic_coeff_a"),
+                      attrs.get_float("extrapolation_value"),
+                      attrs.get_bool("exclude_outside"),
+                      attrs.get_bool("antialias")};
+    crop_ = ra_.coord == "tf_crop_and_resize";
+    nearest_ = ra_.mode == "nearest";
+    cubic_ = ra_.mode == "cubic";
   }
 
-  // The buffers one program reads the geometry from: x (for its dims),
-  // scales and roi when given, and the output dim of each axis.
-  struct Geometry {
-    Buffer x, scales, roi;
-    std::vector<SymExpr> out;
-  };
-  auto scale_of = [&](const Geometry& g, int a) {
-    if (g.scales) return cast(D, load(g.scales, {idx(a)}));
-    return from_index(D, g.out[a]) / from_index(D, g.x->shape[a]);
-  };
+  std::optional<Expr> legalize() {
+    ProgramBuilder pb(ctx_, "resize");
+    Buffer x = pb.input(call_.args[0], "x");
+    Buffer roi = call_.args.size() > 1 ? pb.input(call_.args[1], "roi") : nullptr;
+    Buffer scales = call_.args.size() > 2 ? pb.input(call_.args[2], "scales") : nullptr;
+    Buffer y = pb.output(call_.sinfo, "y");
+    if (!x || !y || (call_.args.size() > 1 && !roi) || (call_.args.size() > 2 && !scales))
+      return ctx_.decline("an operand or the result has no known shape");
+    rank_ = int(x->shape.size());
+    if (crop_ && !roi) return ctx_.decline("tf_crop_and_resize without a roi");
+    if (!plan_axes(x, y)) return ctx_.decline("antialias over an axis of unknown input size");
+    // The tabulated form's weights and sums: f32 for an f32 resize on the
+    // cpu (a vector of 16 lanes, not 8; the coordinates and weights are
+    // still computed in f64, then rounded once), else f64.
+    W_ = ctx_.libraries() && x->dtype == DataType::f32() ? DataType::f32() : D_;
+    if (!crop_ && !axes_.empty()) return tabulated(y->dtype);
+    Geometry g{x, scales, roi, y->shape};
+    if (nearest_) return pb.finish(compute(y, [&](const Index& i) { return direct_nearest(g, y->dtype, i); }));
+    return pb.finish(loop_nest(
+        y->shape, [&](const Index& i) { return direct(g, y, i); }, LoopHints{true, false, 8}));
+  }
+
+ private:
+  // The resized axes and their tap counts (2 * K taps at offsets 1 - K .. K);
+  // false when antialiasing needs an input size that is not known.
+  bool plan_axes(const Buffer& x, const Buffer& y) {
+    double support = cubic_ ? 2 : 1;
+    for (int a = 0; a < rank_; ++a) {
+      const SymExpr &in = x->shape[a], &out = y->shape[a];
+      if (!crop_ && (in == out || ctx_.analyzer().can_prove_equal(in, out))) continue;
+      axes_.push_back(a);
+      int64_t k = int64_t(support);
+      if (ra_.antialias && !nearest_) {
+        // The filter widens by in / out; an unknown out may be as small as 1.
+        if (!in.is_const()) return false;
+        int64_t out_min = out.is_const() ? std::max<int64_t>(out.const_value(), 1) : 1;
+        double ratio = double(in.const_value()) / double(out_min);
+        if (ratio > 1) k = int64_t(std::ceil(support * ratio)) + 1;
+      }
+      half_taps_.push_back(k);
+    }
+    return true;
+  }
+
+  TExpr scale_of(const Geometry& g, int a) const {
+    if (g.scales) return cast(D_, load(g.scales, {idx(a)}));
+    return from_index(D_, g.out[a]) / from_index(D_, g.x->shape[a]);
+  }
+
   // The input coordinate of output position o along axis a.
-  auto coordinate = [&](const Geometry& g, int a, const TExpr& o) {
+  TExpr coordinate(const Geometry& g, int a, const TExpr& o) const {
+    const DataType D = D_;
     TExpr s = scale_of(g, a);
     TExpr in = from_index(D, g.x->shape[a]), od = cast(D, o);
     TExpr half = const_of(D, 0.5), c1 = one(D);
     TExpr out_w = s * in;
-    const std::string& m = ra.coord;
+    const std::string& m = ra_.coord;
     if (m == "align_corners") return select(eq(out_w, c1), zero(D), od * (in - c1) / (out_w - c1));
     if (m == "asymmetric") return od / s;
     if (m == "tf_half_pixel_for_nn") return (od + half) / s;
@@ -121,52 +146,57 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
       TExpr offset = in / const_of(D, 2) * (c1 - adjust);
       return offset + (od + half) / s - half;
     }
-    if (crop) {
-      TExpr r0 = cast(D, load(g.roi, {idx(a)})), r1 = cast(D, load(g.roi, {idx(rank + a)}));
+    if (crop_) {
+      TExpr r0 = cast(D, load(g.roi, {idx(a)})), r1 = cast(D, load(g.roi, {idx(rank_ + a)}));
       TExpr span = (r1 - r0) * (in - c1);
       return select(eq(out_w, c1), span / const_of(D, 2), od * span / (out_w - c1)) + r0 * (in - c1);
     }
     return (od + half) / s - half;  // half_pixel
-  };
-  auto outside = [&](const Geometry& g, int a, const TExpr& xo) {
-    return or_(lt(xo, zero(D)), gt(xo, from_index(D, g.x->shape[a]) - one(D)));
-  };
-  // Nearest: the tap of output position o along axis a.
-  auto nearest_tap = [&](const Geometry& g, int a, const TExpr& xo) {
+  }
+
+  TExpr outside(const Geometry& g, int a, const TExpr& xo) const {
+    return or_(lt(xo, zero(D_)), gt(xo, from_index(D_, g.x->shape[a]) - one(D_)));
+  }
+
+  // Nearest: the tap of input coordinate xo along axis a.
+  TExpr nearest_tap(const Geometry& g, int a, const TExpr& xo) const {
     TExpr f = intrin(Intrinsic::floor, xo), r = xo - f;
     TExpr up;
-    if (ra.nearest == "round_prefer_ceil")
-      up = ge(r, const_of(D, 0.5));
-    else if (ra.nearest == "floor")
+    if (ra_.nearest == "round_prefer_ceil")
+      up = ge(r, const_of(D_, 0.5));
+    else if (ra_.nearest == "floor")
       up = tir::imm_int(DataType::boolean(), 0);
-    else if (ra.nearest == "ceil")
-      up = gt(r, zero(D));
+    else if (ra_.nearest == "ceil")
+      up = gt(r, zero(D_));
     else
-      up = gt(r, const_of(D, 0.5));
+      up = gt(r, const_of(D_, 0.5));
     return clamp_index(as_index(f) + select(up, idx(1), idx(0)), g.x->shape[a]);
-  };
-  // Linear and cubic: the taps of output position o along axis a (the
-  // resized axis q) into t[j], their weights into w[j], j < 2 * K
-  // (normalised when antialiasing or excluding the outside).
-  auto tap_loops = [&](const Geometry& g, size_t q, const TExpr& o, const std::function<Stmt(const TExpr&, const TExpr&)>& store_w,
-                       const std::function<Stmt(const TExpr&, const TExpr&)>& store_t,
-                       const std::function<TExpr(const TExpr&)>& load_w) {
-    int a = axes[q];
-    int64_t k = half_taps[q], n = 2 * k;
+  }
+
+  using Store = std::function<Stmt(const TExpr&, const TExpr&)>;
+  // Linear and cubic: the taps of output position o along the resized axis
+  // q into t[j] (store_t), their weights into w[j] (store_w, read back by
+  // load_w), j < 2 * K, normalised when antialiasing or excluding the
+  // outside.
+  Stmt tap_loops(const Geometry& g, size_t q, const TExpr& o, const Store& store_w, const Store& store_t,
+                 const std::function<TExpr(const TExpr&)>& load_w) const {
+    const DataType D = D_;
+    int a = axes_[q];
+    int64_t k = half_taps_[q], n = 2 * k;
     std::string sfx = std::to_string(a);
     std::vector<Stmt> out;
     Local sum = local("wsum", D);
     TExpr xo = coordinate(g, a, o);
     TExpr f = intrin(Intrinsic::floor, xo), r = xo - f;
-    TExpr s = ra.antialias ? min_(scale_of(g, a), one(D)) : one(D);
-    bool normalise = ra.antialias || ra.exclude_outside;
+    TExpr s = ra_.antialias ? min_(scale_of(g, a), one(D)) : one(D);
+    bool normalise = ra_.antialias || ra_.exclude_outside;
     SymExpr jv = SymExpr::var("j" + sfx);
     TExpr j = idx(jv);
     TExpr off = j + idx(1 - k);
     TExpr at = as_index(f) + off;
-    TExpr dist = ra.antialias ? (cast(D, off) - r) * s : cast(D, off) - r;
-    TExpr wt = cubic ? cubic_kernel(dist, ra.cubic_a) : max_(one(D) - intrin(Intrinsic::abs, dist), zero(D));
-    if (ra.exclude_outside) wt = select(in_range(at, g.x->shape[a]), wt, zero(D));
+    TExpr dist = ra_.antialias ? (cast(D, off) - r) * s : cast(D, off) - r;
+    TExpr wt = cubic_ ? cubic_kernel(dist, ra_.cubic_a) : max_(one(D) - intrin(Intrinsic::abs, dist), zero(D));
+    if (ra_.exclude_outside) wt = select(in_range(at, g.x->shape[a]), wt, zero(D));
     std::vector<Stmt> per_tap{store_w(j, wt), store_t(j, clamp_index(at, g.x->shape[a]))};
     if (normalise) {
       out.push_back(sum.set(zero(D)));
@@ -179,20 +209,20 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
       out.push_back(tir::make_for(jn, n, LoopKind::Serial, store_w(idx(jn), load_w(idx(jn)) / total)));
     }
     return with_locals({sum}, tir::make_seq(out));
-  };
+  }
+
   // acc = the weighted sum over the product of the axes' taps around output
   // position i of x: tap(q, k) and weight(q, k) read axis q's k-th tap and
-  // weight. Then the value as `out` stores it (integers rounded half to
-  // even and saturated).
+  // weight.
   using TapRead = std::function<TExpr(size_t, const TExpr&)>;
-  auto tap_sum = [&](const Buffer& xb, const Index& i, const Local& acc, const TapRead& tap, const TapRead& weight) {
+  Stmt tap_sum(const Buffer& xb, const Index& i, const Local& acc, const TapRead& tap, const TapRead& weight) const {
     std::vector<SymExpr> extents;
-    for (size_t q = 0; q < axes.size(); ++q) extents.push_back(2 * half_taps[q]);
+    for (size_t q = 0; q < axes_.size(); ++q) extents.push_back(2 * half_taps_[q]);
     Stmt sum = serial_nest(extents, "k", [&](const Index& k) {
       Index xi = i;
       TExpr wt;
-      for (size_t q = 0; q < axes.size(); ++q) {
-        xi[size_t(axes[q])] = tap(q, k[q]);
+      for (size_t q = 0; q < axes_.size(); ++q) {
+        xi[size_t(axes_[q])] = tap(q, k[q]);
         TExpr wq = weight(q, k[q]);
         wt = wt ? wt * wq : wq;
       }
@@ -201,164 +231,191 @@ std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) 
       return acc.set(acc.get() + cast(A, wt) * cast(A, load(xb, xi)));
     });
     return tir::make_seq({acc.set(zero(acc.get()->dtype)), sum});
-  };
-  auto stored = [&](TExpr v, DataType t) {
+  }
+
+  // The value as an output of dtype t stores it: integers rounded half to
+  // even and saturated.
+  static TExpr stored(TExpr v, DataType t) {
     DataType A = v->dtype;
     if (t.is_integer()) v = min_(max_(round_half_even(v), cast(A, min_value(t))), cast(A, max_value(t)));
     return v;
-  };
-  // The tabulated form's weights and sums: f32 for an f32 resize on the
-  // cpu (a vector of 16 lanes, not 8; the coordinates and weights are
-  // still computed in f64, then rounded once), else f64.
-  const DataType W = ctx.libraries() && x->dtype == DataType::f32() ? DataType::f32() : D;
-  const auto& graph_out = *as<TensorSI>(call.sinfo)->shape;
-  Geometry main{x, scales, roi, y->shape};
+  }
 
-  if (!crop && !axes.empty()) {
-    // Each resized axis's taps (and weights) depend on the output position
-    // along that axis only: a first program tabulates them, t_a and w_a of
-    // shape (out_a, taps), and the resize reads the tables, so the
-    // coordinate arithmetic (f64 divisions, floors) runs once per output
-    // row and column instead of once per output element.
-    ProgramBuilder tb(ctx, "resize_taps");
-    Geometry tg{tb.input(call.args[0], "x"), scales ? tb.input(call.args[2], "scales") : nullptr, nullptr, {}};
-    if (!tg.x || (scales && !tg.scales)) return std::nullopt;
-    tg.out.resize(size_t(rank));
+  // Each resized axis's taps (and weights) depend on the output position
+  // along that axis only: a first program tabulates them, t_a and w_a of
+  // shape (taps, out_a), and the resize reads the tables, so the
+  // coordinate arithmetic (f64 divisions, floors) runs once per output row
+  // and column instead of once per output element.
+  std::optional<Expr> tabulated(DataType y_dtype) {
+    const auto& graph_out = *as<TensorSI>(call_.sinfo)->shape;
+    bool has_scales = call_.args.size() > 2;
+    ProgramBuilder tb(ctx_, "resize_taps");
+    Geometry tg{tb.input(call_.args[0], "x"), has_scales ? tb.input(call_.args[2], "scales") : nullptr, nullptr, {}};
+    if (!tg.x || (has_scales && !tg.scales)) return ctx_.decline("the tables' operands have no known shape");
+    tg.out.resize(size_t(rank_));
     std::vector<Buffer> tw, tt;
     std::vector<StructInfo> table_si;
-    for (size_t q = 0; q < axes.size(); ++q) {
-      int64_t n = nearest ? 1 : 2 * half_taps[q];
+    for (size_t q = 0; q < axes_.size(); ++q) {
+      int64_t n = nearest_ ? 1 : 2 * half_taps_[q];
       // (taps, out): a tap's entries for consecutive output positions are contiguous.
-      StructInfo tsi = tensor_si(DataType::i64(), {SymExpr(n), graph_out[size_t(axes[q])]});
-      tt.push_back(tb.output(tsi, "t" + std::to_string(axes[q])));
+      StructInfo tsi = tensor_si(DataType::i64(), {SymExpr(n), graph_out[size_t(axes_[q])]});
+      tt.push_back(tb.output(tsi, "t" + std::to_string(axes_[q])));
       table_si.push_back(tsi);
-      if (!tt.back()) return std::nullopt;
-      tg.out[size_t(axes[q])] = tt.back()->shape[1];
-      if (nearest) continue;
-      StructInfo wsi = tensor_si(W, {SymExpr(n), graph_out[size_t(axes[q])]});
-      tw.push_back(tb.output(wsi, "w" + std::to_string(axes[q])));
+      if (!tt.back()) return ctx_.decline("a tap table has no known shape");
+      tg.out[size_t(axes_[q])] = tt.back()->shape[1];
+      if (nearest_) continue;
+      StructInfo wsi = tensor_si(W_, {SymExpr(n), graph_out[size_t(axes_[q])]});
+      tw.push_back(tb.output(wsi, "w" + std::to_string(axes_[q])));
       table_si.push_back(wsi);
-      if (!tw.back()) return std::nullopt;
+      if (!tw.back()) return ctx_.decline("a weight table has no known shape");
     }
     std::vector<Stmt> tables;
-    for (size_t q = 0; q < axes.size(); ++q) {
-      int a = axes[q];
-      tables.push_back(loop_nest({tg.out[size_t(a)]}, [&](const Index& o) {
-        if (nearest) return tir::make_store(tt[q], {idx(0), o[0]}, nearest_tap(tg, a, coordinate(tg, a, o[0])));
-        return tap_loops(
-            tg, q, o[0], [&](const TExpr& j, const TExpr& v) { return tir::make_store(tw[q], {j, o[0]}, cast(W, v)); },
-            [&](const TExpr& j, const TExpr& v) { return tir::make_store(tt[q], {j, o[0]}, v); },
-            [&](const TExpr& j) { return cast(D, load(tw[q], {j, o[0]})); });
-      }, LoopHints{false, false, 1}, "o" + std::to_string(a)));
+    for (size_t q = 0; q < axes_.size(); ++q) {
+      int a = axes_[q];
+      tables.push_back(loop_nest(
+          {tg.out[size_t(a)]},
+          [&](const Index& o) {
+            if (nearest_) return tir::make_store(tt[q], {idx(0), o[0]}, nearest_tap(tg, a, coordinate(tg, a, o[0])));
+            return tap_loops(
+                tg, q, o[0],
+                [&](const TExpr& j, const TExpr& v) {
+                  return tir::make_store(tw[q], {j, o[0]}, cast(W_, v));
+                },
+                [&](const TExpr& j, const TExpr& v) {
+                  return tir::make_store(tt[q], {j, o[0]}, v);
+                },
+                [&](const TExpr& j) {
+                  return cast(D_, load(tw[q], {j, o[0]}));
+                });
+          },
+          LoopHints{false, false, 1}, "o" + std::to_string(a)));
     }
-    Var all = ctx.emit(tb.finish(tir::make_seq(tables)), "resize_taps");
-    // The cpu, f32 linear or cubic over the last two axes: the runtime's
-    // separable image.resize2d (runtime/builtins_image.cc: each input row
-    // interpolated along its columns once, then whole rows combined),
-    // where a loop nest per output gathers all its taps with vector
-    // gathers.
-    if (W == DataType::f32() && !nearest && y->dtype == DataType::f32() && axes.size() == 2 && axes[0] == rank - 2 &&
-        axes[1] == rank - 1) {
-      std::vector<Expr> args = {call.args[0]};
-      for (size_t f = 0; f < table_si.size(); ++f) {
-        Expr e = make_tuple_get_item(all, int(f));
-        e->sinfo = table_si[f];
-        args.push_back(ctx.emit(e, "resize_table"));
-      }
-      if (!ctx.module().extern_decl(kResize2d)) ctx.module().add_extern(kResize2d);
-      Expr r = make_op_call("call_library", {make_string(kResize2d), make_tuple(args)}, {}, {call.sinfo});
-      r->sinfo = call.sinfo;
-      return r;
-    }
-    // The resize proper: x and the tables.
-    ProgramBuilder rb(ctx, "resize");
-    Buffer rx = rb.input(call.args[0], "x");
+    Var all = ctx_.emit(tb.finish(tir::make_seq(tables)), "resize_taps");
+    auto table = [&](size_t f) {
+      Expr e = make_tuple_get_item(all, int(f));
+      e->sinfo = table_si[f];
+      return ctx_.emit(e, "resize_table");
+    };
+    if (W_ == DataType::f32() && !nearest_ && y_dtype == DataType::f32() && axes_.size() == 2 &&
+        axes_[0] == rank_ - 2 && axes_[1] == rank_ - 1)
+      return library_2d(table_si.size(), table);
+    return read_tables(table);
+  }
+
+  // The cpu, f32 linear or cubic over the last two axes: the runtime's
+  // separable image.resize2d (runtime/builtins_image.cc: each input row
+  // interpolated along its columns once, then whole rows combined), where
+  // a loop nest per output gathers all its taps with vector gathers.
+  std::optional<Expr> library_2d(size_t n_tables, const std::function<Var(size_t)>& table) {
+    std::vector<Expr> args = {call_.args[0]};
+    for (size_t f = 0; f < n_tables; ++f) args.push_back(table(f));
+    if (!ctx_.module().extern_decl(kResize2d)) ctx_.module().add_extern(kResize2d);
+    Expr r = make_op_call("call_library", {make_string(kResize2d), make_tuple(args)}, {}, {call_.sinfo});
+    r->sinfo = call_.sinfo;
+    return r;
+  }
+
+  // The resize proper over x and the tables.
+  std::optional<Expr> read_tables(const std::function<Var(size_t)>& table) {
+    ProgramBuilder rb(ctx_, "resize");
+    Buffer rx = rb.input(call_.args[0], "x");
     std::vector<Buffer> rt, rw;
-    for (size_t f = 0, q = 0; q < axes.size(); ++q) {
-      auto item = [&](size_t field) {
-        Expr e = make_tuple_get_item(all, int(field));
-        e->sinfo = table_si[field];
-        return rb.input(ctx.emit(e, "resize_table"), "tab" + std::to_string(field));
-      };
+    for (size_t f = 0, q = 0; q < axes_.size(); ++q) {
+      auto item = [&](size_t field) { return rb.input(table(field), "tab" + std::to_string(field)); };
       rt.push_back(item(f++));
-      if (!nearest) rw.push_back(item(f++));
+      if (!nearest_) rw.push_back(item(f++));
     }
-    Buffer yo = rb.output(call.sinfo, "y");
-    if (!rx || !yo) return std::nullopt;
-    for (const Buffer& b : rt)
-      if (!b) return std::nullopt;
-    for (const Buffer& b : rw)
-      if (!b) return std::nullopt;
-    if (nearest)
+    Buffer yo = rb.output(call_.sinfo, "y");
+    bool known = rx && yo;
+    for (const std::vector<Buffer>* bs : {&rt, &rw})
+      for (const Buffer& b : *bs) known = known && b;
+    if (!known) return ctx_.decline("the resize's operands have no known shape");
+    if (nearest_)
       return rb.finish(compute(yo, [&](const Index& i) {
         Index xi = i;
-        for (size_t q = 0; q < axes.size(); ++q) xi[size_t(axes[q])] = load(rt[q], {idx(0), i[size_t(axes[q])]});
+        for (size_t q = 0; q < axes_.size(); ++q) xi[size_t(axes_[q])] = load(rt[q], {idx(0), i[size_t(axes_[q])]});
         return load(rx, xi);
       }));
     return rb.finish(loop_nest(
         yo->shape,
         [&](const Index& i) {
-          Local acc = local("acc", W);
+          Local acc = local("acc", W_);
           Stmt sum = tap_sum(
-              rx, i, acc, [&](size_t q, const TExpr& k) { return load(rt[q], {k, i[size_t(axes[q])]}); },
-              [&](size_t q, const TExpr& k) { return load(rw[q], {k, i[size_t(axes[q])]}); });
-          return with_locals({acc}, tir::make_seq({sum, tir::make_store(yo, i, cast(yo->dtype, stored(acc.get(), yo->dtype)))}));
+              rx, i, acc,
+              [&](size_t q, const TExpr& k) {
+                return load(rt[q], {k, i[size_t(axes_[q])]});
+              },
+              [&](size_t q, const TExpr& k) {
+                return load(rw[q], {k, i[size_t(axes_[q])]});
+              });
+          return with_locals(
+              {acc}, tir::make_seq({sum, tir::make_store(yo, i, cast(yo->dtype, stored(acc.get(), yo->dtype)))}));
         },
-        LoopHints{true, false, 8, /*vectorize_gathers=*/W == DataType::f32()}));
+        LoopHints{true, false, 8, /*vectorize_gathers=*/W_ == DataType::f32()}));
   }
 
-  if (nearest) {
-    return pb.finish(compute(y, [&](const Index& i) {
-      Index xi = i;
-      TExpr out_of_roi;
-      for (int a : axes) {
-        TExpr xo = coordinate(main, a, i[a]);
-        xi[a] = nearest_tap(main, a, xo);
-        if (crop) out_of_roi = out_of_roi ? or_(out_of_roi, outside(main, a, xo)) : outside(main, a, xo);
+  // Nearest, per output element (tf_crop_and_resize, or no axis resized):
+  // the extrapolation value outside the roi.
+  TExpr direct_nearest(const Geometry& g, DataType y_dtype, const Index& i) const {
+    Index xi = i;
+    TExpr out_of_roi;
+    for (int a : axes_) {
+      TExpr xo = coordinate(g, a, i[a]);
+      xi[a] = nearest_tap(g, a, xo);
+      if (crop_) out_of_roi = out_of_roi ? or_(out_of_roi, outside(g, a, xo)) : outside(g, a, xo);
+    }
+    TExpr v = load(g.x, xi);
+    if (crop_) v = select(out_of_roi, cast(y_dtype, const_of(D_, ra_.extrapolation)), v);
+    return v;
+  }
+
+  // Linear and cubic per output element: each axis's taps and weights into
+  // local arrays, then their weighted sum.
+  Stmt direct(const Geometry& g, const Buffer& y, const Index& i) const {
+    std::vector<Buffer> wts, taps;
+    std::vector<Stmt> prep;
+    Local acc = local("acc", D_);
+    TExpr out_of_roi;
+    for (size_t q = 0; q < axes_.size(); ++q) {
+      int a = axes_[q];
+      int64_t n = 2 * half_taps_[q];
+      std::string sfx = std::to_string(a);
+      Buffer w = tir::make_buffer("w" + sfx, D_, {SymExpr(n)}, tir::Scope::Local);
+      Buffer t = tir::make_buffer("t" + sfx, DataType::i64(), {SymExpr(n)}, tir::Scope::Local);
+      wts.push_back(w);
+      taps.push_back(t);
+      if (crop_) {
+        TExpr xo = coordinate(g, a, i[a]);
+        out_of_roi = out_of_roi ? or_(out_of_roi, outside(g, a, xo)) : outside(g, a, xo);
       }
-      TExpr v = load(x, xi);
-      if (crop) v = select(out_of_roi, cast(y->dtype, const_of(D, ra.extrapolation)), v);
-      return v;
-    }));
+      prep.push_back(tap_loops(
+          g, q, i[a], [&](const TExpr& j, const TExpr& v) { return store1(w, j, v); },
+          [&](const TExpr& j, const TExpr& v) { return store1(t, j, v); },
+          [&](const TExpr& j) { return load(w, {j}); }));
+    }
+    prep.push_back(tap_sum(
+        g.x, i, acc, [&](size_t q, const TExpr& k) { return load(taps[q], {k}); },
+        [&](size_t q, const TExpr& k) { return load(wts[q], {k}); }));
+    TExpr v = stored(acc.get(), y->dtype);
+    if (crop_) v = select(out_of_roi, const_of(D_, ra_.extrapolation), v);
+    prep.push_back(tir::make_store(y, i, cast(y->dtype, v)));
+    Stmt body = with_locals({acc}, tir::make_seq(prep));
+    for (size_t q = 0; q < axes_.size(); ++q) body = tir::make_allocate(wts[q], tir::make_allocate(taps[q], body));
+    return body;
   }
 
-  LoopHints hints{true, false, 8};
-  return pb.finish(loop_nest(
-      y->shape,
-      [&](const Index& i) {
-        std::vector<Buffer> wts, taps;
-        std::vector<Stmt> prep;
-        Local acc = local("acc", D);
-        TExpr out_of_roi;
-        for (size_t q = 0; q < axes.size(); ++q) {
-          int a = axes[q];
-          int64_t n = 2 * half_taps[q];
-          std::string sfx = std::to_string(a);
-          Buffer w = tir::make_buffer("w" + sfx, D, {SymExpr(n)}, tir::Scope::Local);
-          Buffer t = tir::make_buffer("t" + sfx, DataType::i64(), {SymExpr(n)}, tir::Scope::Local);
-          wts.push_back(w);
-          taps.push_back(t);
-          if (crop) {
-            TExpr xo = coordinate(main, a, i[a]);
-            out_of_roi = out_of_roi ? or_(out_of_roi, outside(main, a, xo)) : outside(main, a, xo);
-          }
-          prep.push_back(tap_loops(
-              main, q, i[a], [&](const TExpr& j, const TExpr& v) { return store1(w, j, v); },
-              [&](const TExpr& j, const TExpr& v) { return store1(t, j, v); },
-              [&](const TExpr& j) { return load(w, {j}); }));
-        }
-        prep.push_back(tap_sum(
-            x, i, acc, [&](size_t q, const TExpr& k) { return load(taps[q], {k}); },
-            [&](size_t q, const TExpr& k) { return load(wts[q], {k}); }));
-        TExpr v = stored(acc.get(), y->dtype);
-        if (crop) v = select(out_of_roi, const_of(D, ra.extrapolation), v);
-        prep.push_back(tir::make_store(y, i, cast(y->dtype, v)));
-        Stmt body = with_locals({acc}, tir::make_seq(prep));
-        for (size_t q = 0; q < axes.size(); ++q) body = tir::make_allocate(wts[q], tir::make_allocate(taps[q], body));
-        return body;
-      },
-      hints));
-}
+  LegalizeContext& ctx_;
+  const CallNode& call_;
+  ResizeAttrs ra_;
+  bool crop_ = false, nearest_ = false, cubic_ = false;
+  int rank_ = 0;
+  const DataType D_ = DataType::f(64);  // coordinates and weights
+  DataType W_;                          // the tables' weights and the tabulated form's sums
+  std::vector<int> axes_;
+  std::vector<int64_t> half_taps_;
+};
+
+std::optional<Expr> legalize_resize(LegalizeContext& ctx, const CallNode& call) { return Resize(ctx, call).legalize(); }
 
 // ---- grid_sample ----------------------------------------------------------------------------
 

@@ -157,6 +157,7 @@ std::optional<std::vector<Expr>> LegalizeContext::tuple_fields(const Expr& e, co
 void LegalizeContext::begin_call(bool in_dataflow, std::string name) {
   in_dataflow_ = in_dataflow;
   name_ = std::move(name);
+  declined_.clear();
   pending_.clear();
 }
 

@@ -5,7 +5,8 @@
 // its deduced struct info) and a LegalizeContext, writes a tir::Program with
 // a ProgramBuilder, which maps the graph's dims onto buffer dims by the ABI's
 // convention, and returns the `call_tir(...)` that replaces the call, or
-// nullopt to leave the call as it is (the VM lowering then reports it).
+// ctx.decline(why) (a nullopt) to leave the call as it is: the VM lowering
+// then reports it, and relax-build --explain legalize prints why.
 //
 // How to write one (passes/legalize/<family>.cc):
 //
@@ -13,7 +14,7 @@
 //     ProgramBuilder pb(ctx, "relu");
 //     tir::Buffer x = pb.input(call.args[0], "x");         // nullptr: no known shape
 //     tir::Buffer y = pb.output(call.sinfo, "y");
-//     if (!x || !y) return std::nullopt;
+//     if (!x || !y) return ctx.decline("an operand has no known shape");
 //     return pb.finish(te::compute(y, [&](const te::Index& i) {
 //       return te::max_(te::load(x, i), te::zero(x->dtype));
 //     }));
@@ -27,7 +28,7 @@
 // no buffer binds it. Attributes are read with ops::attrs_of(call) (defaults
 // filled). The helpers for loop nests, broadcasting and reductions are in
 // passes/legalize/te.h. Throw relax::Error only for an IR the op's rule
-// should have rejected; return nullopt for what is merely unsupported.
+// should have rejected; decline what is merely unsupported.
 #pragma once
 
 #include <functional>
@@ -153,6 +154,13 @@ class LegalizeContext {
   void begin_call(bool in_dataflow, std::string name);
   // The variable the call being legalised is bound to (for run-time messages).
   const std::string& call_name() const { return name_; }
+  // Leaves the call as it is (a legaliser returns this), saying why: the
+  // pass prints the reason under relax-build --explain legalize.
+  std::nullopt_t decline(std::string why) {
+    declined_ = std::move(why);
+    return std::nullopt;
+  }
+  const std::string& declined() const { return declined_; }
   std::vector<Binding> take_pending();
 
  private:
@@ -160,7 +168,7 @@ class LegalizeContext {
   Analyzer& ana_;
   TargetTraits traits_;
   bool in_dataflow_ = false;
-  std::string name_;
+  std::string name_, declined_;
   std::vector<Binding> pending_;
   std::unordered_map<std::string, std::string> by_text_;  // printed program (no name) -> its name
   int fresh_ = 0;
