@@ -438,11 +438,9 @@ std::optional<Expr> legalize_grid_sample(LegalizeContext& ctx, const CallNode& c
   Attrs attrs = ops::attrs_of(call);
   std::string mode = attrs.get_string("mode"), padding = attrs.get_string("padding_mode");
   bool align = attrs.get_bool("align_corners");
-  ProgramBuilder pb(ctx, "grid_sample");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer grid = pb.input(call.args[1], "grid");
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !grid || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "grid_sample");
+  Buffer x = pb.arg(0, "x"), grid = pb.arg(1, "grid"), y = pb.result("y");
+  if (!pb.known()) return pb.unknown();
   int sp = int(x->shape.size()) - 2;
   DataType t = compute_dtype(x->dtype);
   if (!t.is_float()) t = DataType::f32();
@@ -522,10 +520,9 @@ std::optional<Expr> legalize_grid_sample(LegalizeContext& ctx, const CallNode& c
 std::optional<Expr> legalize_affine_grid(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   bool align = attrs.get_bool("align_corners");
-  ProgramBuilder pb(ctx, "affine_grid");
-  Buffer theta = pb.input(call.args[0], "theta");
-  Buffer y = pb.output(call.sinfo, "grid");
-  if (!theta || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "affine_grid");
+  Buffer theta = pb.arg(0, "theta"), y = pb.result("grid");
+  if (!pb.known()) return pb.unknown();
   int sp = int(y->shape.size()) - 2;
   DataType t = compute_dtype(y->dtype);
   // The normalised coordinate of position p along an axis of size n.
@@ -548,12 +545,9 @@ std::optional<Expr> legalize_affine_grid(LegalizeContext& ctx, const CallNode& c
 
 std::optional<Expr> legalize_roi_align(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "roi_align");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer rois = pb.input(call.args[1], "rois");
-  Buffer bidx = pb.input(call.args[2], "batch_indices");
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !rois || !bidx || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "roi_align");
+  Buffer x = pb.arg(0, "x"), rois = pb.arg(1, "rois"), bidx = pb.arg(2, "batch_indices"), y = pb.result("y");
+  if (!pb.known()) return pb.unknown();
   int64_t OH = attrs.get_int("output_height"), OW = attrs.get_int("output_width");
   int64_t ratio = attrs.get_int("sampling_ratio");
   double scale = attrs.get_float("spatial_scale");

@@ -39,9 +39,9 @@ std::optional<Expr> legalize_arange(LegalizeContext& ctx, const CallNode& call) 
 }
 
 std::optional<Expr> legalize_eye(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "eye");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "eye");
+  Buffer y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   int64_t k = ops::attrs_of(call).get_int("k");
   DataType t = y->dtype;
   return pb.finish(compute(y, [&](const Index& i) { return select(eq(i[1] - i[0], idx(k)), one(t), zero(t)); }));
@@ -63,11 +63,9 @@ std::optional<Expr> legalize_trilu(LegalizeContext& ctx, const CallNode& call) {
 }
 
 std::optional<Expr> legalize_one_hot(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "one_hot");
-  Buffer ind = pb.input(call.args[0], "indices");
-  Buffer values = pb.input(call.args[1], "values");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!ind || !values || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "one_hot");
+  Buffer ind = pb.arg(0, "indices"), values = pb.arg(1, "values"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   size_t axis = size_t(ops::normalize_axis("one_hot", ops::attrs_of(call).get_int("axis"), int(y->shape.size())));
   SymExpr depth = y->shape[axis];
   return pb.finish(compute(y, [&](const Index& i) {
@@ -80,11 +78,9 @@ std::optional<Expr> legalize_one_hot(LegalizeContext& ctx, const CallNode& call)
 }
 
 std::optional<Expr> legalize_gather_elements(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "gather_elements");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer ind = pb.input(call.args[1], "indices");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !ind || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "gather_elements");
+  Buffer x = pb.arg(0, "x"), ind = pb.arg(1, "indices"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   size_t axis =
       size_t(ops::normalize_axis("gather_elements", ops::attrs_of(call).get_int("axis"), int(x->shape.size())));
   if (!pb.check_indices(x, ind, "GatherElements", {int64_t(axis)})) return std::nullopt;
@@ -96,10 +92,9 @@ std::optional<Expr> legalize_gather_elements(LegalizeContext& ctx, const CallNod
 }
 
 std::optional<Expr> legalize_tile(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "tile");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "tile");
+  Buffer x = pb.arg(0, "x"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   return pb.finish(compute(y, [&](const Index& i) {
     Index xi;
     for (size_t k = 0; k < i.size(); ++k) xi.push_back(tir::binary(tir::BinOp::FloorMod, i[k], idx(x->shape[k])));
@@ -185,15 +180,25 @@ Stmt copy_of(const Buffer& x, const Buffer& y) {
   return compute(y, [&](const Index& i) { return load(x, i); });
 }
 
-std::optional<Expr> legalize_scatter_elements(LegalizeContext& ctx, const CallNode& call) {
+// A scatter's data x (its dims bound first: the result takes them), indices,
+// updates and result; nullopt when one has no known shape.
+struct ScatterOperands {
+  Buffer x, ind, upd, y;
+};
+std::optional<ScatterOperands> scatter_operands(LegalizeContext& ctx, ProgramBuilder& pb, const CallNode& call) {
   std::optional<Expr> data = ctx.bind_tensor(call.args[0], "x");
   if (!data) return std::nullopt;
+  ScatterOperands s{pb.input(*data, "x"), pb.input(call.args[1], "indices"), pb.input(call.args[2], "updates"),
+                    pb.output(shaped_like(call, *data), "out")};
+  if (!s.x || !s.ind || !s.upd || !s.y) return std::nullopt;
+  return s;
+}
+
+std::optional<Expr> legalize_scatter_elements(LegalizeContext& ctx, const CallNode& call) {
   ProgramBuilder pb(ctx, "scatter_elements");
-  Buffer x = pb.input(*data, "x");
-  Buffer ind = pb.input(call.args[1], "indices");
-  Buffer upd = pb.input(call.args[2], "updates");
-  Buffer y = pb.output(shaped_like(call, *data), "out");
-  if (!x || !ind || !upd || !y) return std::nullopt;
+  std::optional<ScatterOperands> s = scatter_operands(ctx, pb, call);
+  if (!s) return ctx.decline("an operand or the result has no known shape");
+  const Buffer &x = s->x, &ind = s->ind, &upd = s->upd, &y = s->y;
   size_t r = x->shape.size();
   if (ind->shape.size() != r || upd->shape.size() != r || y->shape.size() != r) return std::nullopt;
   Attrs attrs = ops::attrs_of(call);
@@ -222,14 +227,12 @@ std::optional<Expr> legalize_scatter_elements(LegalizeContext& ctx, const CallNo
 }
 
 std::optional<Expr> legalize_scatter_nd(LegalizeContext& ctx, const CallNode& call) {
-  std::optional<Expr> data = ctx.bind_tensor(call.args[0], "x");
-  if (!data) return std::nullopt;
   ProgramBuilder pb(ctx, "scatter_nd");
-  Buffer x = pb.input(*data, "x");
-  Buffer ind = pb.input(call.args[1], "indices");
-  Buffer upd = pb.input(call.args[2], "updates");
-  Buffer y = pb.output(shaped_like(call, *data), "out");
-  if (!x || !ind || !upd || !y || ind->shape.empty() || !ind->shape.back().is_const()) return std::nullopt;
+  std::optional<ScatterOperands> s = scatter_operands(ctx, pb, call);
+  if (!s) return ctx.decline("an operand or the result has no known shape");
+  const Buffer &x = s->x, &ind = s->ind, &upd = s->upd, &y = s->y;
+  if (ind->shape.empty() || !ind->shape.back().is_const())
+    return ctx.decline("the index tuples' length is not a constant");
   size_t r = x->shape.size(), q = ind->shape.size(), m = size_t(ind->shape.back().const_value());
   if (m > r || upd->shape.size() != q - 1 + r - m || y->shape.size() != r) return std::nullopt;
   Combine combine = combiner(ops::attrs_of(call).get_string("reduction", "none"), y->dtype);
@@ -457,11 +460,9 @@ std::optional<Expr> legalize_col2im(LegalizeContext& ctx, const CallNode& call) 
 
 std::optional<Expr> legalize_reverse_sequence(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "reverse_sequence");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer lens = pb.input(call.args[1], "lengths");
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !lens || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "reverse_sequence");
+  Buffer x = pb.arg(0, "x"), lens = pb.arg(1, "lengths"), y = pb.result("y");
+  if (!pb.known()) return pb.unknown();
   int n = int(x->shape.size());
   int b = ops::normalize_axis("reverse_sequence", attrs.get_int("batch_axis"), n);
   int t = ops::normalize_axis("reverse_sequence", attrs.get_int("time_axis"), n);

@@ -1,5 +1,4 @@
 // The legaliser registry, LegalizeContext and ProgramBuilder.
-#include "ir/target_traits.h"
 #include "passes/legalize/legalize.h"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 #include "ir/error.h"
 #include "ir/normalize.h"
 #include "ir/printer.h"
+#include "ir/target_traits.h"
 #include "passes/legalize/te.h"
 
 namespace relax {
@@ -65,11 +65,9 @@ std::string program_key(const tir::Program& p) { return print_program("_", p); }
 
 }  // namespace
 
-LegalizeContext::LegalizeContext(IRModule& mod, Analyzer& ana)
-    : mod_(mod), ana_(ana), traits_(TargetTraits::of(mod)) {
+LegalizeContext::LegalizeContext(IRModule& mod, Analyzer& ana) : mod_(mod), ana_(ana), traits_(TargetTraits::of(mod)) {
   for (const std::string& name : mod_.program_names()) by_text_.emplace(program_key(mod_.program(name)), name);
 }
-
 
 Expr LegalizeContext::add_program(const tir::Program& p) {
   std::string key = program_key(p);
@@ -187,6 +185,31 @@ std::vector<Binding> LegalizeContext::take_pending() { return std::exchange(pend
 
 ProgramBuilder::ProgramBuilder(LegalizeContext& ctx, std::string name_hint) : ctx_(ctx), name_(std::move(name_hint)) {}
 
+ProgramBuilder::ProgramBuilder(LegalizeContext& ctx, const CallNode& call, std::string name_hint)
+    : ctx_(ctx), call_(&call), name_(std::move(name_hint)) {}
+
+tir::Buffer ProgramBuilder::arg(size_t k, const std::string& name) {
+  RELAX_CHECK(call_, "ProgramBuilder::arg without a call");
+  if (k >= call_->args.size()) return nullptr;
+  tir::Buffer b = input(call_->args[k], name);
+  if (!b) unknown_.push_back(name);
+  return b;
+}
+
+tir::Buffer ProgramBuilder::result(const std::string& name) {
+  RELAX_CHECK(call_, "ProgramBuilder::result without a call");
+  tir::Buffer b = output(call_->sinfo, name);
+  if (!b) unknown_.push_back(name);
+  return b;
+}
+
+std::nullopt_t ProgramBuilder::unknown() {
+  if (unknown_.empty()) return ctx_.decline("an operand has no known shape or value");
+  std::string names;
+  for (const std::string& n : unknown_) names += (names.empty() ? "" : ", ") + n;
+  return ctx_.decline(names + (unknown_.size() == 1 ? " has" : " have") + " no known shape");
+}
+
 SymExpr ProgramBuilder::dim(const SymExpr& d) {
   if (d.is_const()) return d;
   auto it = dims_.find(d);
@@ -216,8 +239,7 @@ bool ProgramBuilder::check_indices(const tir::Buffer& x, const tir::Buffer& ind,
   RELAX_CHECK(!axes.empty() && x && (ind || (scalar && axes.size() == 1)));
   if (!ctx_.index_checks()) return true;
   if (scalar && tir::as<tir::ImmNode>(scalar)) return true;  // a constant: the importer checked it
-  if (ind && axes.size() > 1 && (ind->shape.empty() || !ind->shape.back().is_const(int64_t(axes.size()))))
-    return false;
+  if (ind && axes.size() > 1 && (ind->shape.empty() || !ind->shape.back().is_const(int64_t(axes.size())))) return false;
   for (int64_t a : axes)
     if (a < 0 || a >= int64_t(x->shape.size())) return false;
   std::string what = op + " '" + ctx_.call_name() + "'";
@@ -240,10 +262,9 @@ bool ProgramBuilder::check_indices(const tir::Buffer& x, const tir::Buffer& ind,
   };
   auto bad = [](const At& a) { return or_(lt(a.value, idx(0) - a.size), ge(a.value, a.size)); };
   auto record = [&](const At& a) {
-    return tir::make_if(bad(a), tir::make_seq({tir::make_store(st, {idx(1)}, a.value),
-                                               tir::make_store(st, {idx(2)}, a.size),
-                                               tir::make_store(st, {idx(3)}, a.axis),
-                                               tir::make_store(st, {idx(0)}, idx(1))}));
+    return tir::make_if(bad(a),
+                        tir::make_seq({tir::make_store(st, {idx(1)}, a.value), tir::make_store(st, {idx(2)}, a.size),
+                                       tir::make_store(st, {idx(3)}, a.axis), tir::make_store(st, {idx(0)}, idx(1))}));
   };
   if (!ind) {  // one index, a symbolic value
     prelude_.push_back(record(At{as_index(scalar), idx(x->shape[size_t(axes[0])]), idx(axes[0])}));
@@ -252,7 +273,8 @@ bool ProgramBuilder::check_indices(const tir::Buffer& x, const tir::Buffer& ind,
   LoopHints hints;
   hints.vectorize = false;
   if (ctx_.gpu()) {  // a thread per index
-    prelude_.push_back(loop_nest(ind->shape, [&](const Index& i) { return record(at(i)); }, hints, "c"));
+    prelude_.push_back(loop_nest(
+        ind->shape, [&](const Index& i) { return record(at(i)); }, hints, "c"));
     return true;
   }
   // On the host each row (the last dim) is scanned first for any bad index,
@@ -270,10 +292,10 @@ bool ProgramBuilder::check_indices(const tir::Buffer& x, const tir::Buffer& ind,
     };
     Local any = local("any", DataType::i(32));
     Stmt scan = loop_nest(
-        last,
-        [&](const Index& j) { return any.set(max_(any.get(), cast(DataType::i(32), bad(at(full(j)))))); }, serial,
+        last, [&](const Index& j) { return any.set(max_(any.get(), cast(DataType::i(32), bad(at(full(j)))))); }, serial,
         "k");
-    Stmt report = loop_nest(last, [&](const Index& j) { return record(at(full(j))); }, serial, "r");
+    Stmt report = loop_nest(
+        last, [&](const Index& j) { return record(at(full(j))); }, serial, "r");
     return with_locals({any}, tir::make_seq({any.set(zero(DataType::i(32))), scan,
                                              tir::make_if(ne(any.get(), zero(DataType::i(32))), report)}));
   };

@@ -182,6 +182,24 @@ class LegalizeContext {
 class ProgramBuilder {
  public:
   ProgramBuilder(LegalizeContext& ctx, std::string name_hint);
+  // A program over `call`'s operands and result, which arg() and result()
+  // bind by the program's names, so that a legaliser opens as its op's
+  // signature:
+  //   ProgramBuilder pb(ctx, call, "conv");
+  //   Buffer x = pb.arg(0, "x"), w = pb.arg(1, "w"), y = pb.result("y");
+  //   if (!pb.known()) return pb.unknown();
+  ProgramBuilder(LegalizeContext& ctx, const CallNode& call, std::string name_hint);
+
+  // input(call.args[k], name); nullptr when the call has no operand k (an
+  // optional one left out).
+  tir::Buffer arg(size_t k, const std::string& name);
+  // output(call.sinfo, name).
+  tir::Buffer result(const std::string& name);
+  // Whether every operand and result arg() and result() were asked for has
+  // a known shape; unknown() declines the call naming those that do not
+  // (or, when all did, saying an operand is not known).
+  bool known() const { return unknown_.empty(); }
+  std::nullopt_t unknown();
 
   // An input buffer for graph value `arg` (a tensor, or a Prim scalar as a
   // rank-0 buffer is NOT allowed: use scalar()); nullptr when its shape is
@@ -228,7 +246,9 @@ class ProgramBuilder {
 
  private:
   LegalizeContext& ctx_;
+  const CallNode* call_ = nullptr;
   std::string name_;
+  std::vector<std::string> unknown_;  // what arg() and result() could not bind
   std::vector<tir::Buffer> inputs_, outputs_;
   std::vector<tir::Stmt> prelude_;  // check_indices' nests, run before the body
   std::vector<Expr> args_;

@@ -151,10 +151,9 @@ std::optional<Expr> legalize_einsum(LegalizeContext& ctx, const CallNode& call) 
 // (a second output of the program, dropped): det = sign * prod(pivots); a
 // zero pivot gives 0 and skips the elimination.
 std::optional<Expr> legalize_det(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "det");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "det");
+  Buffer x = pb.arg(0, "x"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   size_t r = x->shape.size();
   DataType t = x->dtype, acc = compute_dtype(t);
   std::vector<SymExpr> lu_shape = y->shape;

@@ -30,19 +30,18 @@ DataType dtype_of(const Expr& e) {
 }
 
 std::optional<Expr> legalize_reshape(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "reshape");
-  Buffer x = pb.input(call.args[0], "x");
-  if (!x) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "reshape");
+  Buffer x = pb.arg(0, "x");
+  if (!pb.known()) return pb.unknown();
   Buffer y = pb.output(shaped_result(ctx, call, call.args[1], x->dtype), "out");
   if (!y) return std::nullopt;
   return pb.finish(compute(y, [&](const Index& i) { return load(x, unflatten(flat_index(i, y->shape), x->shape)); }));
 }
 
 std::optional<Expr> legalize_permute_dims(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "permute_dims");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "permute_dims");
+  Buffer x = pb.arg(0, "x"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   int n = int(x->shape.size());
   std::vector<int64_t> axes = ops::attrs_of(call).get_ints("axes");
   std::vector<int> perm;
@@ -151,10 +150,9 @@ std::optional<Expr> legalize_split(LegalizeContext& ctx, const CallNode& call) {
 }
 
 std::optional<Expr> legalize_strided_slice(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "strided_slice");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "strided_slice");
+  Buffer x = pb.arg(0, "x"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   Attrs attrs = ops::attrs_of(call);
   std::vector<int> axes = ops::normalize_axes("strided_slice", attrs.get_ints("axes"), int(x->shape.size()));
   std::vector<SymExpr> begin = ops::get_syms(attrs, "begin");
@@ -182,10 +180,9 @@ std::optional<Expr> legalize_strided_slice(LegalizeContext& ctx, const CallNode&
 // the smaller's.
 std::optional<Expr> legalize_unit_axes(LegalizeContext& ctx, const CallNode& call, bool expand) {
   const std::string& op = ops::op_name(call);
-  ProgramBuilder pb(ctx, op);
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, op);
+  Buffer x = pb.arg(0, "x"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   const Buffer& big = expand ? y : x;
   int n = int(big->shape.size());
   std::vector<int64_t> axes = ops::attrs_of(call).get_ints("axis");
@@ -219,18 +216,18 @@ std::optional<Expr> legalize_expand_dims(LegalizeContext& ctx, const CallNode& c
 }
 
 std::optional<Expr> legalize_broadcast_to(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "broadcast_to");
-  Buffer x = pb.input(call.args[0], "x");
-  if (!x) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "broadcast_to");
+  Buffer x = pb.arg(0, "x");
+  if (!pb.known()) return pb.unknown();
   Buffer y = pb.output(shaped_result(ctx, call, call.args[1], x->dtype), "out");
   if (!y) return std::nullopt;
   return pb.finish(compute(y, [&](const Index& i) { return load_bcast(x, i, y); }));
 }
 
 std::optional<Expr> legalize_take(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "take");
-  Buffer x = pb.input(call.args[0], "x");
-  if (!x) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "take");
+  Buffer x = pb.arg(0, "x");
+  if (!pb.known()) return pb.unknown();
   Buffer ind;
   std::optional<TExpr> scalar;
   if (as<TensorSI>(call.args[1]->sinfo)) {

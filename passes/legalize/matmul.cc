@@ -83,11 +83,9 @@ std::optional<Expr> library_matmul(LegalizeContext& ctx, const CallNode& call) {
 std::optional<Expr> legalize_matmul(LegalizeContext& ctx, const CallNode& call) {
   if (std::optional<Expr> lib = blas_matmul(ctx, call)) return lib;
   if (std::optional<Expr> lib = library_matmul(ctx, call)) return lib;
-  ProgramBuilder pb(ctx, "matmul");
-  Buffer a = pb.input(call.args[0], "a");
-  Buffer b = pb.input(call.args[1], "b");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!a || !b || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "matmul");
+  Buffer a = pb.arg(0, "a"), b = pb.arg(1, "b"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   size_t ra = a->shape.size(), rb = b->shape.size(), ry = y->shape.size();
   bool a_vec = ra == 1, b_vec = rb == 1;
   size_t batch = ry - (a_vec ? 0 : 1) - (b_vec ? 0 : 1);
@@ -156,8 +154,8 @@ std::optional<Expr> library_matmul_integer(LegalizeContext& ctx, const CallNode&
       if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
     const int64_t K = bs[0].const_value(), N = bs[1].const_value();
     StructInfo packed_si = tensor_si(DataType::u(8), {SymExpr(qgemm_packed_b_bytes(K, N))});
-    Expr pack = make_op_call("call_library", {make_string(kQmatmulPack), make_tuple({call.args[1], call.args[3]})},
-                             {}, {packed_si});
+    Expr pack = make_op_call("call_library", {make_string(kQmatmulPack), make_tuple({call.args[1], call.args[3]})}, {},
+                             {packed_si});
     pack->sinfo = packed_si;
     Expr packed = ctx.emit(pack, "qmatmul_weights");
     out = make_op_call("call_library",
@@ -176,13 +174,9 @@ std::optional<Expr> library_matmul_integer(LegalizeContext& ctx, const CallNode&
 // against their operands.
 std::optional<Expr> legalize_matmul_integer(LegalizeContext& ctx, const CallNode& call) {
   if (std::optional<Expr> lib = library_matmul_integer(ctx, call)) return lib;
-  ProgramBuilder pb(ctx, "matmul_integer");
-  Buffer a = pb.input(call.args[0], "a");
-  Buffer b = pb.input(call.args[1], "b");
-  Buffer za = pb.input(call.args[2], "a_zp");
-  Buffer zb = pb.input(call.args[3], "b_zp");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!a || !b || !za || !zb || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "matmul_integer");
+  Buffer a = pb.arg(0, "a"), b = pb.arg(1, "b"), za = pb.arg(2, "a_zp"), zb = pb.arg(3, "b_zp"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   const size_t batch = y->shape.size() - 2;
   std::vector<SymExpr> out_batch(y->shape.begin(), y->shape.begin() + long(batch));
   std::vector<SymExpr> a_batch(a->shape.begin(), a->shape.end() - 2);

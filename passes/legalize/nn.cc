@@ -217,23 +217,65 @@ Stmt conv_per_element(const ConvTaps& t, const Buffer& x, const Buffer& w, const
           TExpr xv = x_term(load(x, xi), ok.empty() ? TExpr() : all_of(ok));
           return a.set(a.get() + xv * w_term(load(w, wi), i[1]));
         });
-        return with_locals({a}, tir::make_seq({a.set(zero(acc)), taps, tir::make_store(y, i, cast(y->dtype, a.get()))}));
+        return with_locals({a},
+                           tir::make_seq({a.set(zero(acc)), taps, tir::make_store(y, i, cast(y->dtype, a.get()))}));
       },
       hints);
+}
+
+// The in-place row form of conv and conv_transpose: per output row (n,
+// o, the outer spatial positions) zeroed, then per tap r (input channel
+// c, kernel offsets) whose outer sources are all in range, x at the
+// sources times the tap's weight added to the whole row; a source out of
+// range along the row reads 0. source(j, o, k, along_row): x's index
+// along spatial dim j for output position o through kernel offset k, and
+// whether it is in range (null: always).
+struct ConvSource {
+  TExpr index, ok;
+};
+using SourceFn = std::function<ConvSource(int j, const TExpr& o, const TExpr& k, bool along_row)>;
+Stmt conv_rows(const Buffer& x, const Buffer& y, DataType acc, const std::vector<SymExpr>& reduce, const SymExpr& work,
+               const std::function<TExpr(const TExpr& o, const TExpr& c)>& channel, const SourceFn& source,
+               const std::function<TExpr(const TExpr& o, const Index& r)>& weight) {
+  const int sp = int(x->shape.size()) - 2, last = sp - 1;
+  RowNest nest = RowNest::of(y, work);
+  nest.row = [&](const TExpr& n, const TExpr& o, const Index& os) {
+    auto yi = [&](const TExpr& ow) { return cat_index({n, o}, os, ow); };
+    Stmt init = loop("w0", nest.width, row_kind(nest.width),
+                     [&](const TExpr& ow) { return tir::make_store(y, yi(ow), zero(acc)); });
+    Stmt taps = serial_nest(reduce, "k", [&](const Index& r) {
+      Index xi = {n, channel(o, r[0])};
+      std::vector<TExpr> ok;
+      for (int j = 0; j < last; ++j) {
+        ConvSource s = source(j, os[j], r[1 + j], false);
+        if (s.ok) ok.push_back(s.ok);
+        xi.push_back(s.index);
+      }
+      TExpr wv = weight(o, r);
+      Stmt body = loop("w1", nest.width, row_kind(nest.width), [&](const TExpr& ow) {
+        ConvSource s = source(last, ow, r[sp], true);
+        Index xr = xi;
+        xr.push_back(s.index);
+        TExpr v = cast(acc, load(x, xr));
+        if (s.ok) v = select(s.ok, v, zero(acc));
+        return tir::make_store(y, yi(ow), load(y, yi(ow)) + v * wv);
+      });
+      return ok.empty() ? body : tir::make_if(all_of(ok), body);
+    });
+    return tir::make_seq({init, taps});
+  };
+  return nest.build();
 }
 
 std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   if (std::optional<Expr> lib = gemm_conv2d(ctx, call, attrs)) return lib;
-  ProgramBuilder pb(ctx, "conv");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer w = pb.input(call.args[1], "w");
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !y || !w) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "conv");
+  Buffer x = pb.arg(0, "x"), w = pb.arg(1, "w"), y = pb.result("y");
+  if (!pb.known()) return pb.unknown();
   int sp = int(x->shape.size()) - 2;
   if (sp < 1) return std::nullopt;
   const ConvTaps t = conv_taps("conv", attrs, w, y, sp);
-  const SymExpr O = y->shape[1];
   const std::vector<SymExpr>& reduce = t.reduce;
   DataType acc = compute_dtype(y->dtype);
   if (acc.is_bool()) return std::nullopt;
@@ -255,41 +297,19 @@ std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
         [&](const TExpr& v, const TExpr&) { return cast(acc, v); }));
   }
 
-  RowNest nest;
-  nest.outer_extent = y->shape[0] * O;
-  nest.m = O;
-  nest.rows.assign(y->shape.begin() + 2, y->shape.end() - 1);
-  nest.width = y->shape.back();
-  nest.work = work;
-  int last = sp - 1;
-  nest.row = [&](const TExpr& n, const TExpr& o, const Index& os) {
-    auto yi = [&](const TExpr& ow) { return cat_index({n, o}, os, ow); };
-    Stmt init = loop("w0", nest.width, row_kind(nest.width),
-                     [&](const TExpr& ow) { return tir::make_store(y, yi(ow), zero(acc)); });
-    Stmt taps = serial_nest(reduce, "k", [&](const Index& r) {
-      Index xi = {n, channel(o, r[0])};
-      std::vector<TExpr> ok;
-      for (int j = 0; j < last; ++j) {
-        TExpr p = tap_pos(j, os[j], r[1 + j]);
-        if (padded(j)) ok.push_back(in_range(p, 0, x->shape[2 + j]));
-        xi.push_back(p);
-      }
-      Index wi = {o, r[0]};
-      wi.insert(wi.end(), r.begin() + 1, r.end());
-      TExpr wv = cast(acc, load(w, wi));
-      Stmt body = loop("w1", nest.width, row_kind(nest.width), [&](const TExpr& ow) {
-        TExpr p = tap_pos(last, ow, r[sp]);
-        Index xr = xi;
-        xr.push_back(padded(last) ? clamp_index(p, x->shape.back()) : p);
-        TExpr v = cast(acc, load(x, xr));
-        if (padded(last)) v = select(in_range(p, 0, x->shape.back()), v, zero(acc));
-        return tir::make_store(y, yi(ow), load(y, yi(ow)) + v * wv);
-      });
-      return ok.empty() ? body : tir::make_if(all_of(ok), body);
-    });
-    return tir::make_seq({init, taps});
+  // Unpadded outer axes index x directly; a padded one is tested (the
+  // tap skipped), the row's axis clamped and masked.
+  auto source = [&](int j, const TExpr& o, const TExpr& k, bool along_row) {
+    TExpr p = tap_pos(j, o, k);
+    if (!padded(j)) return ConvSource{p, nullptr};
+    return ConvSource{along_row ? clamp_index(p, x->shape[2 + j]) : p, in_range(p, 0, x->shape[2 + j])};
   };
-  return pb.finish(nest.build());
+  auto weight = [&](const TExpr& o, const Index& r) {
+    Index wi = {o, r[0]};
+    wi.insert(wi.end(), r.begin() + 1, r.end());
+    return cast(acc, load(w, wi));
+  };
+  return pb.finish(conv_rows(x, y, acc, reduce, work, channel, source, weight));
 }
 
 // ---- conv_integer -----------------------------------------------------------------------
@@ -332,9 +352,10 @@ std::optional<Expr> library_conv_integer(LegalizeContext& ctx, const CallNode& c
   for (const char* name : {kQconvPack, kQconvPacked})
     if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
   StructInfo packed_si = tensor_si(DataType::u(8), {SymExpr(groups * qgemm_packed_b_bytes(K, O / groups))});
-  Expr pack = make_op_call(
-      "call_library", {make_string(kQconvPack), make_tuple({call.args[1], call.args[3], make_shape({SymExpr(groups)})})},
-      {}, {packed_si});
+  Expr pack =
+      make_op_call("call_library",
+                   {make_string(kQconvPack), make_tuple({call.args[1], call.args[3], make_shape({SymExpr(groups)})})},
+                   {}, {packed_si});
   pack->sinfo = packed_si;
   Expr packed = ctx.emit(pack, "qconv_weights");
   Window win = library_window("conv", attrs, rank);
@@ -353,13 +374,9 @@ std::optional<Expr> library_conv_integer(LegalizeContext& ctx, const CallNode& c
 std::optional<Expr> legalize_conv_integer(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   if (std::optional<Expr> lib = library_conv_integer(ctx, call, attrs)) return lib;
-  ProgramBuilder pb(ctx, "conv_integer");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer w = pb.input(call.args[1], "w");
-  Buffer zx = pb.input(call.args[2], "x_zp");
-  Buffer zw = pb.input(call.args[3], "w_zp");
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !w || !zx || !zw || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "conv_integer");
+  Buffer x = pb.arg(0, "x"), w = pb.arg(1, "w"), zx = pb.arg(2, "x_zp"), zw = pb.arg(3, "w_zp"), y = pb.result("y");
+  if (!pb.known()) return pb.unknown();
   int sp = int(x->shape.size()) - 2;
   if (sp < 1) return std::nullopt;
   const DataType i32 = DataType::i32();
@@ -411,16 +428,14 @@ std::optional<Expr> gemm_conv_transpose2d(LegalizeContext& ctx, const CallNode& 
 std::optional<Expr> legalize_conv_transpose(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   if (std::optional<Expr> lib = gemm_conv_transpose2d(ctx, call, attrs)) return lib;
-  ProgramBuilder pb(ctx, "conv_transpose");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer w = pb.input(call.args[1], "w");
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !y || !w) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "conv_transpose");
+  Buffer x = pb.arg(0, "x"), w = pb.arg(1, "w"), y = pb.result("y");
+  if (!pb.known()) return pb.unknown();
   int sp = int(x->shape.size()) - 2;
   if (sp < 1) return std::nullopt;
   Window win = read_window("conv_transpose", attrs, sp);
   int64_t groups = attrs.get_int("groups");
-  SymExpr O = y->shape[1], Og = w->shape[1];
+  SymExpr Og = w->shape[1];
   SymExpr Cg = floordiv(x->shape[1], SymExpr(groups));
   std::vector<SymExpr> kernel(w->shape.begin() + 2, w->shape.end());
   DataType acc = compute_dtype(y->dtype);
@@ -471,38 +486,12 @@ std::optional<Expr> legalize_conv_transpose(LegalizeContext& ctx, const CallNode
         },
         hints));
   }
-  RowNest nest;
-  nest.outer_extent = y->shape[0] * O;
-  nest.m = O;
-  nest.rows.assign(y->shape.begin() + 2, y->shape.end() - 1);
-  nest.width = y->shape.back();
-  nest.work = num_elements(y->shape) * num_elements(reduce);
-  int last = sp - 1;
-  nest.row = [&](const TExpr& n, const TExpr& o, const Index& os) {
-    auto yi = [&](const TExpr& ow) { return cat_index({n, o}, os, ow); };
-    Stmt init = loop("w0", nest.width, row_kind(nest.width),
-                     [&](const TExpr& ow) { return tir::make_store(y, yi(ow), zero(acc)); });
-    Stmt taps = serial_nest(reduce, "k", [&](const Index& r) {
-      Index xi = {n, channel(o, r[0])};
-      std::vector<TExpr> ok;
-      for (int j = 0; j < last; ++j) {
-        Src s = source(j, os[j], r[1 + j]);
-        ok.push_back(s.ok);
-        xi.push_back(s.index);
-      }
-      TExpr wv = weight(o, r);
-      Stmt body = loop("w1", nest.width, row_kind(nest.width), [&](const TExpr& ow) {
-        Src s = source(last, ow, r[sp]);
-        Index xr = xi;
-        xr.push_back(s.index);
-        TExpr v = select(s.ok, cast(acc, load(x, xr)), zero(acc));
-        return tir::make_store(y, yi(ow), load(y, yi(ow)) + v * wv);
-      });
-      return ok.empty() ? body : tir::make_if(all_of(ok), body);
-    });
-    return tir::make_seq({init, taps});
+  auto row_source = [&](int j, const TExpr& o, const TExpr& k, bool) {
+    Src src = source(j, o, k);
+    return ConvSource{src.index, src.ok};
   };
-  return pb.finish(nest.build());
+  return pb.finish(conv_rows(x, y, acc, reduce, num_elements(y->shape) * num_elements(reduce), channel, row_source,
+                             weight));
 }
 
 // ---- deform_conv (2-D) -------------------------------------------------------------------
@@ -529,13 +518,10 @@ TExpr bilinear_zero(const Buffer& x, const TExpr& n, const TExpr& c, const TExpr
 
 std::optional<Expr> legalize_deform_conv(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "deform_conv");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer w = pb.input(call.args[1], "w");
-  Buffer off = pb.input(call.args[2], "offset");
-  Buffer mask = call.args.size() > 3 ? pb.input(call.args[3], "mask") : nullptr;
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !w || !off || !y || (call.args.size() > 3 && !mask)) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "deform_conv");
+  Buffer x = pb.arg(0, "x"), w = pb.arg(1, "w"), off = pb.arg(2, "offset"), mask = pb.arg(3, "mask"),
+         y = pb.result("y");
+  if (!pb.known()) return pb.unknown();
   if (x->shape.size() != 4) return std::nullopt;
   Window win = read_window("deform_conv", attrs, 2);
   int64_t groups = attrs.get_int("groups"), ogroups = attrs.get_int("offset_groups");

@@ -36,7 +36,9 @@ inline Window read_window(const std::string& op, const Attrs& attrs, int sp) {
 }
 
 inline TExpr clamp_index(const TExpr& i, const SymExpr& dim) { return max_(min_(i, idx(dim) - idx(1)), idx(0)); }
-inline TExpr in_range(const TExpr& i, const SymExpr& lo, const SymExpr& hi) { return and_(ge(i, idx(lo)), lt(i, idx(hi))); }
+inline TExpr in_range(const TExpr& i, const SymExpr& lo, const SymExpr& hi) {
+  return and_(ge(i, idx(lo)), lt(i, idx(hi)));
+}
 inline TExpr all_of(const std::vector<TExpr>& cs) {
   TExpr r;
   for (const TExpr& c : cs) r = r ? and_(r, c) : c;
@@ -54,12 +56,12 @@ inline LoopKind outer_kind(const SymExpr& work) {
 }
 
 inline Stmt loop(const std::string& name, const SymExpr& extent, LoopKind kind,
-          const std::function<Stmt(const TExpr&)>& body) {
+                 const std::function<Stmt(const TExpr&)>& body) {
   SymExpr v = SymExpr::var(name);
   return tir::make_for(v, extent, kind, body(idx(v)));
 }
 inline Stmt serial_nest(const std::vector<SymExpr>& extents, const std::string& prefix,
-                 const std::function<Stmt(const Index&)>& body) {
+                        const std::function<Stmt(const Index&)>& body) {
   return loop_nest(extents, body, LoopHints{false, false, 1}, prefix);
 }
 
@@ -72,6 +74,16 @@ struct RowNest {
   SymExpr width;              // the last spatial extent of the output
   SymExpr work;               // for the parallel decision
   std::function<Stmt(const TExpr& n, const TExpr& m, const Index& os)> row;
+  // The rows of an output y (N, M, spatial...); `row` is left to set.
+  static RowNest of(const Buffer& y, const SymExpr& work) {
+    RowNest nest;
+    nest.m = y->shape[1];
+    nest.outer_extent = y->shape[0] * nest.m;
+    nest.rows.assign(y->shape.begin() + 2, y->shape.end() - 1);
+    nest.width = y->shape.back();
+    nest.work = work;
+    return nest;
+  }
   Stmt build() const {
     return loop("nm", outer_extent, outer_kind(work), [&](const TExpr& nm) {
       TExpr n = tir::binary(tir::BinOp::FloorDiv, nm, idx(m));

@@ -91,10 +91,9 @@ Expr library_max_pool(LegalizeContext& ctx, const CallNode& call, const PoolSpec
 std::optional<Expr> legalize_pool(LegalizeContext& ctx, const CallNode& call) {
   const std::string& op = ops::op_name(call);
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, op);
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, op);
+  Buffer x = pb.arg(0, "x"), y = pb.result("y");
+  if (!pb.known()) return pb.unknown();
   int sp = int(x->shape.size()) - 2;
   if (sp < 1) return std::nullopt;
   PoolSpec s = pool_spec(op, attrs, sp);
@@ -164,12 +163,7 @@ std::optional<Expr> legalize_pool(LegalizeContext& ctx, const CallNode& call) {
         hints));
   }
 
-  RowNest nest;
-  nest.outer_extent = y->shape[0] * y->shape[1];
-  nest.m = y->shape[1];
-  nest.rows.assign(y->shape.begin() + 2, y->shape.end() - 1);
-  nest.width = y->shape.back();
-  nest.work = work;
+  RowNest nest = RowNest::of(y, work);
   int last = sp - 1;
   nest.row = [&](const TExpr& n, const TExpr& c, const Index& os) {
     auto yi = [&](const TExpr& ow) { return cat_index({n, c}, os, ow); };
@@ -224,10 +218,9 @@ TExpr storage_index(const Buffer& x, const TExpr& n, const TExpr& c, const Index
 
 std::optional<Expr> legalize_max_pool_indices(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "max_pool_indices");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "indices");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "max_pool_indices");
+  Buffer x = pb.arg(0, "x"), y = pb.result("indices");
+  if (!pb.known()) return pb.unknown();
   int sp = int(x->shape.size()) - 2;
   if (sp < 1) return std::nullopt;
   PoolSpec s = pool_spec("max_pool_indices", attrs, sp);
@@ -269,11 +262,9 @@ std::optional<Expr> legalize_max_pool_indices(LegalizeContext& ctx, const CallNo
 // ---- max_unpool ----------------------------------------------------------------------------
 
 std::optional<Expr> legalize_max_unpool(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "max_unpool");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer ind = pb.input(call.args[1], "indices");
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !ind || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "max_unpool");
+  Buffer x = pb.arg(0, "x"), ind = pb.arg(1, "indices"), y = pb.result("y");
+  if (!pb.known()) return pb.unknown();
   SymExpr total = num_elements(y->shape);
   Stmt zero_fill = compute(y, [&](const Index&) { return zero(y->dtype); });
   Stmt scatter = serial_nest(x->shape, "i", [&](const Index& i) {
@@ -287,10 +278,9 @@ std::optional<Expr> legalize_max_unpool(LegalizeContext& ctx, const CallNode& ca
 
 std::optional<Expr> legalize_lrn(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "lrn");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "lrn");
+  Buffer x = pb.arg(0, "x"), y = pb.result("y");
+  if (!pb.known()) return pb.unknown();
   int64_t size = attrs.get_int("size");
   int64_t before = (size - 1) / 2;
   DataType t = compute_dtype(y->dtype);
@@ -320,12 +310,9 @@ std::optional<Expr> legalize_lrn(LegalizeContext& ctx, const CallNode& call) {
 
 std::optional<Expr> legalize_nll_loss(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "nll_loss");
-  Buffer x = pb.input(call.args[0], "input");
-  Buffer target = pb.input(call.args[1], "target");
-  Buffer weight = call.args.size() > 2 ? pb.input(call.args[2], "weight") : nullptr;
-  Buffer y = pb.output(call.sinfo, "loss");
-  if (!x || !target || !y || (call.args.size() > 2 && !weight)) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "nll_loss");
+  Buffer x = pb.arg(0, "input"), target = pb.arg(1, "target"), weight = pb.arg(2, "weight"), y = pb.result("loss");
+  if (!pb.known()) return pb.unknown();
   std::string reduction = attrs.get_string("reduction");
   int64_t ignore = attrs.get_int("ignore_index");
   DataType t = compute_dtype(y->dtype);

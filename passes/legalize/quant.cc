@@ -55,18 +55,34 @@ int quant_axis(const Attrs& attrs, int ndim) {
   return int(std::max<int64_t>(0, std::min<int64_t>(a, std::max(ndim - 1, 0))));
 }
 
+// quantize(x, scale[, zero_point]) and dequantize: x, the scale and zero
+// point along x's axis (or blocks of it), the result; nullopt when one
+// has no known shape.
+struct QuantCall {
+  Buffer x, y;
+  std::optional<QParam> scale, zp;
+};
+
+std::optional<QuantCall> quant_call(ProgramBuilder& pb, const CallNode& call, const Attrs& attrs) {
+  QuantCall q;
+  q.x = pb.arg(0, "x");
+  if (!q.x) return std::nullopt;
+  int axis = quant_axis(attrs, int(q.x->shape.size()));
+  int64_t block = attrs.get_int("block_size");
+  q.scale = qparam(pb, call.args[1], "scale", axis, block);
+  q.zp = call.args.size() > 2 ? qparam(pb, call.args[2], "zero_point", axis, block) : std::nullopt;
+  q.y = pb.result("y");
+  if (!q.scale || !q.y || (call.args.size() > 2 && !q.zp)) return std::nullopt;
+  return q;
+}
+
 std::optional<Expr> legalize_quantize(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "quantize");
-  Buffer x = pb.input(call.args[0], "x");
-  if (!x) return std::nullopt;
-  int axis = quant_axis(attrs, int(x->shape.size()));
-  int64_t block = attrs.get_int("block_size");
-  auto scale = qparam(pb, call.args[1], "scale", axis, block);
-  std::optional<QParam> zp;
-  if (call.args.size() > 2) zp = qparam(pb, call.args[2], "zero_point", axis, block);
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!scale || !y || (call.args.size() > 2 && !zp)) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "quantize");
+  std::optional<QuantCall> q = quant_call(pb, call, attrs);
+  if (!q) return pb.unknown();
+  const Buffer &x = q->x, &y = q->y;
+  const std::optional<QParam>&scale = q->scale, &zp = q->zp;
   DataType out = y->dtype;
   DataType prec = attrs.get_dtype("precision");
   if (prec.is_void()) prec = scale->buf ? scale->buf->dtype : scale->scalar->dtype;
@@ -90,16 +106,11 @@ std::optional<Expr> legalize_quantize(LegalizeContext& ctx, const CallNode& call
 
 std::optional<Expr> legalize_dequantize(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "dequantize");
-  Buffer x = pb.input(call.args[0], "x");
-  if (!x) return std::nullopt;
-  int axis = quant_axis(attrs, int(x->shape.size()));
-  int64_t block = attrs.get_int("block_size");
-  auto scale = qparam(pb, call.args[1], "scale", axis, block);
-  std::optional<QParam> zp;
-  if (call.args.size() > 2) zp = qparam(pb, call.args[2], "zero_point", axis, block);
-  Buffer y = pb.output(call.sinfo, "y");
-  if (!scale || !y || (call.args.size() > 2 && !zp)) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "dequantize");
+  std::optional<QuantCall> q = quant_call(pb, call, attrs);
+  if (!q) return pb.unknown();
+  const Buffer &x = q->x, &y = q->y;
+  const std::optional<QParam>&scale = q->scale, &zp = q->zp;
   DataType sd = scale->buf ? scale->buf->dtype : scale->scalar->dtype;
   DataType t = sd.is_float() && sd.bits >= 64 ? DataType::f(64) : DataType::f32();
   bool use_zp = zp && !x->dtype.is_float();

@@ -66,9 +66,9 @@ TExpr u53(const TExpr& a, const TExpr& b) {
 std::optional<Expr> legalize_generator(LegalizeContext& ctx, const CallNode& call) {
   const std::string& op = ops::op_name(call);
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, op);
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, op);
+  Buffer y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   bool normal = op == "random_normal";
   bool wide = y->dtype == kF64;
   DataType ct = wide ? kF64 : DataType::f32();
@@ -96,10 +96,9 @@ std::optional<Expr> legalize_generator(LegalizeContext& ctx, const CallNode& cal
 
 std::optional<Expr> legalize_multinomial(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "multinomial");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "multinomial");
+  Buffer x = pb.arg(0, "x"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   bool wide = x->dtype == kF64;
   DataType ct = wide ? kF64 : DataType::f32();
   SymExpr classes = x->shape[1];

@@ -85,10 +85,9 @@ Stmt lane_fold(const Buffer& part, const Local& a, const Reducer& r) {
 std::optional<Expr> legalize_reduce(LegalizeContext& ctx, const CallNode& call) {
   const std::string& op = ops::op_name(call);
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, op);
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, op);
+  Buffer x = pb.arg(0, "x"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   bool keepdims = attrs.get_bool("keepdims");
   std::vector<bool> red = reduced_axes(op, attrs.get_ints("axis"), int(x->shape.size()));
   std::vector<SymExpr> ext = reduced_extents(x, red);
@@ -151,10 +150,9 @@ std::optional<Expr> legalize_reduce(LegalizeContext& ctx, const CallNode& call) 
 std::optional<Expr> legalize_arg_reduce(LegalizeContext& ctx, const CallNode& call) {
   const std::string& op = ops::op_name(call);
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, op);
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, op);
+  Buffer x = pb.arg(0, "x"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   bool keepdims = attrs.get_bool("keepdims");
   int ndim = int(x->shape.size());
   std::vector<bool> red(size_t(ndim), false);
@@ -188,10 +186,9 @@ std::optional<Expr> legalize_arg_reduce(LegalizeContext& ctx, const CallNode& ca
 // softmax and log_softmax along one axis: max, sum of exp(x - max), write.
 std::optional<Expr> legalize_softmax(LegalizeContext& ctx, const CallNode& call) {
   const std::string& op = ops::op_name(call);
-  ProgramBuilder pb(ctx, op);
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, op);
+  Buffer x = pb.arg(0, "x"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   int ndim = int(x->shape.size());
   size_t axis = size_t(ops::normalize_axis(op, ops::attrs_of(call).get_int("axis"), ndim));
   std::vector<SymExpr> outer;
@@ -266,12 +263,9 @@ std::optional<Expr> legalize_softmax(LegalizeContext& ctx, const CallNode& call)
 // layer_norm over `axes`: two passes (mean, then the biased variance).
 std::optional<Expr> legalize_layer_norm(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "layer_norm");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer gamma = pb.input(call.args[1], "gamma");
-  Buffer beta = pb.input(call.args[2], "beta");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !gamma || !beta || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "layer_norm");
+  Buffer x = pb.arg(0, "x"), gamma = pb.arg(1, "gamma"), beta = pb.arg(2, "beta"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   int ndim = int(x->shape.size());
   std::vector<int> axes = ops::normalize_axes("layer_norm", attrs.get_ints("axes"), ndim);
   std::vector<int> outer_axes;

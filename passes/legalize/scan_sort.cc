@@ -36,11 +36,9 @@ std::optional<Expr> legalize_cumulative(LegalizeContext& ctx, const CallNode& ca
   const std::string& op = ops::op_name(call);
   Attrs attrs = ops::attrs_of(call);
   bool sum = op == "cumsum", exclusive = attrs.get_bool("exclusive"), reverse = attrs.get_bool("reverse");
-  ProgramBuilder pb(ctx, op);
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer axis_buf = call.args.size() > 1 ? pb.input(call.args[1], "axis") : nullptr;
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y || (call.args.size() > 1 && !axis_buf)) return std::nullopt;
+  ProgramBuilder pb(ctx, call, op);
+  Buffer x = pb.arg(0, "x"), axis_buf = pb.arg(1, "axis"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   DataType t = x->dtype, acc = compute_dtype(t);
   if (t.is_bool()) return std::nullopt;
   Reducer red = sum ? sum_reducer(acc) : prod_reducer(acc);
@@ -95,10 +93,9 @@ std::optional<Expr> legalize_cumulative(LegalizeContext& ctx, const CallNode& ca
 }
 
 std::optional<Expr> legalize_hardmax(LegalizeContext& ctx, const CallNode& call) {
-  ProgramBuilder pb(ctx, "hardmax");
-  Buffer x = pb.input(call.args[0], "x");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "hardmax");
+  Buffer x = pb.arg(0, "x"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   size_t axis = size_t(ops::normalize_axis("hardmax", ops::attrs_of(call).get_int("axis"), int(x->shape.size())));
   SymExpr len = x->shape[axis];
   DataType t = x->dtype;

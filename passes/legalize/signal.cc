@@ -159,11 +159,9 @@ std::optional<Expr> legalize_dft(LegalizeContext& ctx, const CallNode& call) {
 
 std::optional<Expr> legalize_stft(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "stft");
-  Buffer x = pb.input(call.args[0], "signal");
-  Buffer w = call.args.size() > 1 ? pb.input(call.args[1], "window") : nullptr;
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!x || !y || (call.args.size() > 1 && !w)) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "stft");
+  Buffer x = pb.arg(0, "signal"), w = pb.arg(1, "window"), y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   SymExpr step = pb.sym(ops::get_sym(attrs, "frame_step"));
   SymExpr len = ops::get_sym(attrs, "frame_length");
   SymExpr n = len.defined() && !len.is_const(-1) ? pb.sym(len) : w ? w->shape[0] : SymExpr();
@@ -196,9 +194,9 @@ std::optional<Expr> legalize_stft(LegalizeContext& ctx, const CallNode& call) {
 std::optional<Expr> legalize_window(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   std::string kind = attrs.get_string("kind");
-  ProgramBuilder pb(ctx, "window_" + kind);
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "window_" + kind);
+  Buffer y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   SymExpr size = y->shape[0];
   // Periodic: N points of an N+1-point symmetric window.
   SymExpr denom = max(attrs.get_bool("periodic") ? size : size - 1, SymExpr(1));
@@ -215,12 +213,10 @@ std::optional<Expr> legalize_window(LegalizeContext& ctx, const CallNode& call) 
 
 std::optional<Expr> legalize_mel_weight_matrix(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
-  ProgramBuilder pb(ctx, "mel_weight_matrix");
-  Buffer sr = pb.input(call.args[0], "sample_rate");
-  Buffer lo = pb.input(call.args[1], "lower_edge_hertz");
-  Buffer hi = pb.input(call.args[2], "upper_edge_hertz");
-  Buffer y = pb.output(call.sinfo, "out");
-  if (!sr || !lo || !hi || !y) return std::nullopt;
+  ProgramBuilder pb(ctx, call, "mel_weight_matrix");
+  Buffer sr = pb.arg(0, "sample_rate"), lo = pb.arg(1, "lower_edge_hertz"), hi = pb.arg(2, "upper_edge_hertz"),
+         y = pb.result("out");
+  if (!pb.known()) return pb.unknown();
   SymExpr dft_length = pb.sym(ops::get_sym(attrs, "dft_length"));
   SymExpr bins = y->shape[1];
   auto scalar = [&](const Buffer& b) { return load(b, Index(b->shape.size(), idx(0))); };

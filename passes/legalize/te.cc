@@ -237,7 +237,8 @@ Stmt loop_nest(const std::vector<SymExpr>& extents, const std::function<Stmt(con
   bool parallel = hints.parallel && large(num_elements(extents) * hints.work);
   const SymExpr& inner = extents.back();
   // Constant extents: a multiple of 8, or 16 and more (a vector loop and its remainder).
-  bool vector_extent = !inner.is_const() || (inner.const_value() > 0 && (inner.const_value() % 8 == 0 || inner.const_value() >= 16));
+  bool vector_extent =
+      !inner.is_const() || (inner.const_value() > 0 && (inner.const_value() % 8 == 0 || inner.const_value() >= 16));
   // The parallel loop: the outermost one whose extent is not 1.
   size_t par = 0;
   while (par + 1 < n && extents[par].is_const(1)) ++par;
