@@ -63,13 +63,24 @@ StructInfo infer_gather_nd(const CallNode& call, const InferContext& ctx) {
 }
 
 // Scatters leave the data's struct info as it is.
+// A scatter's data, indices and updates (argument 0, 1, 2), with its
+// reduction, the indices' dtype and the updates' checked.
+struct ScatterArgs {
+  TensorInfo x, idx, upd;
+};
+ScatterArgs scatter_args(const CallNode& call) {
+  const std::string& op = op_name(call);
+  require_one_of(op, "reduction", attrs_of(call).get_string("reduction"), {"none", "add", "mul", "max", "min"});
+  ScatterArgs a{tensor_arg(call, 0), tensor_arg(call, 1), tensor_arg(call, 2)};
+  require_integer(op, a.idx.dtype, "the indices", false);
+  common_dtype(op, a.x.dtype, a.upd.dtype);
+  return a;
+}
+
 StructInfo infer_scatter_elements(const CallNode& call, const InferContext& ctx) {
   Attrs attrs = attrs_of(call);
   const std::string& op = op_name(call);
-  require_one_of(op, "reduction", attrs.get_string("reduction"), {"none", "add", "mul", "max", "min"});
-  TensorInfo x = tensor_arg(call, 0), idx = tensor_arg(call, 1), upd = tensor_arg(call, 2);
-  require_integer(op, idx.dtype, "the indices", false);
-  common_dtype(op, x.dtype, upd.dtype);
+  auto [x, idx, upd] = scatter_args(call);
   for (const TensorInfo* t : {&idx, &upd})
     if (!x.unknown_rank() && !t->unknown_rank() && t->ndim != x.ndim)
       fail(op, ": indices and updates must have the data's rank ", x.ndim, ", got ", t->ndim);
@@ -81,12 +92,8 @@ StructInfo infer_scatter_elements(const CallNode& call, const InferContext& ctx)
 }
 
 StructInfo infer_scatter_nd(const CallNode& call, const InferContext& ctx) {
-  Attrs attrs = attrs_of(call);
   const std::string& op = op_name(call);
-  require_one_of(op, "reduction", attrs.get_string("reduction"), {"none", "add", "mul", "max", "min"});
-  TensorInfo x = tensor_arg(call, 0), idx = tensor_arg(call, 1), upd = tensor_arg(call, 2);
-  require_integer(op, idx.dtype, "the indices", false);
-  common_dtype(op, x.dtype, upd.dtype);
+  auto [x, idx, upd] = scatter_args(call);
   if (!x.shape || !idx.shape || idx.ndim < 1 || !idx.shape->back().is_const()) return make_tensor(x);
   int64_t m = idx.shape->back().const_value();
   if (m > x.ndim) fail(op, ": index tuples of length ", m, " exceed the data's rank ", x.ndim);

@@ -60,19 +60,38 @@ int spatial_rank(const std::string& op, int ndim) {
 
 // The result of a convolution of x (argument 0) by w (argument 1) with
 // elements of `dtype`.
-StructInfo conv_result(const CallNode& call, const InferContext& ctx, DataType dtype) {
+// A convolution's x (argument 0) and w (argument 1), its groups, rank
+// (-1: unknown), spatial rank and window, checked against each other.
+struct ConvOperands {
+  TensorInfo x, w;
+  int64_t groups;
+  int ndim, sp = 0;
+  Window win;
+};
+ConvOperands conv_operands(const CallNode& call) {
   Attrs attrs = attrs_of(call);
   const std::string& op = op_name(call);
-  TensorInfo x = tensor_arg(call, 0), w = tensor_arg(call, 1);
-  int64_t groups = attrs.get_int("groups");
-  if (groups < 1) fail(op, ": groups ", groups, " is not positive");
+  ConvOperands c{tensor_arg(call, 0), tensor_arg(call, 1), attrs.get_int("groups"), -1, 0, {}};
+  const TensorInfo &x = c.x, &w = c.w;
+  if (c.groups < 1) fail(op, ": groups ", c.groups, " is not positive");
   if (!x.unknown_rank() && !w.unknown_rank() && x.ndim != w.ndim)
     fail(op, ": input has rank ", x.ndim, " but the weight has rank ", w.ndim);
-  int ndim = x.unknown_rank() ? w.ndim : x.ndim;
-  if (ndim < 0) return tensor_si_ndim(dtype, -1);
-  int sp = spatial_rank(op, ndim);
-  Window win = read_window(op, attrs, sp);
-  if (!x.shape || !w.shape) return tensor_si_ndim(dtype, ndim);
+  c.ndim = x.unknown_rank() ? w.ndim : x.ndim;
+  if (c.ndim < 0) return c;
+  c.sp = spatial_rank(op, c.ndim);
+  c.win = read_window(op, attrs, c.sp);
+  return c;
+}
+
+StructInfo conv_result(const CallNode& call, const InferContext& ctx, DataType dtype) {
+  const std::string& op = op_name(call);
+  ConvOperands c = conv_operands(call);
+  if (c.ndim < 0) return tensor_si_ndim(dtype, -1);
+  const TensorInfo &x = c.x, &w = c.w;
+  const int64_t groups = c.groups;
+  const int sp = c.sp;
+  const Window& win = c.win;
+  if (!x.shape || !w.shape) return tensor_si_ndim(dtype, c.ndim);
 
   const Dims &xs = *x.shape, &ws = *w.shape;
   SymExpr expect = ctx.ana.simplify(ws[1] * groups);
@@ -138,79 +157,21 @@ OpRegistry::Builder& window_attrs(OpRegistry::Builder& b) {
       .attr("dilation", AttrType::Ints, none);
 }
 
-void register_nn_extra_ops(OpRegistry& reg);
-
-}  // namespace
-
-void register_nn_ops(OpRegistry& reg) {
-  using T = AttrType;
-  window_attrs(
-      reg.add("conv")
-          .doc("conv(x, w, strides, padding, dilation, groups, out_dtype): N-d cross-correlation. x is (N, C, "
-               "spatial...), w is (O, C / groups, kernel...), the result (N, O, out...) with out = floor((in + "
-               "pad_begin + pad_end - dilation * (k - 1) - 1) / stride) + 1. Channels are split into `groups` "
-               "independent groups. Empty lists mean strides and dilation 1, padding 0; padding lists all begins "
-               "then all ends.")
-          .args(2))
-      .attr("groups", T::Int, int64_t(1))
-      .attr("out_dtype", T::DType, DataType::void_())
-      .infer(infer_conv);
-  window_attrs(
-      reg.add("conv_integer")
-          .doc("conv_integer(x, w, x_zp, w_zp, strides, padding, dilation, groups): the i32 convolution of x - x_zp "
-               "by w - w_zp (ONNX ConvInteger) for u8 or i8 x and w, in i32 arithmetic; the padding reads as x_zp "
-               "(0 after the subtraction). x_zp is one value of x's dtype, w_zp w's dtype, one value or one per "
-               "output channel. Shapes and attributes as conv's.")
-          .args(4))
-      .attr("groups", T::Int, int64_t(1))
-      .infer(infer_conv_integer);
-  const char* pool_doc =
-      "(x, pool_size, strides, padding, dilation, ceil_mode, count_include_pad): a window of pool_size slides "
-      "over the spatial dims of x (N, C, spatial...); out = floor((in + pads - dilation * (k - 1) - 1) / "
-      "stride) + 1, rounding up instead with ceil_mode (then a last window that would start in the right "
-      "padding is dropped: (out - 1) * stride < in + pad_begin). Padded positions never win a max; count_include_pad "
-      "makes avg_pool divide by the full window size.";
-  window_attrs(reg.add("max_pool")
-                   .doc(cat("max_pool", pool_doc, " The result is each window's largest element."))
-                   .args(1)
-                   .attr("pool_size", T::Ints))
-      .attr("ceil_mode", T::Bool, false)
-      .attr("count_include_pad", T::Bool, false)
-      .infer(infer_pool);
-  window_attrs(reg.add("avg_pool")
-                   .doc(cat("avg_pool", pool_doc, " The result is each window's mean."))
-                   .args(1)
-                   .attr("pool_size", T::Ints))
-      .attr("ceil_mode", T::Bool, false)
-      .attr("count_include_pad", T::Bool, false)
-      .infer(infer_pool);
-  register_nn_extra_ops(reg);
-}
-
-}  // namespace relax
-
 // ---- Further nn ops, added for the ONNX frontend: transposed and deformable
 // convolution, Lp pooling, max-pooling indices, unpooling, LRN and the
 // negative log-likelihood loss. ------------------------------------------------
-namespace relax {
-namespace {
-
-using namespace ops;
 
 StructInfo infer_conv_transpose(const CallNode& call, const InferContext& ctx) {
   Attrs attrs = attrs_of(call);
   const std::string& op = op_name(call);
-  TensorInfo x = tensor_arg(call, 0), w = tensor_arg(call, 1);
-  DataType dtype = common_dtype(op, x.dtype, w.dtype);
+  DataType dtype = common_dtype(op, tensor_arg(call, 0).dtype, tensor_arg(call, 1).dtype);
   if (DataType out = attrs.get_dtype("out_dtype"); !out.is_void()) dtype = out;
-  int64_t groups = attrs.get_int("groups");
-  if (groups < 1) fail(op, ": groups ", groups, " is not positive");
-  if (!x.unknown_rank() && !w.unknown_rank() && x.ndim != w.ndim)
-    fail(op, ": input has rank ", x.ndim, " but the weight has rank ", w.ndim);
-  int ndim = x.unknown_rank() ? w.ndim : x.ndim;
-  if (ndim < 0) return tensor_si_ndim(dtype, -1);
-  int sp = spatial_rank(op, ndim);
-  Window win = read_window(op, attrs, sp);
+  ConvOperands c = conv_operands(call);
+  if (c.ndim < 0) return tensor_si_ndim(dtype, -1);
+  const TensorInfo &x = c.x, &w = c.w;
+  const int64_t groups = c.groups;
+  const int sp = c.sp, ndim = c.ndim;
+  const Window& win = c.win;
   std::vector<int64_t> opad = spatial_list(op, "output_padding", attrs.get_ints("output_padding"), sp, 0);
   for (int64_t p : opad)
     if (p < 0) fail(op, ": negative output_padding");
@@ -416,4 +377,50 @@ void register_nn_extra_ops(OpRegistry& reg) {
 }
 
 }  // namespace
+
+void register_nn_ops(OpRegistry& reg) {
+  using T = AttrType;
+  window_attrs(
+      reg.add("conv")
+          .doc("conv(x, w, strides, padding, dilation, groups, out_dtype): N-d cross-correlation. x is (N, C, "
+               "spatial...), w is (O, C / groups, kernel...), the result (N, O, out...) with out = floor((in + "
+               "pad_begin + pad_end - dilation * (k - 1) - 1) / stride) + 1. Channels are split into `groups` "
+               "independent groups. Empty lists mean strides and dilation 1, padding 0; padding lists all begins "
+               "then all ends.")
+          .args(2))
+      .attr("groups", T::Int, int64_t(1))
+      .attr("out_dtype", T::DType, DataType::void_())
+      .infer(infer_conv);
+  window_attrs(
+      reg.add("conv_integer")
+          .doc("conv_integer(x, w, x_zp, w_zp, strides, padding, dilation, groups): the i32 convolution of x - x_zp "
+               "by w - w_zp (ONNX ConvInteger) for u8 or i8 x and w, in i32 arithmetic; the padding reads as x_zp "
+               "(0 after the subtraction). x_zp is one value of x's dtype, w_zp w's dtype, one value or one per "
+               "output channel. Shapes and attributes as conv's.")
+          .args(4))
+      .attr("groups", T::Int, int64_t(1))
+      .infer(infer_conv_integer);
+  const char* pool_doc =
+      "(x, pool_size, strides, padding, dilation, ceil_mode, count_include_pad): a window of pool_size slides "
+      "over the spatial dims of x (N, C, spatial...); out = floor((in + pads - dilation * (k - 1) - 1) / "
+      "stride) + 1, rounding up instead with ceil_mode (then a last window that would start in the right "
+      "padding is dropped: (out - 1) * stride < in + pad_begin). Padded positions never win a max; count_include_pad "
+      "makes avg_pool divide by the full window size.";
+  window_attrs(reg.add("max_pool")
+                   .doc(cat("max_pool", pool_doc, " The result is each window's largest element."))
+                   .args(1)
+                   .attr("pool_size", T::Ints))
+      .attr("ceil_mode", T::Bool, false)
+      .attr("count_include_pad", T::Bool, false)
+      .infer(infer_pool);
+  window_attrs(reg.add("avg_pool")
+                   .doc(cat("avg_pool", pool_doc, " The result is each window's mean."))
+                   .args(1)
+                   .attr("pool_size", T::Ints))
+      .attr("ceil_mode", T::Bool, false)
+      .attr("count_include_pad", T::Bool, false)
+      .infer(infer_pool);
+  register_nn_extra_ops(reg);
+}
+
 }  // namespace relax

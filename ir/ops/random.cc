@@ -65,29 +65,28 @@ StructInfo infer_multinomial(const CallNode& call, const InferContext&) {
 
 void register_random_ops(OpRegistry& reg) {
   using T = AttrType;
-  reg.add("random_uniform")
-      .doc(std::string("random_uniform(shape, dtype=D, low=a, high=b, seed=s): a tensor of the given shape and float "
-                       "dtype D whose element i is a + (b - a) * u, u = u24(r0) computed in f32 (u53(r0, r1) in f64 "
-                       "for f64), rounded to D.") +
-           kGenerator)
-      .args(1)
-      .attr("dtype", T::DType)
-      .attr("low", T::Float, 0.0)
-      .attr("high", T::Float, 1.0)
-      .attr("seed", T::Int, int64_t(0))
-      .infer(infer_generator);
-  reg.add("random_normal")
-      .doc(std::string("random_normal(shape, dtype=D, mean=m, scale=s, seed=k): a tensor of the given shape and float "
-                       "dtype D whose element i is m + s * sqrt(-2 ln(1 - u1)) * cos(2 pi u2) (Box-Muller) with "
-                       "u1 = u24(r0), u2 = u24(r1) computed in f32 (u53(r0, r1), u53(r2, r3) in f64 for f64), "
-                       "rounded to D.") +
-           kGenerator)
-      .args(1)
-      .attr("dtype", T::DType)
-      .attr("mean", T::Float, 0.0)
-      .attr("scale", T::Float, 1.0)
-      .attr("seed", T::Int, int64_t(0))
-      .infer(infer_generator);
+  // random_uniform and random_normal: a shape, a float dtype, the
+  // distribution's two parameters and a seed.
+  auto generator = [&](const char* name, const char* doc, const char* a, double da, const char* b, double db) {
+    reg.add(name)
+        .doc(std::string(doc) + kGenerator)
+        .args(1)
+        .attr("dtype", T::DType)
+        .attr(a, T::Float, da)
+        .attr(b, T::Float, db)
+        .attr("seed", T::Int, int64_t(0))
+        .infer(infer_generator);
+  };
+  generator("random_uniform",
+            "random_uniform(shape, dtype=D, low=a, high=b, seed=s): a tensor of the given shape and float dtype D "
+            "whose element i is a + (b - a) * u, u = u24(r0) computed in f32 (u53(r0, r1) in f64 for f64), rounded "
+            "to D.",
+            "low", 0.0, "high", 1.0);
+  generator("random_normal",
+            "random_normal(shape, dtype=D, mean=m, scale=s, seed=k): a tensor of the given shape and float dtype D "
+            "whose element i is m + s * sqrt(-2 ln(1 - u1)) * cos(2 pi u2) (Box-Muller) with u1 = u24(r0), u2 = "
+            "u24(r1) computed in f32 (u53(r0, r1), u53(r2, r3) in f64 for f64), rounded to D.",
+            "mean", 0.0, "scale", 1.0);
   reg.add("multinomial")
       .doc(std::string("multinomial(x, sample_size=n, seed=k, dtype=D): x is (batch, classes) unnormalized log "
                        "probabilities; result (b, j), output element i = b * n + j, is the smallest class c with "
