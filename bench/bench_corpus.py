@@ -16,7 +16,11 @@ median over the rounds.
 
     (cd bench && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-save onnxruntime-node)
     /usr/bin/python3 bench/bench_corpus.py --bin build/bin [--runs 30] [--rounds 3] [--threads 1,2]
-        [--only resnet_small,vit] [--json FILE]
+        [--only resnet_small,vit] [--json FILE] [--corpus DIR]
+
+--corpus DIR measures another corpus in the same layout (NAME.onnx,
+data/NAME/CASE/): the deployed sizes of bench/export_deployed.py, whose
+manifest.json lists each model's cases (each measured) and tolerance.
 
 A model ONNX Runtime cannot run, or whose inputs it cannot take (sequences),
 is listed with the reason and left out of the means. ONNX Runtime's figures
@@ -45,8 +49,8 @@ ORT_TYPES = {np.float32: "float32", np.int64: "int64", np.int32: "int32", np.boo
              np.uint8: "uint8", np.int8: "int8", np.float16: "float16"}
 
 
-def largest_case(model):
-    root = os.path.join(CORPUS, "data", model)
+def largest_case(model, corpus=CORPUS):
+    root = os.path.join(corpus, "data", model)
     sizes = {}
     for case in os.listdir(root):
         d = os.path.join(root, case)
@@ -85,9 +89,9 @@ def ort_inputs(case_dir, names, tmp):
     return spec, None
 
 
-def relax_ms(args, pkg, case_dir, threads, atol=1e-3):
+def relax_ms(args, pkg, case_dir, threads, atol=1e-3, rtol=1e-3):
     r = subprocess.run([os.path.join(args.bin, "relax-run"), pkg, "--test-data", case_dir, "--atol", str(atol), "--rtol",
-                        "1e-3", "--bench", str(args.runs), "--threads", str(threads), "--json"], capture_output=True,
+                        str(rtol), "--bench", str(args.runs), "--threads", str(threads), "--json"], capture_output=True,
                        text=True)
     try:
         rep = json.loads(r.stdout)
@@ -140,40 +144,54 @@ def main():
     ap.add_argument("--node-path", default=os.environ.get("NODE_PATH"),
                     help="where onnxruntime-node is installed, if not in bench/node_modules")
     ap.add_argument("--json", help="write every measurement to this file")
+    ap.add_argument("--corpus", default=CORPUS, help="the corpus folder (default tests/corpus)")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
+    corpus = args.corpus
+    mpath = os.path.join(corpus, "manifest.json")
+    manifest = json.load(open(mpath)) if os.path.exists(mpath) else None
     models = args.only.split(",") if args.only else sorted(
-        f[:-5] for f in os.listdir(CORPUS) if f.endswith(".onnx"))
+        f[:-5] for f in os.listdir(corpus) if f.endswith(".onnx"))
+    # (model, case, atol, rtol) per row: every case the manifest lists, else
+    # each model's largest case at the corpus test's tolerance.
+    work = []
+    for model in models:
+        if manifest is not None:
+            spec = manifest[model]
+            work += [(model, case, spec["atol"], spec["rtol"]) for case in spec["cases"]]
+        else:
+            work.append((model, largest_case(model, corpus), max(1e-3, EXPECTED.get(model, {}).get("atol", 0)), 1e-3))
     rows = []
     floor = ort_floor(args, threads[0])
     if floor:
         print(f"ONNX Runtime's floor here: {floor:.3f} ms per run of a one-node model (Identity of 1 float): "
               "the cost of a session.run from Node, included in every ORT figure below")
-    head = f"{'model':<20} {'case':<12}" + "".join(f" {'relax ms':>9} {'ORT ms':>8} {'ratio':>6} " for _ in threads)
+    head = f"{'model':<20} {'case':<14}" + "".join(f" {'relax ms':>9} {'ORT ms':>8} {'ratio':>6} " for _ in threads)
     print(f"{args.rounds} rounds of a median of {args.runs} runs each side: ms the median round, ratio the median of "
           f"the rounds' relax/ORT; threads " + ", ".join(map(str, threads)) + " (column groups, left to right)\n")
     print(head)
     with tempfile.TemporaryDirectory() as tmp:
-        for model in models:
-            onnx_path = os.path.join(CORPUS, model + ".onnx")
-            case = largest_case(model)
-            case_dir = os.path.join(CORPUS, "data", model, case)
+        built = {}
+        for model, case, atol, rtol in work:
+            onnx_path = os.path.join(corpus, model + ".onnx")
+            case_dir = os.path.join(corpus, "data", model, case)
             row = {"model": model, "case": case, "threads": {}}
             pkg = os.path.join(tmp, model + ".rpkg")
-            b = subprocess.run([os.path.join(args.bin, "relax-build"), onnx_path, "-o", pkg], capture_output=True,
-                               text=True)
+            if model not in built:
+                built[model] = subprocess.run([os.path.join(args.bin, "relax-build"), onnx_path, "-o", pkg],
+                                              capture_output=True, text=True)
+            b = built[model]
             spec, why = ort_inputs(case_dir, input_names(onnx_path), tmp)
-            line = f"{model:<20} {case:<12}"
+            line = f"{model:<20} {case:<14}"
             for t in threads:
                 cell = {"relax_rounds": [], "ort_rounds": []}
                 if b.returncode != 0:
                     cell["relax_error"] = "build failed: " + b.stderr.strip()[-200:]
                 if not spec:
                     cell["ort_error"] = why
-                atol = max(1e-3, EXPECTED.get(model, {}).get("atol", 0))
                 for _ in range(max(1, args.rounds)):
                     if "relax_error" not in cell:
-                        ms, err = relax_ms(args, pkg, case_dir, t, atol)
+                        ms, err = relax_ms(args, pkg, case_dir, t, atol, rtol)
                         if err:
                             cell["relax_error"] = err
                         if ms:
@@ -204,7 +222,7 @@ def main():
         if ratios:
             gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
             faster = sum(1 for x in ratios if x <= 1.0)
-            print(f"threads {t}: geometric mean relax/ORT {gm:.2f} over {len(ratios)} models; "
+            print(f"threads {t}: geometric mean relax/ORT {gm:.2f} over {len(ratios)} rows; "
                   f"{faster} at or below 1.0, worst {max(ratios):.2f} ({max(rows, key=lambda r: r['threads'][t].get('ratio', 0))['model']})")
     if args.json:
         with open(args.json, "w") as f:

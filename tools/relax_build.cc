@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   std::string explain_topics;
   app.add_option("--explain", explain_topics,
                  "say on standard error why the rules of these passes did or did not apply (comma-separated pass "
-                 "names, or all; so far: fuse-library-epilogues); also $RELAX_EXPLAIN");
+                 "names, or all; so far: fuse-library-epilogues, legalize); also $RELAX_EXPLAIN");
   bool no_fold = false;
   app.add_flag("--no-fold", no_fold,
                "keep weight-only computations (@transform_params) for the runtime to run at load instead of "
