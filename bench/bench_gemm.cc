@@ -1,7 +1,7 @@
 // GEMM GFLOP/s of the runtime's own product (runtime/gemm.h, what the cpu
 // target's convolutions call, and gemv_f32 for M = 1, what its matmuls of
-// one row call) beside OpenBLAS's cblas_sgemm (what its other matmuls
-// call) on the same shapes, at 1 and 2 threads, and this machine's
+// one row call, and since issue 44 its other f32 matmuls too) beside
+// OpenBLAS's cblas_sgemm on the same shapes, at 1 and 2 threads, and this machine's
 // FMA peak as runtime/cpu_peak.h measures it.
 //
 //   build/bin/relax-bench-gemm [--reps-ms 300] [--shape BATCH,M,N,K ...]

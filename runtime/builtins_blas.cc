@@ -460,8 +460,7 @@ void conv_transpose2d(BuiltinCall& c) {
       for_items(*pool, sl.count, true, [&](int64_t s0, int64_t s1) {
         for (int64_t s = s0; s < s1; ++s) {
           int64_t j0 = s * sl.width, nj = std::min(sl.width, P - j0);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blasint(M), blasint(nj), blasint(Cg), 1.0f, wg,
-                      blasint(M), b + j0, blasint(P), 0.0f, cols + j0, blasint(P));
+          gemm_f32_strided(M, nj, Cg, wg, 1, M, b + j0, P, 1, cols + j0, P, nullptr);
         }
       });
       // Scatter: each output channel's plane is written by its own rows of cols.

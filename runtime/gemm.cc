@@ -184,18 +184,47 @@ const Micro& micro(int64_t N) {
   return portable;
 }
 
-// A[rows, k0:k0+kc] as MR-row panels, k-major, zero-padded to whole panels.
-void pack_a(const float* A, int64_t lda, int64_t rows, int64_t kc, float* out) {
+// A[rows, k0:k0+kc] as MR-row panels, k-major, zero-padded to whole panels;
+// A[i, k] at A[i * rsa + k * csa].
+void pack_a(const float* A, int64_t rsa, int64_t csa, int64_t rows, int64_t kc, float* out) {
   for (int64_t p = 0; p < rows; p += MR, out += MR * kc) {
     int mr = int(std::min<int64_t>(MR, rows - p));
-    for (int64_t k = 0; k < kc; ++k)
-      for (int i = 0; i < MR; ++i) out[k * MR + i] = i < mr ? A[(p + i) * lda + k] : 0.0f;
+    if (csa == 1) {
+      for (int64_t k = 0; k < kc; ++k)
+        for (int i = 0; i < MR; ++i) out[k * MR + i] = i < mr ? A[(p + i) * rsa + k] : 0.0f;
+      continue;
+    }
+    // A stored transposed: a panel's rows are contiguous along i at each k.
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = A + p * rsa + k * csa;
+      for (int i = 0; i < MR; ++i) out[k * MR + i] = i < mr ? src[i * rsa] : 0.0f;
+    }
   }
 }
+void pack_a(const float* A, int64_t lda, int64_t rows, int64_t kc, float* out) { pack_a(A, lda, 1, rows, kc, out); }
 
 // B[k0:k0+kc, cols] as `w`-column panels, k-major, zero-padded. Row by
 // row: each row of B is read once, in order (the hardware prefetches one
 // stream well, and not a stream per row of a panel).
+void pack_b(const float* B, int64_t ldb, int64_t kc, int64_t cols, int w, float* out);
+
+// The same from B[k, j] at B[k * rsb + j * csb]: a B stored transposed
+// (csb > 1) is read column by column, each contiguous along k.
+void pack_b(const float* B, int64_t rsb, int64_t csb, int64_t kc, int64_t cols, int w, float* out) {
+  if (csb == 1) return pack_b(B, rsb, kc, cols, w, out);
+  for (int64_t j0 = 0; j0 < cols; j0 += w, out += w * kc) {
+    const int64_t n = std::min<int64_t>(w, cols - j0);
+    for (int64_t j = 0; j < w; ++j) {
+      if (j >= n) {
+        for (int64_t k = 0; k < kc; ++k) out[k * w + j] = 0.0f;
+        continue;
+      }
+      const float* src = B + (j0 + j) * csb;
+      for (int64_t k = 0; k < kc; ++k) out[k * w + j] = src[k * rsb];
+    }
+  }
+}
+
 void pack_b(const float* B, int64_t ldb, int64_t kc, int64_t cols, int w, float* out) {
   const int64_t whole = cols / w, rest = cols - whole * w;
   for (int64_t k = 0; k < kc; ++k) {
@@ -209,10 +238,16 @@ void pack_b(const float* B, int64_t ldb, int64_t kc, int64_t cols, int w, float*
   }
 }
 
+// An operand as strides: element (r, c) at p[r * rs + c * cs].
+struct Operand {
+  const float* p;
+  int64_t rs, cs;
+};
+
 // Columns [n0, n1) of C. `Ap`: A packed by gemm_pack_a, or null: then
 // each kKc x kMc block of A is packed here.
-void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, const float* A, int64_t lda,
-                  const float* Ap, const float* B, int64_t ldb, float* C, int64_t ldc) {
+void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, Operand a, const float* Ap,
+                  Operand b, float* C, int64_t ldc) {
   thread_local std::vector<float> apack, bpack;
   if (!Ap) apack.resize(size_t((kMc + MR) * kKc));
   bpack.resize(size_t((kNc + kMaxCols) * kKc));
@@ -221,17 +256,21 @@ void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, 
   // whole tiles read B in place and only the last, partial one is packed
   // (a 1x1 convolution with a few outputs spent most of its time packing
   // all of B for a single pass).
-  const bool in_place = M <= u.rows;
+  // (B stored transposed is always packed.)
+  const bool in_place = M <= u.rows && b.cs == 1;
+  const float* B = b.p;
+  const int64_t ldb = b.rs;
   for (int64_t jc = n0; jc < n1; jc += kNc) {
     int64_t nc = std::min(kNc, n1 - jc);
     const int64_t whole = in_place ? nc / u.cols * u.cols : 0;
     for (int64_t pc = 0; pc < K; pc += kKc) {
       int64_t kc = std::min(kKc, K - pc);
-      if (whole < nc) pack_b(B + pc * ldb + jc + whole, ldb, kc, nc - whole, u.cols, bpack.data() + whole * kc);
+      if (whole < nc)
+        pack_b(B + pc * b.rs + (jc + whole) * b.cs, b.rs, b.cs, kc, nc - whole, u.cols, bpack.data() + whole * kc);
       for (int64_t ic = 0; ic < M; ic += kMc) {
         int64_t mc = std::min(kMc, M - ic);
         const float* ablock = Ap ? Ap + pc * Mp + ic * kc : apack.data();
-        if (!Ap) pack_a(A + ic * lda + pc, lda, mc, kc, apack.data());
+        if (!Ap) pack_a(a.p + ic * a.rs + pc * a.cs, a.rs, a.cs, mc, kc, apack.data());
         for (int64_t ir = 0; ir < mc; ir += u.rows) {
           int mr = int(std::min<int64_t>(u.rows, mc - ir));
           for (int64_t jr = 0; jr < nc; jr += u.cols) {
@@ -248,8 +287,8 @@ void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, 
   }
 }
 
-void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Ap, const float* B, int64_t ldb,
-          float* C, int64_t ldc, ThreadPool* pool) {
+void gemm(int64_t M, int64_t N, int64_t K, Operand a, const float* Ap, Operand b, float* C, int64_t ldc,
+          ThreadPool* pool) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
@@ -259,11 +298,11 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const fl
   const int64_t w = u.cols, panels = (N + w - 1) / w;
   int64_t chunks = pool ? std::min<int64_t>(pool->num_threads(), panels) : 1;
   if (double(M) * double(N) * double(K) < double(1 << 20)) chunks = 1;
-  if (chunks <= 1) return gemm_columns(u, M, 0, N, K, A, lda, Ap, B, ldb, C, ldc);
+  if (chunks <= 1) return gemm_columns(u, M, 0, N, K, a, Ap, b, C, ldc);
   pool->parallel_for(chunks, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       int64_t n0 = std::min(N, panels * t / chunks * w), n1 = std::min(N, panels * (t + 1) / chunks * w);
-      if (n0 < n1) gemm_columns(u, M, n0, n1, K, A, lda, Ap, B, ldb, C, ldc);
+      if (n0 < n1) gemm_columns(u, M, n0, n1, K, a, Ap, b, C, ldc);
     }
   });
 }
@@ -359,7 +398,12 @@ void gemv_f32(int64_t N, int64_t K, const float* x, const float* B, int64_t ldb,
 
 void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
               int64_t ldc, ThreadPool* pool) {
-  gemm(M, N, K, A, lda, nullptr, B, ldb, C, ldc, pool);
+  gemm(M, N, K, {A, lda, 1}, nullptr, {B, ldb, 1}, C, ldc, pool);
+}
+
+void gemm_f32_strided(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
+                      int64_t rsb, int64_t csb, float* C, int64_t ldc, ThreadPool* pool) {
+  gemm(M, N, K, {A, rsa, csa}, nullptr, {B, rsb, csb}, C, ldc, pool);
 }
 
 int64_t gemm_packed_a_size(int64_t M, int64_t K) { return (M + MR - 1) / MR * MR * K; }
@@ -373,7 +417,7 @@ void gemm_pack_a(int64_t M, int64_t K, const float* A, int64_t lda, float* out) 
 
 void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, const float* Ap, const float* B, int64_t ldb, float* C,
                        int64_t ldc, ThreadPool* pool) {
-  gemm(M, N, K, nullptr, 0, Ap, B, ldb, C, ldc, pool);
+  gemm(M, N, K, {nullptr, 0, 1}, Ap, {B, ldb, 1}, C, ldc, pool);
 }
 
 }  // namespace relax::rt

@@ -26,6 +26,13 @@ class ThreadPool;
 void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
               int64_t ldc, ThreadPool* pool);
 
+// The same product of strided operands: A[m, k] at A[m * rsa + k * csa],
+// B[k, n] at B[k * rsb + n * csb] (a transposed operand: a row stride of
+// 1), with the same sums: the packing reads them, the kernels never do
+// (but a B with csb = 1, read in place as gemm_f32 reads it).
+void gemm_f32_strided(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
+                      int64_t rsb, int64_t csb, float* C, int64_t ldc, ThreadPool* pool);
+
 // A packed once (a constant weight: a build folds this), as gemm_f32
 // packs it block by block on every call: gemm_packed_a_size floats.
 int64_t gemm_packed_a_size(int64_t M, int64_t K);

@@ -3,7 +3,7 @@
 // operands, on one thread and on a pool; and its promise that an element's
 // value does not depend on where it sits (equal rows give bitwise equal
 // results), which OpenBLAS's Haswell kernels do not keep. From A packed
-// once, bitwise the same.
+// once, and from operands stored transposed, bitwise the same.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -56,6 +56,22 @@ TEST_CASE("gemm_f32 matches a double-precision product at edge sizes, strided, t
       gemm_pack_a(s.m, s.k, A.data(), lda, Ap.data());
       gemm_f32_packed_a(s.m, s.n, s.k, Ap.data(), B.data(), ldb, Cp.data(), ldc, p);
       CHECK(Cp == C);
+      // From A and B stored transposed (as blas.matmul_view reads K^T): the
+      // same sums, bitwise, and the same for either one alone.
+      std::vector<float> At(size_t(std::max<int64_t>(s.k, 1) * (s.m + 1))), Bt(size_t((s.n + 1) * (s.k + 2)));
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t k = 0; k < s.k; ++k) At[size_t(k * (s.m + 1) + i)] = A[size_t(i * lda + k)];
+      for (int64_t k = 0; k < s.k; ++k)
+        for (int64_t j = 0; j < s.n; ++j) Bt[size_t(j * (s.k + 2) + k)] = B[size_t(k * ldb + j)];
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          std::vector<float> Ct(C.size(), 7.0f);
+          gemm_f32_strided(s.m, s.n, s.k, ta ? At.data() : A.data(), ta ? 1 : lda, ta ? s.m + 1 : 1,
+                           tb ? Bt.data() : B.data(), tb ? 1 : ldb, tb ? s.k + 2 : 1, Ct.data(), ldc, p);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          CHECK(Ct == C);
+        }
     }
   }
 }
