@@ -274,11 +274,36 @@ void matmul_impl(BuiltinCall& c, bool views) {
   if (!la || !lb || !lc || lc->trans)
     rt_fail(what, ": a, b and out need a stride of 1 in their last two dims (out in its last), got strides ",
             shape_str(sa.strides), ", ", shape_str(sb.strides), " and (", sCm, ", ", sCn, ")");
-  // Work items: each output matrix, in column slices when there are fewer
-  // matrices than threads.
   std::shared_ptr<ThreadPool> pool = ThreadPool::global();
   double work = double(batch) * double(M) * double(N) * double(K);
   int64_t threads = pool->num_threads();
+  // A batch sharing one b (every batch stride of b 0: a weight) into a
+  // result stored whole, a not transposed: one product of all the batch's
+  // rows, wherever a's sit, so that b streams once and not once per batch
+  // entry (a transposed view of activations times a weight was a row-by-
+  // row product per position).
+  bool shared_b = batch > 1 && d == DType::f32() && !vc && !la->trans;
+  for (int64_t v : mb.sb) shared_b = shared_b && v == 0;
+  if (shared_b) {
+    std::vector<int64_t> rows(size_t(batch * M));
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t m = 0; m < M; ++m) rows[size_t(i * M + m)] = sa.at + mb.offsets(i)[0] + m * la->ld;
+    Slices sl = column_slices(N, threads, work);
+    const float* pa = static_cast<const float*>(a.data());
+    for_items(*pool, sl.count, work >= double(1 << 17), [&](int64_t s0, int64_t s1) {
+      for (int64_t s = s0; s < s1; ++s) {
+        int64_t j0 = s * sl.width, nj = std::min(sl.width, N - j0);
+        const float* pb = static_cast<const float*>(b.data()) + sb.at + j0 * sBn;
+        float* pc = static_cast<float*>(out.data()) + j0;
+        gemm_f32_rows(batch * M, nj, K, pa, rows.data(), pb, lb->trans ? 1 : lb->ld, lb->trans ? lb->ld : 1, pc, N,
+                      nullptr);
+        if (fused) epilogue.apply_rows(static_cast<float*>(out.data()), 0, N, batch * M, j0, j0 + nj);
+      }
+    });
+    return;
+  }
+  // Work items: each output matrix, in column slices when there are fewer
+  // matrices than threads.
   Slices sl = column_slices(N, batch < threads ? (threads + batch - 1) / batch : 1, work);
   int64_t slices = sl.count, cols = sl.width;
   const auto ta = la->trans ? CblasTrans : CblasNoTrans, tb = lb->trans ? CblasTrans : CblasNoTrans;

@@ -238,11 +238,26 @@ void pack_b(const float* B, int64_t ldb, int64_t kc, int64_t cols, int w, float*
   }
 }
 
-// An operand as strides: element (r, c) at p[r * rs + c * cs].
+// An operand as strides: element (r, c) at p[r * rs + c * cs], or, with
+// `rows`, at p[rows[r] + c * cs].
 struct Operand {
   const float* p;
   int64_t rs, cs;
+  const int64_t* rows = nullptr;
+  const float* row(int64_t r) const { return p + (rows ? rows[r] : r * rs); }
 };
+
+// A's rows [r0, r0 + rows), columns [k0, k0 + kc) as pack_a lays them out.
+void pack_a(const Operand& a, int64_t r0, int64_t k0, int64_t rows, int64_t kc, float* out) {
+  if (!a.rows) return pack_a(a.p + r0 * a.rs + k0 * a.cs, a.rs, a.cs, rows, kc, out);
+  for (int64_t p = 0; p < rows; p += MR, out += MR * kc) {
+    int mr = int(std::min<int64_t>(MR, rows - p));
+    const float* src[MR];
+    for (int i = 0; i < MR; ++i) src[i] = i < mr ? a.row(r0 + p + i) + k0 * a.cs : nullptr;
+    for (int64_t k = 0; k < kc; ++k)
+      for (int i = 0; i < MR; ++i) out[k * MR + i] = i < mr ? src[i][k * a.cs] : 0.0f;
+  }
+}
 
 // Columns [n0, n1) of C. `Ap`: A packed by gemm_pack_a, or null: then
 // each kKc x kMc block of A is packed here.
@@ -270,7 +285,7 @@ void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, 
       for (int64_t ic = 0; ic < M; ic += kMc) {
         int64_t mc = std::min(kMc, M - ic);
         const float* ablock = Ap ? Ap + pc * Mp + ic * kc : apack.data();
-        if (!Ap) pack_a(a.p + ic * a.rs + pc * a.cs, a.rs, a.cs, mc, kc, apack.data());
+        if (!Ap) pack_a(a, ic, pc, mc, kc, apack.data());
         for (int64_t ir = 0; ir < mc; ir += u.rows) {
           int mr = int(std::min<int64_t>(u.rows, mc - ir));
           for (int64_t jr = 0; jr < nc; jr += u.cols) {
@@ -404,6 +419,11 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, cons
 void gemm_f32_strided(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
                       int64_t rsb, int64_t csb, float* C, int64_t ldc, ThreadPool* pool) {
   gemm(M, N, K, {A, rsa, csa}, nullptr, {B, rsb, csb}, C, ldc, pool);
+}
+
+void gemm_f32_rows(int64_t M, int64_t N, int64_t K, const float* A, const int64_t* rows, const float* B, int64_t rsb,
+                   int64_t csb, float* C, int64_t ldc, ThreadPool* pool) {
+  gemm(M, N, K, {A, 0, 1, rows}, nullptr, {B, rsb, csb}, C, ldc, pool);
 }
 
 int64_t gemm_packed_a_size(int64_t M, int64_t K) { return (M + MR - 1) / MR * MR * K; }

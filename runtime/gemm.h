@@ -33,6 +33,12 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, cons
 void gemm_f32_strided(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
                       int64_t rsb, int64_t csb, float* C, int64_t ldc, ThreadPool* pool);
 
+// The same with A's rows anywhere: row m of A at A + rows[m], contiguous
+// along k (a batched product whose B is shared, as one product of all
+// the batch's rows: B streamed once instead of once per batch entry).
+void gemm_f32_rows(int64_t M, int64_t N, int64_t K, const float* A, const int64_t* rows, const float* B, int64_t rsb,
+                   int64_t csb, float* C, int64_t ldc, ThreadPool* pool);
+
 // A packed once (a constant weight: a build folds this), as gemm_f32
 // packs it block by block on every call: gemm_packed_a_size floats.
 int64_t gemm_packed_a_size(int64_t M, int64_t K);

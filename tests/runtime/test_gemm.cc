@@ -72,6 +72,13 @@ TEST_CASE("gemm_f32 matches a double-precision product at edge sizes, strided, t
           CAPTURE(tb);
           CHECK(Ct == C);
         }
+      // From A's rows wherever they sit (reversed here): the same sums, bitwise.
+      std::vector<int64_t> rows(size_t(s.m));
+      for (int64_t i = 0; i < s.m; ++i) rows[size_t(i)] = (s.m - 1 - i) * lda;
+      std::vector<float> Cr(C.size(), 7.0f);
+      gemm_f32_rows(s.m, s.n, s.k, A.data(), rows.data(), B.data(), ldb, 1, Cr.data(), ldc, p);
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j) CHECK(Cr[size_t(i * ldc + j)] == C[size_t((s.m - 1 - i) * ldc + j)]);
     }
   }
 }
