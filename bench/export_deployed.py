@@ -27,13 +27,14 @@ tests/corpus).
   bert_base           BERT-base (12 layers, d 768) at sequence 128
   yolov8n             a YOLOv8n-like detector (C2f, SPPF, decoupled DFL head) at 640x640
   crnn                a CRNN (7 convs, two bidirectional LSTMs of 256) on a 32x320 text line
-  resnet50_fp16       resnet50 with fp16 weights and activations (inputs and outputs fp32)
+  resnet50_fp16       resnet50 with fp16 weights and activations (inputs and outputs fp32); the
+                      reference is ONNX Runtime's, graph optimisations off
   bert_base_fp16      bert_base likewise
   resnet50_qdq        resnet50 quantized static QDQ, as quantize_static(QuantFormat.QDQ) writes it:
                       u8 activations calibrated on the cases, int8 weights per output channel;
                       the reference is ONNX Runtime's, graph optimisations off (the spec's semantics)
 
-The QDQ twin needs node and npm's onnxruntime-node (--ort-node, default bench/node_modules).
+The fp16 and QDQ twins need node and npm's onnxruntime-node (--ort-node, default bench/node_modules).
 """
 import argparse
 import json
@@ -388,8 +389,9 @@ def models():
     yield dict(name="crnn", model=randomize_norms(CRNNFull(), 15).eval(), opset=17, inputs=["image"],
                outputs=["log_probs"], axes={"image": {0: "batch", 3: "width"}}, atol=1e-3, rtol=1e-3,
                cases=[("b1_32x320", images(1, 32, 320, c=1))])
-    yield dict(name="resnet50_fp16", twin="resnet50", atol=0.1, rtol=2e-2)
-    yield dict(name="bert_base_fp16", twin="bert_base", atol=0.1, rtol=2e-2)
+    # With these random weights ResNet-50's logits span +-800, where fp16's step is 0.5.
+    yield dict(name="resnet50_fp16", twin="resnet50", atol=1.0, rtol=2e-2)
+    yield dict(name="bert_base_fp16", twin="bert_base", atol=0.05, rtol=2e-2)
     yield dict(name="resnet50_qdq", twin="resnet50", quantize=True, atol=0.05, rtol=1e-2)
 
 
@@ -410,14 +412,17 @@ def export(m, out, manifest, node_modules):
         for case in cases:
             d = os.path.join(out, "data", m["name"], case)
             os.makedirs(d, exist_ok=True)
-            for f in os.listdir(os.path.join(src, case)):
-                if f.startswith("input_") or not m.get("quantize"):
-                    with open(os.path.join(src, case, f), "rb") as a, open(os.path.join(d, f), "wb") as b:
-                        b.write(a.read())
-            if m.get("quantize"):  # the reference: ONNX Runtime on the QDQ model as written
-                ins = [numpy_helper.to_array(onnx.load_tensor(os.path.join(d, f"input_{k}.pb"))) for k in range(1)]
-                for k, a in enumerate(ort_outputs(node_modules, path, ins, ["images"])):
-                    save_pb(a, os.path.join(d, f"output_{k}.pb"))
+            names = [i.name for i in fp32.graph.input if i.name not in {t.name for t in fp32.graph.initializer}]
+            ins = []
+            for k in range(len(names)):
+                with open(os.path.join(src, case, f"input_{k}.pb"), "rb") as a, \
+                        open(os.path.join(d, f"input_{k}.pb"), "wb") as b:
+                    b.write(a.read())
+                ins.append(numpy_helper.to_array(onnx.load_tensor(os.path.join(d, f"input_{k}.pb"))))
+            # The reference: ONNX Runtime on the converted model as written
+            # (graph optimisations off), each op in its own precision.
+            for k, a in enumerate(ort_outputs(node_modules, path, ins, names)):
+                save_pb(a, os.path.join(d, f"output_{k}.pb"))
     else:
         first = m["cases"][0][1]
         with torch.set_grad_enabled(m.get("trace_with_grad", False)):

@@ -39,6 +39,11 @@ IRModule rewrite_cuda_graph(const IRModule& mod);
 // constant w, of 512 taps or more, conv_integer so (passes/qdq_to_integer.cc).
 IRModule qdq_to_integer(const IRModule& mod);
 
+// On a target whose kernels multiply no narrow float natively: conv,
+// conv_transpose and matmul of f16 or bf16 tensors computed in f32, cast
+// back after each (passes/widen_narrow_floats.cc).
+IRModule widen_narrow_floats(const IRModule& mod);
+
 // cpu: a matmul reads its operands through the transposes, reshapes,
 // splits and slices that made them, and writes its result through the
 // transpose after it, as blas.matmul_view of strided views

@@ -17,6 +17,10 @@ const std::vector<Pass>& all_passes() {
        "a matmul (or a long convolution) of dequantized 8-bit tensors becomes their integer product times the "
        "scales",
        qdq_to_integer},
+      {"widen-narrow-floats",
+       "targets without native f16 or bf16 products (traits: precisions): conv, conv_transpose and matmul of f16 or "
+       "bf16 tensors computed in f32 (library kernels; weights converted at build time), cast back after each",
+       widen_narrow_floats},
       {"fold-matmul-views",
        "host kernels: a matmul reads its operands through the transposes, reshapes and slices that made them (and writes "
        "its result through the transpose after it) as a BLAS product of strided views",
@@ -68,6 +72,8 @@ std::vector<std::string> pipeline(const std::string& name, const TargetTraits& t
   std::vector<std::string> graph = {"normalize", "convert-to-dataflow", "simplify-shapes", "canonicalize-bindings",
                                     "dead-code-elimination"};
   if (traits.has_precision("i8")) graph.insert(graph.end() - 1, "qdq-to-integer");
+  if (!traits.has_precision("f16") && !traits.has_precision("bf16"))
+    graph.insert(graph.end() - 1, "widen-narrow-floats");
   const std::vector<std::string> lower = {"legalize", "canonicalize-bindings", "dead-code-elimination"};
   std::vector<std::string> names;
   auto add = [&](const std::vector<std::string>& more) { names.insert(names.end(), more.begin(), more.end()); };
