@@ -110,8 +110,10 @@ EXPECTED = {
     # then, checked at run time (two match_casts per refinement).
     # The flow is in pixels (up to 6.5): on vulkan the instance norms' sums over 64x64 run in
     # another order than on cpu (5e-6 of the scale apart), and four refinements, each sampling
-    # where the last pointed, carry that to 1.4e-4 pixels.
-    "raft_flow": dict(named=True, match_casts=8, levels=(0, 2), atol={"cpu": 1e-5, "vulkan": 5e-4}),
+    # where the last pointed, carry that to 1.4e-4 pixels. On cpu the correlation volume's
+    # products sum in the runtime's order (runtime/gemm.h, not OpenBLAS's, since issue 44), and
+    # the refinements carry that to 2.8e-5 pixels at 96x160.
+    "raft_flow": dict(named=True, match_casts=8, levels=(0, 2), atol={"cpu": 5e-5, "vulkan": 5e-4}),
 }
 
 
