@@ -392,7 +392,8 @@ def models():
     # With these random weights ResNet-50's logits span +-800, where fp16's step is 0.5.
     yield dict(name="resnet50_fp16", twin="resnet50", atol=1.0, rtol=2e-2)
     yield dict(name="bert_base_fp16", twin="bert_base", atol=0.05, rtol=2e-2)
-    yield dict(name="resnet50_qdq", twin="resnet50", quantize=True, atol=0.05, rtol=1e-2)
+    # Logits of +-800: ONNX Runtime with its graph optimisations on is 5.6 from itself with them off.
+    yield dict(name="resnet50_qdq", twin="resnet50", quantize=True, atol=8.0, rtol=1e-2)
 
 
 def save_pb(a, path):
