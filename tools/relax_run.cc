@@ -233,8 +233,11 @@ int main(int argc, char** argv) {
         model->run_values(in);
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
       }
-      rep["bench"] = {{"runs", bench}, {"median_ms", median(ms)}, {"min_ms", *std::min_element(ms.begin(), ms.end())}};
-      if (!json) std::cout << "median latency: " << median(ms) << " ms over " << bench << " runs\n";
+      const double lo = *std::min_element(ms.begin(), ms.end()), hi = *std::max_element(ms.begin(), ms.end());
+      rep["bench"] = {{"runs", bench}, {"median_ms", median(ms)}, {"min_ms", lo}, {"max_ms", hi}};
+      if (!json)
+        std::cout << "median latency: " << median(ms) << " ms over " << bench << " runs (min " << lo << ", max " << hi
+                  << ")\n";
     }
     if (profile) {
       // Kernels by total time; for cuda also the bandwidth their buffers'
