@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
       }
       const double lo = *std::min_element(ms.begin(), ms.end()), hi = *std::max_element(ms.begin(), ms.end());
-      rep["bench"] = {{"runs", bench}, {"median_ms", median(ms)}, {"min_ms", lo}, {"max_ms", hi}};
+      rep["bench"] = {{"runs", bench}, {"median_ms", median(ms)}, {"min_ms", lo}, {"max_ms", hi}, {"runs_ms", ms}};
       if (!json)
         std::cout << "median latency: " << median(ms) << " ms over " << bench << " runs (min " << lo << ", max " << hi
                   << ")\n";
