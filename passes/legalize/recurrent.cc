@@ -428,7 +428,7 @@ class HostRecurrence {
 class GpuRecurrence {
  public:
   GpuRecurrence(LegalizeContext& ctx, const CallNode& call, const Cell& cell)
-      : ctx_(ctx), call_(call), cell_(cell), op_(ops::op_name(call)), acc_(local("acc", DataType::f32())) {}
+      : ctx_(ctx), call_(call), cell_(cell), op_(ops::op_name(call)) {}
 
   std::optional<Expr> legalize() {
     const auto* tup = as<TupleSI>(call_.sinfo);
