@@ -1,22 +1,30 @@
 // widen-narrow-floats: on a target whose kernels multiply no narrow float
 // natively (traits: precisions without f16 or bf16), the products of f16
-// and bf16 tensors run as f32 ones: conv, conv_transpose and matmul of
-// narrow operands become
+// and bf16 tensors run as f32 ones, and so does what follows them: conv,
+// conv_transpose and matmul of narrow operands become
 //
 //   astype(op(astype(x, f32), astype(w, f32)), f16)
 //
 // so that they take the f32 paths (the library convolutions and matmuls)
-// where the narrow ones were generic loop nests. A bias added to the
-// result right after (an ONNX Conv's or Gemm's third input, imported as an
-// add) joins the f32 side: it is rounded once, as the op with its bias
-// would be, not after the product and again after the add. Each op's result is still
-// rounded to its dtype by the cast after it, and the generic narrow
-// kernels accumulated in f32 already, so the answer is the one the narrow
-// op gave. A constant weight's cast is weight-only: lift-transform-params
-// moves it to @transform_params and the build folds it, so the package
-// holds the f32 weight.
+// where the narrow ones were generic loop nests; and an elementwise,
+// pooling, normalising, reducing or layout op of a narrow dtype one of
+// whose operands already has an f32 twin runs on the twins (its other
+// narrow operands cast up, exactly) and gets a twin itself. A widened
+// region thus reads and writes f32 from one product to the next, and a
+// value is rounded to its narrow dtype only where it leaves the region (an
+// op that is not widened, a function's result): the cast pairs between
+// ops vanish, and the library calls take their epilogues (bias, ReLU,
+// residual) as in the f32 model. The answer is the f32 model's rounded at
+// the region's edges, closer to the exact one than rounding after every
+// op; it is how ONNX Runtime's CPU provider runs an fp16 model's ops that
+// have no fp16 kernel (in f32, cast at the edges of each run of them). A
+// constant weight's cast is weight-only: lift-transform-params moves it to
+// @transform_params and the build folds it, so the package holds the f32
+// weight.
 #include <optional>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/mutator.h"
 #include "ir/op.h"
@@ -34,13 +42,8 @@ class Widener : public ExprMutator {
 
   void visit_binding(const Binding& b, std::vector<Binding>& out) override {
     Expr value = visit(b.value);
-    if (!b.is_match_cast()) {
-      values_[b.var.get()] = value;
-      if (std::optional<Expr> r = widen(value, b.var, out))
-        value = *r;
-      else if (std::optional<Expr> r = add_bias(value, b.var, out))
-        value = *r;
-    }
+    if (!b.is_match_cast())
+      if (std::optional<Expr> r = widen(value, b.var, out)) value = *r;
     out.push_back(value == b.value ? b : Binding{b.var, value, b.cast});
   }
 
@@ -53,64 +56,70 @@ class Widener : public ExprMutator {
     return v;
   }
 
+  // Ops that compute a narrow float as they would an f32 one, rounded.
+  static bool follows(std::string_view op) {
+    static const std::unordered_set<std::string_view> ops = {
+        "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "neg", "abs", "exp", "log", "sqrt",
+        "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus", "erf", "reciprocal", "clip", "where",
+        "max_pool", "avg_pool", "softmax", "log_softmax", "layer_norm", "sum", "mean", "max", "min", "reshape",
+        "permute_dims", "concat", "squeeze", "expand_dims", "strided_slice", "broadcast_to", "take", "resize", "pad"};
+    return ops.count(op) != 0;
+  }
+
   // A product whose tensor operands and result are all of one narrow float
-  // dtype, out_dtype unset or that dtype.
+  // dtype (out_dtype unset or that dtype), or an op that follows() with a
+  // narrow result and an operand that has a twin: the op on f32 operands,
+  // recorded as the result's twin; the result itself its twin cast down.
+  // A cast up of a value with a twin is the twin.
   std::optional<Expr> widen(const Expr& value, const Var& var, std::vector<Binding>& out) {
     const auto* c = as<CallNode>(value);
     const auto* y = as<TensorSI>(value->sinfo);
-    if (!c || !c->op() || !y || !narrow_float(y->dtype)) return std::nullopt;
+    if (!c || !c->op() || !y) return std::nullopt;
     const std::string& op = c->op()->name;
-    if (op != "conv" && op != "conv_transpose" && op != "matmul") return std::nullopt;
+    if (op == "astype" && y->dtype == DataType::f32()) {
+      const Expr* twin = twin_of(c->args[0]);
+      if (twin) return *twin;
+      return std::nullopt;
+    }
+    if (!narrow_float(y->dtype)) return std::nullopt;
     const DataType narrow = y->dtype;
+    const bool product = op == "conv" || op == "conv_transpose" || op == "matmul";
+    if (!product && !follows(op)) return std::nullopt;
     DataType declared = c->attrs.get_dtype("out_dtype");
     if (!declared.is_void() && declared != narrow) return std::nullopt;
+    bool any_twin = false;
     for (const Expr& a : c->args) {
       const auto* t = as<TensorSI>(a->sinfo);
-      if (!t || t->dtype != narrow) return std::nullopt;
+      if (!t) {
+        if (product) return std::nullopt;
+        continue;
+      }
+      if (t->dtype.is_float() ? t->dtype != narrow : product) return std::nullopt;
+      any_twin = any_twin || twin_of(a);
     }
+    if (!product && !any_twin) return std::nullopt;
     std::vector<Expr> wide;
-    for (size_t k = 0; k < c->args.size(); ++k)
-      wide.push_back(emit(make_op_call("astype", {c->args[k]}, {{"dtype", DataType::f32()}}), var,
-                          "_f32_" + std::to_string(k), out));
+    for (size_t k = 0; k < c->args.size(); ++k) {
+      const Expr& a = c->args[k];
+      const auto* t = as<TensorSI>(a->sinfo);
+      if (const Expr* twin = twin_of(a))
+        wide.push_back(*twin);
+      else if (t && t->dtype == narrow)
+        wide.push_back(emit(make_op_call("astype", {a}, {{"dtype", DataType::f32()}}), var, "_f32_" + std::to_string(k), out));
+      else
+        wide.push_back(a);
+    }
     Attrs attrs = c->attrs;
     if (!declared.is_void()) attrs.set("out_dtype", DataType::void_());
-    Expr product = emit(make_op_call(op, wide, std::move(attrs)), var, "_f32", out);
-    wide_[var.get()] = product;
-    return narrowed(product, narrow);
+    Expr wide_value = emit(make_op_call(op, wide, std::move(attrs)), var, "_f32", out);
+    wide_[var.get()] = wide_value;
+    return narrowed(wide_value, narrow);
   }
 
-  // add(p, bias) of a widened product p and a narrow constant (or a
-  // reshape of one) of fewer elements: astype(add(p_f32, astype(bias)), f16).
-  std::optional<Expr> add_bias(const Expr& value, const Var& var, std::vector<Binding>& out) {
-    const auto* c = as<CallNode>(value);
-    if (!c || !c->op() || c->op()->name != "add" || c->args.size() != 2) return std::nullopt;
-    for (int side = 0; side < 2; ++side) {
-      const auto* p = as<VarNode>(c->args[side]);
-      auto it = p ? wide_.find(p) : wide_.end();
-      if (it == wide_.end()) continue;
-      const Expr& bias = c->args[1 - side];
-      const auto* bt = as<TensorSI>(bias->sinfo);
-      const auto* y = as<TensorSI>(value->sinfo);
-      if (!bt || !y || bt->dtype != y->dtype || !weight_only(bias)) return std::nullopt;
-      Expr wide_bias = emit(make_op_call("astype", {bias}, {{"dtype", DataType::f32()}}), var, "_bias_f32", out);
-      Expr sum = emit(make_op_call("add", {it->second, wide_bias}), var, "_f32", out);
-      return narrowed(sum, y->dtype);
-    }
-    return std::nullopt;
-  }
-
-  // A constant, or a binding of this function computed from constants
-  // alone (the importer's reshape of a bias).
-  bool weight_only(const Expr& e) const {
-    if (e->kind == ExprKind::Constant) return true;
+  const Expr* twin_of(const Expr& e) const {
     const auto* v = as<VarNode>(e);
-    auto it = v ? values_.find(v) : values_.end();
-    if (it == values_.end()) return false;
-    const auto* c = as<CallNode>(it->second);
-    if (!c) return false;
-    for (const Expr& a : c->args)
-      if (a->kind != ExprKind::Constant && a->kind != ExprKind::ShapeExpr && !weight_only(a)) return false;
-    return true;
+    auto it = v ? wide_.find(v) : wide_.end();
+    return it == wide_.end() ? nullptr : &it->second;
   }
 
   Expr narrowed(const Expr& wide, DataType narrow) {
@@ -119,8 +128,7 @@ class Widener : public ExprMutator {
     return r;
   }
 
-  std::unordered_map<const VarNode*, Expr> wide_;    // a product's narrow result -> its f32 value
-  std::unordered_map<const VarNode*, Expr> values_;  // every binding's value, for weight_only
+  std::unordered_map<const VarNode*, Expr> wide_;    // a widened op's narrow result -> its f32 twin
 };
 
 }  // namespace
