@@ -230,12 +230,15 @@ void conv2d(BuiltinCall& c) {
 }
 
 // The packed weights' layouts: the direct kernel's, per group the GEMM's
-// A (runtime/gemm.h gemm_pack_a), or a depthwise convolution's channel
-// blocks (conv2d_depthwise_pack_f32), and their sizes in floats.
-enum PackedLayout : int64_t { kDirectLayout = 0, kGemmLayout = 1, kDepthwiseLayout = 2 };
-bool known_layout(int64_t layout) { return layout >= kDirectLayout && layout <= kDepthwiseLayout; }
+// A (runtime/gemm.h gemm_pack_a), a depthwise convolution's channel
+// blocks (conv2d_depthwise_pack_f32), or a depthwise convolution's
+// weights as they are (its plane-wise kernel reads them so; packed only
+// so that the call takes an epilogue), and their sizes in floats.
+enum PackedLayout : int64_t { kDirectLayout = 0, kGemmLayout = 1, kDepthwiseLayout = 2, kPlaneWiseLayout = 3 };
+bool known_layout(int64_t layout) { return layout >= kDirectLayout && layout <= kPlaneWiseLayout; }
 int64_t packed_weights_size(int64_t O, int64_t groups, int64_t K, int64_t layout) {
   if (layout == kDepthwiseLayout) return conv2d_depthwise_packed_size(O, K);
+  if (layout == kPlaneWiseLayout) return O * K;
   return layout == kDirectLayout ? conv2d_packed_size(O, groups, K) : groups * gemm_packed_a_size(O / groups, K);
 }
 
@@ -256,10 +259,13 @@ void conv2d_pack(BuiltinCall& c) {
   if (!(w.dtype() == DType::f32()) || (ws.size() != 4 && ws.size() != 3))
     rt_fail(what, ": needs f32 weights of rank 4 (or 3), got ", w.type_str());
   if (p.size() != 2 || p[0] < 1 || ws[0] % p[0] != 0 || !known_layout(p[1]))
-    rt_fail(what, ": needs a number of groups dividing ", ws[0], " and a layout (0, 1 or 2), got ", shape_str(p));
+    rt_fail(what, ": needs a number of groups dividing ", ws[0], " and a layout (0 to 3), got ", shape_str(p));
   if (p[1] == kDepthwiseLayout && (p[0] != ws[0] || ws[1] != 1))
     rt_fail(what, ": layout 2 needs one input channel and one output per group, got ", w.type_str(), " in ", p[0],
             " groups");
+  if (p[1] == kPlaneWiseLayout && (ws[1] != 1 || ws[0] / p[0] >= 8))
+    rt_fail(what, ": layout 3 needs one input channel and fewer than 8 outputs per group, got ", w.type_str(), " in ",
+            p[0], " groups");
   int64_t O = ws[0], groups = p[0], K = 1;
   for (size_t k = 1; k < ws.size(); ++k) K *= ws[k];
   int64_t size = packed_weights_size(O, groups, K, p[1]);
@@ -269,6 +275,7 @@ void conv2d_pack(BuiltinCall& c) {
   float* od = static_cast<float*>(out.data());
   if (p[1] == kDirectLayout) return conv2d_pack_weights_f32(wd, O, groups, K, od, ThreadPool::global().get());
   if (p[1] == kDepthwiseLayout) return conv2d_depthwise_pack_f32(wd, O, K, od);
+  if (p[1] == kPlaneWiseLayout) return void(std::copy(wd, wd + O * K, od));
   const int64_t Og = O / groups;
   for (int64_t g = 0; g < groups; ++g) gemm_pack_a(Og, K, wd + g * Og * K, K, od + g * gemm_packed_a_size(Og, K));
 }
@@ -344,7 +351,8 @@ XParts x_parts(const char* what, const std::vector<Value>& fields, size_t rank) 
 // (or both of rank 3: a 1-D convolution, KH 1), from w packed by
 // gemm.conv2d_pack: layout 0 by the direct kernel; 1 as im2col into ws
 // (absent for a plain product) and the runtime's GEMM per image and group;
-// 2 by the channels-in-lanes depthwise kernel. With six parameters more
+// 2 by the channels-in-lanes depthwise kernel; 3 by the plane-wise
+// depthwise kernel, w as it was. With six parameters more
 // (an epilogue fused from the elementwise kernel after it,
 // passes/fuse_library_epilogues.cc: its flags, bounds and constants,
 // runtime/epilogue.h read_epilogue), its tensors come after the
@@ -358,7 +366,7 @@ void conv2d_packed(BuiltinCall& c) {
   const size_t fused = 10 + kEpilogueParams;
   if ((p.size() != 10 && p.size() != fused) || !known_layout(p[9]) ||
       (p.size() == fused && (epilogue_tensors(p[10]) < 0 || p[10] >> 14)))  // no i32 sums nor quantized results
-    rt_fail(what, ": needs 10 parameters, the last a layout (0, 1 or 2), or ", fused, " with an epilogue, got ",
+    rt_fail(what, ": needs 10 parameters, the last a layout (0 to 3), or ", fused, " with an epilogue, got ",
             shape_str(p));
   const size_t extra = p.size() == fused ? size_t(epilogue_tensors(p[10])) : 0;
   if (c.num_args != 4 + extra && c.num_args != 5 + extra)
@@ -411,6 +419,11 @@ void conv2d_packed(BuiltinCall& c) {
               y.type_str(), " in ", g.groups, " groups");
     thread_local std::vector<float> scratch;
     conv2d_depthwise_packed_f32(g, xd, wd, yd, scratch, pool);
+  } else if (p[9] == kPlaneWiseLayout) {
+    if (g.C != g.groups || g.O / g.groups >= 8)
+      rt_fail(what, ": layout 3 needs one input channel and fewer than 8 outputs per group, got x ", x->type_str(),
+              " and y ", y.type_str(), " in ", g.groups, " groups");
+    conv2d_f32(g, xd, wd, yd, nullptr, pool);
   } else {
     im2col_gemm(g, xd, nullptr, wd, yd, ws ? static_cast<float*>(ws->data()) : nullptr, pool);
   }

@@ -66,8 +66,10 @@ constexpr const char* kConv2dPacked = "gemm.conv2d_packed";
 // direct kernel's blocks of 8 or 16 channels (runtime/conv_direct.h
 // conv2d_direct_lanes); 1, per group the GEMM's A in panels of 6 rows
 // (runtime/gemm.h gemm_packed_a_size); 2, a depthwise convolution's
-// blocks of 16 channels (conv2d_depthwise_packed_size).
+// blocks of 16 channels (conv2d_depthwise_packed_size); 3, a depthwise
+// convolution's weights as they are.
 int64_t packed_size(int64_t layout, int64_t groups, int64_t Og, int64_t K) {
+  if (layout == 3) return groups * Og * K;
   if (layout == 2) return (groups * Og + 15) / 16 * K * 16;
   if (layout == 0) {
     int64_t L = Og <= 8 ? 8 : 16;
@@ -94,23 +96,16 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   SymExpr kh = rank == 4 ? ws[2] : SymExpr(1), kw = ws[rank - 1];
   SymExpr oh = rank == 4 ? ys[2] : SymExpr(1), ow = ys[rank - 1];
   // Depthwise (one input channel per group, fewer than 8 outputs each):
-  // the runtime's own kernel, no workspace; but output planes known to be
-  // small (16x16 or less) stay loop nests, which fuse the bias and
-  // activation and were faster there (bench: 16x16x64 3x3 0.035 ms as a
-  // loop nest, 0.040 ms in the library; 32x32x64 0.29 and 0.10 ms), at
-  // row stride 1: strided, the nest gathers every input, and the library
-  // ran EfficientNet-B0-like and MobileNetV3-like models 1.4-1.5x faster.
-  // Planes of at most 64 outputs over 16 channels or more go to the
-  // library's channels-in-lanes kernel (layout 2 below) even at stride 1:
-  // EfficientNet's 144 to 288 channels over 2x2 and 1x1 planes, 3x3 and
-  // 5x5 taps, three images, took 11 to 42 us as loop nests (SiLU fused)
-  // and take 5 to 10 us there.
+  // the runtime's own kernel, no workspace, whatever the plane. (Small
+  // planes at stride 1 stayed loop nests, which fuse the bias and
+  // activation, on a bench of 16x16x64 3x3 (0.035 against 0.040 ms); on
+  // the 14x14 planes of 184 to 672 channels of MobileNetV3-Large and
+  // EfficientNet-B0 the nests ran at 5 GFLOP/s, and the library took
+  // EfficientNet-B0 from 14.6 to 11.5 ms and MobileNetV3-Large from 7.07 to
+  // 6.28, one thread.) Planes of at most 64 outputs over 16 channels or
+  // more take the channels-in-lanes kernel (layout 2 below).
   Window win = library_window("conv", attrs, rank);
   const bool depthwise = ws[1].is_const(1) && ws[0].const_value() / groups < 8;
-  if (depthwise && oh.is_const() && ow.is_const() && oh.const_value() * ow.const_value() <= 256 &&
-      win.strides.back() == 1 &&
-      !(oh.const_value() * ow.const_value() <= 64 && ws[0].const_value() == groups && groups >= 16))
-    return std::nullopt;
   if (!depthwise && ws[0].const_value() / groups < 4) return std::nullopt;
   // No workspace: a plain product (1x1, stride 1, no padding), or i32.
   bool no_workspace = kh.is_const(1) && kw.is_const(1) && win.strides == std::vector<int64_t>{1, 1};
@@ -130,15 +125,18 @@ std::optional<Expr> gemm_conv2d(LegalizeContext& ctx, const CallNode& call, cons
   // Depthwise ones with one output per channel over planes known to be
   // small (at most 64 outputs): layout 2, channels in the vector lanes
   // (conv2d_depthwise_packed_f32); the plane-wise kernel zero-fills and
-  // splits a padded copy of each channel for a few outputs there.
+  // splits a padded copy of each channel for a few outputs there. Other
+  // depthwise ones: layout 3, the weights as they are for the plane-wise
+  // kernel, packed only so that the call takes the bias and activation
+  // after it as an epilogue (passes/fuse_library_epilogues.cc).
   const int64_t plane = oh.is_const() && ow.is_const() ? oh.const_value() * ow.const_value() : -1;
   const bool channel_blocks = depthwise && ws[0].const_value() == groups && plane >= 0 && plane <= 64;
-  if (!i32 && (!depthwise || channel_blocks) && weights->kind == ExprKind::Constant && ws[1].is_const() &&
+  if (!i32 && weights->kind == ExprKind::Constant && ws[1].is_const() &&
       kh.is_const() && kw.is_const()) {
     int64_t Og = ws[0].const_value() / groups, K = ws[1].const_value() * kh.const_value() * kw.const_value();
     const bool direct = rt::conv2d_direct_pays(kh.const_value(), kw.const_value(), Og, K, plane, win.strides[0],
                                                win.strides[1], ctx.traits().vector_bits >= 512);
-    int64_t layout = channel_blocks ? 2 : direct ? 0 : 1;
+    int64_t layout = channel_blocks ? 2 : depthwise ? 3 : direct ? 0 : 1;
     if (layout == 0) no_workspace = true;
     for (const char* name : {kConv2dPack, kConv2dPacked})
       if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);

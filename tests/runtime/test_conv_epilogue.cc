@@ -1,5 +1,5 @@
 // gemm.conv2d_packed with an epilogue fused in (runtime/builtins_blas.cc,
-// passes/fuse_library_epilogues.cc): the direct, depthwise and product layouts,
+// passes/fuse_library_epilogues.cc): the direct, both depthwise and the product layouts,
 // biases, a residual and clamps, bitwise what the plain call followed by
 // the formula gives, on each ISA at one and two threads (clamps from
 // tensors and a leaky ReLU too), a SiLU within 2 ulp; and its
@@ -67,13 +67,15 @@ TEST_CASE("gemm.conv2d_packed applies a fused epilogue: biases, a residual, clam
   };
   // Direct (layout 0) 3x3 over 12x10, two images; depthwise (layout 2) over 4x4; a 1x1 product (layout 1, no
   // workspace) over 5x5; direct over 4x4 planes with 4,096 outputs, whose SiLU splits over the pool with the
-  // biases spread (planes under 64 outputs).
+  // biases spread (planes under 64 outputs); depthwise over 9x9 by the plane-wise kernel (layout 3, the
+  // weights as they are).
   for (Layer l : {Layer{2, 16, 12, 10, 16, 3, 1, 0}, Layer{1, 32, 4, 4, 32, 3, 32, 2}, Layer{2, 16, 5, 5, 24, 1, 1, 1},
-                  Layer{4, 16, 4, 4, 64, 3, 1, 0}}) {
+                  Layer{4, 16, 4, 4, 64, 3, 1, 0}, Layer{2, 8, 9, 9, 8, 3, 8, 3}}) {
     CAPTURE(l.layout);
     const int64_t Kc = l.C / l.groups * l.K * l.K;
     Tensor x = random_tensor(rng, {l.N, l.C, l.H, l.W}), w = random_tensor(rng, {l.O, l.C / l.groups, l.K, l.K});
-    const int64_t size = l.layout == 2   ? conv2d_depthwise_packed_size(l.O, l.K * l.K)
+    const int64_t size = l.layout == 3   ? l.O * l.K * l.K
+                         : l.layout == 2 ? conv2d_depthwise_packed_size(l.O, l.K * l.K)
                          : l.layout == 0 ? conv2d_packed_size(l.O, 1, Kc)
                                          : gemm_packed_a_size(l.O, Kc);
     Tensor packed = Tensor::empty(DType::f32(), {size});
