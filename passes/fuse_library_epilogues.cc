@@ -1,6 +1,6 @@
 // fuse-library-epilogues: a library convolution (gemm.conv2d_packed) or
-// product (blas.matmul, f32, or blas.matmul_view writing its result as it
-// is), the cpu target's, whose result only an elementwise kernel reads,
+// product (blas.matmul, f32, blas.matmul_view writing its result as it
+// is, or gemm.matmul_packed), the cpu target's, whose result only an elementwise kernel reads,
 // and reads as a bias, residual, activation and clamp would,
 //   y = call_library("gemm.conv2d_packed", (x, w, shape(p...)), out=T)
 //   z = call_tir(@f, (.., y, .., b, .., r, ..), out=T)
@@ -57,6 +57,7 @@ namespace {
 constexpr const char* kConv = "gemm.conv2d_packed";
 constexpr const char* kMatmul = "blas.matmul";
 constexpr const char* kMatmulView = "blas.matmul_view";
+constexpr const char* kMatmulPacked = "gemm.matmul_packed";
 constexpr const char* kQmatmul = "gemm.qmatmul_packed";
 constexpr const char* kTopic = "fuse-library-epilogues";  // --explain
 
@@ -593,6 +594,10 @@ std::optional<LibraryCall> plain_library_call(const Expr& value) {
       pos += rank == 0 ? 1 : size_t(2 + 2 * rank);
     }
     if (params && pos == params->values.size()) return LibraryCall{c, kMatmulView};
+  }
+  if (name->value == kMatmulPacked && args->fields.size() == 3 && t->dtype == DataType::f32()) {
+    const auto* params = as<ShapeExprNode>(args->fields[2]);
+    if (params && params->values.size() == 2) return LibraryCall{c, kMatmulPacked};
   }
   if (name->value == kQmatmul && args->fields.size() == 4 && t->dtype == DataType::i32()) {
     const auto* params = as<ShapeExprNode>(args->fields[3]);

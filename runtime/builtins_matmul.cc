@@ -338,6 +338,79 @@ void matmul_impl(BuiltinCall& c, bool views) {
 void matmul(BuiltinCall& c) { matmul_impl(c, false); }
 void matmul_view(BuiltinCall& c) { matmul_impl(c, true); }
 
+// ---- f32 products with B packed once -----------------------------------------------------
+
+// gemm.matmul_pack(b, out): b (K, N) f32 packed for gemm.matmul_packed
+// (f32, gemm_packed_b_size floats). A build runs it once, folding the
+// result into the package.
+void matmul_pack(BuiltinCall& c) {
+  const char* what = "gemm.matmul_pack";
+  if (c.num_args != 2) rt_fail(what, ": takes 2 arguments, got ", c.num_args);
+  const Tensor& b = c.arg(0).tensor("gemm.matmul_pack b");
+  const Tensor& out = c.arg(1).tensor("gemm.matmul_pack out");
+  if (b.shape().size() != 2 || !(b.dtype() == DType::f32()))
+    rt_fail(what, ": b must be f32 of rank 2, got ", b.type_str());
+  const int64_t K = b.shape()[0], N = b.shape()[1], size = gemm_packed_b_size(K, N);
+  if (!(out.dtype() == DType::f32()) || out.numel() != size)
+    rt_fail(what, ": the output must hold ", size, " f32, got ", out.type_str());
+  gemm_pack_b(K, N, static_cast<const float*>(b.data()), N, static_cast<float*>(out.data()));
+}
+
+// gemm.matmul_packed(a, bp, shape(K, N), out): out (..., M, N) = a b for
+// a (..., M, K) f32 (every row of every batch: one product) and b packed
+// by gemm.matmul_pack, the runtime's product (runtime/gemm.h: the sums
+// blas.matmul gives, bitwise). Or gemm.matmul_packed(a, bp, shape(K, N,
+// e, lo, hi, k1, k2, k3), tensors..., out) with an epilogue fused from
+// the kernel after it (passes/fuse_library_epilogues.cc;
+// runtime/epilogue.h read_epilogue: biases of N, a residual of out's
+// shape, one-element scalars). Columns split over the pool, each worker
+// applying the epilogue to its slice right after computing it.
+void matmul_packed(BuiltinCall& c) {
+  const char* what = "gemm.matmul_packed";
+  if (c.num_args < 4) rt_fail(what, ": takes 4 arguments or more, got ", c.num_args);
+  const Tensor& a = c.arg(0).tensor("gemm.matmul_packed a");
+  const Tensor& bp = c.arg(1).tensor("gemm.matmul_packed weights");
+  const std::vector<int64_t>& p = c.arg(2).shape("gemm.matmul_packed parameters");
+  const Tensor& out = c.arg(c.num_args - 1).tensor("gemm.matmul_packed out");
+  const bool fused = p.size() == 2 + size_t(kEpilogueParams);
+  if ((p.size() != 2 && !fused) || p[0] < 0 || p[1] < 0)
+    rt_fail(what, ": needs the parameters (K, N), or (K, N) and an epilogue's ", kEpilogueParams, ", got ",
+            shape_str(p));
+  if (fused && (epilogue_tensors(p[2]) < 0 || p[2] >> 14))
+    rt_fail(what, ": ", p[2], " is not the flags of an epilogue of f32 sums");
+  if (c.num_args != 4 + (fused ? size_t(epilogue_tensors(p[2])) : 0))
+    rt_fail(what, ": takes 4 arguments and its epilogue's tensors, got ", c.num_args);
+  const int64_t K = p[0], N = p[1];
+  for (const Tensor* t : {&a, &bp, &out})
+    if (!(t->dtype() == DType::f32())) rt_fail(what, ": needs f32 tensors, got ", t->type_str());
+  if (a.shape().empty() || a.shape().back() != K) rt_fail(what, ": a ", a.type_str(), " must end in K = ", K);
+  if (bp.numel() != gemm_packed_b_size(K, N))
+    rt_fail(what, ": the packed weights must hold ", gemm_packed_b_size(K, N), " f32, got ", bp.type_str());
+  const int64_t M = K == 0 ? (N == 0 ? 0 : out.numel() / N) : a.numel() / K;  // every row of every batch
+  if (out.numel() != M * N || out.shape().empty() || out.shape().back() != N)
+    rt_fail(what, ": the output ", out.type_str(), " must hold ", M, " rows of N = ", N);
+  Epilogue epilogue;
+  if (fused) read_epilogue(what, c, p.data() + 2, 3, N, out.shape(), epilogue);
+  c.flops = 2.0 * double(M) * double(N) * double(K);
+  if (M == 0 || N == 0) return;
+  ThreadPool& pool = *ThreadPool::global();
+  const double work = double(M) * double(N) * double(K);
+  // Slices of whole packed panels.
+  int64_t count = work >= double(1 << 17) ? std::min<int64_t>(pool.num_threads(), (N + kGemmPanelB - 1) / kGemmPanelB) : 1;
+  const int64_t width = ((N + count - 1) / count + kGemmPanelB - 1) / kGemmPanelB * kGemmPanelB;
+  count = (N + width - 1) / width;
+  const auto* pa = static_cast<const float*>(a.data());
+  const auto* pb = static_cast<const float*>(bp.data());
+  auto* pc = static_cast<float*>(out.data());
+  for_items(pool, count, true, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t j0 = s * width, j1 = std::min(N, j0 + width);
+      gemm_f32_packed_b(M, N, K, pa, K, pb, j0, j1, pc, N);
+      if (fused) epilogue.apply_rows(pc, 0, N, M, j0, j1);
+    }
+  });
+}
+
 // ---- 8-bit integer products -------------------------------------------------------------
 
 QMatrix qmatrix(const Tensor& t, const char* what, const char* name, int64_t ld, size_t offset = 0) {
@@ -482,6 +555,8 @@ void qmatmul(BuiltinCall& c) {
 void register_matmul_builtins() {
   register_builtin("blas.matmul", matmul);
   register_builtin("blas.matmul_view", matmul_view);
+  register_builtin("gemm.matmul_pack", matmul_pack);
+  register_builtin("gemm.matmul_packed", matmul_packed);
   register_builtin("gemm.qmatmul", qmatmul);
   register_builtin("gemm.qmatmul_pack", qmatmul_pack);
   register_builtin("gemm.qmatmul_packed", qmatmul_packed);

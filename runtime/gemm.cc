@@ -259,10 +259,26 @@ void pack_a(const Operand& a, int64_t r0, int64_t k0, int64_t rows, int64_t kc, 
   }
 }
 
+// B packed once by gemm_pack_b (a constant weight): per block of kKc
+// rows, the columns in panels of kPanelB, k-major, zero-padded; `Np` the
+// columns rounded up to whole panels. Every micro-kernel reads its tile
+// there (ldb kPanelB), the narrower ones a part of a panel.
+constexpr int64_t kPanelB = kGemmPanelB;
+static_assert(kPanelB == kMaxCols, "a packed panel is the widest tile");
+struct PackedB {
+  const float* p = nullptr;
+  int64_t Np = 0;
+  // The tile of columns from `col` in the block of rows from `pc` (kc rows).
+  const float* tile(int64_t pc, int64_t kc, int64_t col) const {
+    return p + pc * Np + col / kPanelB * kPanelB * kc + col % kPanelB;
+  }
+};
+
 // Columns [n0, n1) of C. `Ap`: A packed by gemm_pack_a, or null: then
-// each kKc x kMc block of A is packed here.
+// each kKc x kMc block of A is packed here. `bp`: B packed by
+// gemm_pack_b, or none (bp.p null): then B's blocks are packed here.
 void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, Operand a, const float* Ap,
-                  Operand b, float* C, int64_t ldc) {
+                  Operand b, float* C, int64_t ldc, PackedB bp = {}) {
   thread_local std::vector<float> apack, bpack;
   if (!Ap) apack.resize(size_t((kMc + MR) * kKc));
   bpack.resize(size_t((kNc + kMaxCols) * kKc));
@@ -272,7 +288,7 @@ void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, 
   // (a 1x1 convolution with a few outputs spent most of its time packing
   // all of B for a single pass).
   // (B stored transposed is always packed.)
-  const bool in_place = M <= u.rows && b.cs == 1;
+  const bool in_place = !bp.p && M <= u.rows && b.cs == 1;
   const float* B = b.p;
   const int64_t ldb = b.rs;
   for (int64_t jc = n0; jc < n1; jc += kNc) {
@@ -280,7 +296,7 @@ void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, 
     const int64_t whole = in_place ? nc / u.cols * u.cols : 0;
     for (int64_t pc = 0; pc < K; pc += kKc) {
       int64_t kc = std::min(kKc, K - pc);
-      if (whole < nc)
+      if (!bp.p && whole < nc)
         pack_b(B + pc * b.rs + (jc + whole) * b.cs, b.rs, b.cs, kc, nc - whole, u.cols, bpack.data() + whole * kc);
       for (int64_t ic = 0; ic < M; ic += kMc) {
         int64_t mc = std::min(kMc, M - ic);
@@ -291,9 +307,9 @@ void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, 
           for (int64_t jr = 0; jr < nc; jr += u.cols) {
             int nr = int(std::min<int64_t>(u.cols, nc - jr));
             const bool direct = jr < whole;
-            (mr > MR ? u.wide : u.narrow)(kc, ablock + ir * kc,
-                                          direct ? B + pc * ldb + jc + jr : bpack.data() + jr * kc,
-                                          direct ? ldb : int64_t(u.cols), C + (ic + ir) * ldc + jc + jr, ldc, pc > 0,
+            const float* btile = bp.p ? bp.tile(pc, kc, jc + jr) : direct ? B + pc * ldb + jc + jr : bpack.data() + jr * kc;
+            const int64_t bld = bp.p ? kPanelB : direct ? ldb : int64_t(u.cols);
+            (mr > MR ? u.wide : u.narrow)(kc, ablock + ir * kc, btile, bld, C + (ic + ir) * ldc + jc + jr, ldc, pc > 0,
                                           mr, nr);
           }
         }
@@ -303,7 +319,7 @@ void gemm_columns(const Micro& u, int64_t M, int64_t n0, int64_t n1, int64_t K, 
 }
 
 void gemm(int64_t M, int64_t N, int64_t K, Operand a, const float* Ap, Operand b, float* C, int64_t ldc,
-          ThreadPool* pool) {
+          ThreadPool* pool, PackedB bp = {}) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
@@ -313,11 +329,11 @@ void gemm(int64_t M, int64_t N, int64_t K, Operand a, const float* Ap, Operand b
   const int64_t w = u.cols, panels = (N + w - 1) / w;
   int64_t chunks = pool ? std::min<int64_t>(pool->num_threads(), panels) : 1;
   if (double(M) * double(N) * double(K) < double(1 << 20)) chunks = 1;
-  if (chunks <= 1) return gemm_columns(u, M, 0, N, K, a, Ap, b, C, ldc);
+  if (chunks <= 1) return gemm_columns(u, M, 0, N, K, a, Ap, b, C, ldc, bp);
   pool->parallel_for(chunks, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       int64_t n0 = std::min(N, panels * t / chunks * w), n1 = std::min(N, panels * (t + 1) / chunks * w);
-      if (n0 < n1) gemm_columns(u, M, n0, n1, K, a, Ap, b, C, ldc);
+      if (n0 < n1) gemm_columns(u, M, n0, n1, K, a, Ap, b, C, ldc, bp);
     }
   });
 }
@@ -394,6 +410,75 @@ __attribute__((target("avx2,fma"))) void gemv_avx2(int64_t N, int64_t K, const f
 }
 #endif
 
+// Columns [p0 * kPanelB, N) of panels [p0, p1) of y = x Bp, B packed by
+// gemm_pack_b: each column one chain of fused multiply-adds over k in
+// order, as gemv_f32 gives it (blas.matmul's one row), the panel's part
+// of each block streamed in turn.
+void gemv_packed_portable(int64_t N, int64_t K, const float* x, PackedB bp, int64_t p0, int64_t p1, float* y) {
+  for (int64_t p = p0; p < p1; ++p) {
+    float t[kPanelB] = {};
+    for (int64_t pc = 0; pc < K; pc += kKc) {
+      const int64_t kc = std::min(kKc, K - pc);
+      const float* b = bp.tile(pc, kc, p * kPanelB);
+      for (int64_t k = 0; k < kc; ++k)
+        for (int j = 0; j < kPanelB; ++j) t[j] = std::fma(x[pc + k], b[k * kPanelB + j], t[j]);
+    }
+    const int64_t n = std::min<int64_t>(kPanelB, N - p * kPanelB);
+    for (int64_t j = 0; j < n; ++j) y[p * kPanelB + j] = t[j];
+  }
+}
+#ifdef RELAX_X86_KERNELS
+__attribute__((target("avx512f"))) void gemv_packed_avx512(int64_t N, int64_t K, const float* x, PackedB bp,
+                                                           int64_t p0, int64_t p1, float* y) {
+  for (int64_t p = p0; p < p1; ++p) {
+    __m512 t0 = _mm512_setzero_ps(), t1 = t0;
+    for (int64_t pc = 0; pc < K; pc += kKc) {
+      const int64_t kc = std::min(kKc, K - pc);
+      const float* b = bp.tile(pc, kc, p * kPanelB);
+      for (int64_t k = 0; k < kc; ++k, b += kPanelB) {
+        const __m512 xk = _mm512_set1_ps(x[pc + k]);
+        t0 = _mm512_fmadd_ps(xk, _mm512_loadu_ps(b), t0);
+        t1 = _mm512_fmadd_ps(xk, _mm512_loadu_ps(b + 16), t1);
+      }
+    }
+    const int64_t n = std::min<int64_t>(kPanelB, N - p * kPanelB);
+    const __mmask16 m0 = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+    const __mmask16 m1 = n >= 32 ? __mmask16(0xffff) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
+    _mm512_mask_storeu_ps(y + p * kPanelB, m0, t0);
+    _mm512_mask_storeu_ps(y + p * kPanelB + 16, m1, t1);
+  }
+}
+__attribute__((target("avx2,fma"))) void gemv_packed_avx2(int64_t N, int64_t K, const float* x, PackedB bp,
+                                                          int64_t p0, int64_t p1, float* y) {
+  for (int64_t p = p0; p < p1; ++p) {
+    __m256 t[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t pc = 0; pc < K; pc += kKc) {
+      const int64_t kc = std::min(kKc, K - pc);
+      const float* b = bp.tile(pc, kc, p * kPanelB);
+      for (int64_t k = 0; k < kc; ++k, b += kPanelB) {
+        const __m256 xk = _mm256_broadcast_ss(x + pc + k);
+        for (int v = 0; v < 4; ++v) t[v] = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b + 8 * v), t[v]);
+      }
+    }
+    alignas(32) float tile[kPanelB];
+    for (int v = 0; v < 4; ++v) _mm256_store_ps(tile + 8 * v, t[v]);
+    const int64_t n = std::min<int64_t>(kPanelB, N - p * kPanelB);
+    std::copy(tile, tile + n, y + p * kPanelB);
+  }
+}
+#endif
+
+void gemv_packed(int64_t N, int64_t K, const float* x, PackedB bp, int64_t p0, int64_t p1, float* y) {
+#ifdef RELAX_X86_KERNELS
+  switch (kernel_isa()) {
+    case KernelIsa::avx512: return gemv_packed_avx512(N, K, x, bp, p0, p1, y);
+    case KernelIsa::avx2: return gemv_packed_avx2(N, K, x, bp, p0, p1, y);
+    case KernelIsa::portable: break;
+  }
+#endif
+  gemv_packed_portable(N, K, x, bp, p0, p1, y);
+}
+
 }  // namespace
 
 void gemv_f32(int64_t N, int64_t K, const float* x, const float* B, int64_t ldb, float* y) {
@@ -438,6 +523,26 @@ void gemm_pack_a(int64_t M, int64_t K, const float* A, int64_t lda, float* out) 
 void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, const float* Ap, const float* B, int64_t ldb, float* C,
                        int64_t ldc, ThreadPool* pool) {
   gemm(M, N, K, {nullptr, 0, 1}, Ap, {B, ldb, 1}, C, ldc, pool);
+}
+
+int64_t gemm_packed_b_size(int64_t K, int64_t N) { return K * ((N + kPanelB - 1) / kPanelB * kPanelB); }
+
+void gemm_pack_b(int64_t K, int64_t N, const float* B, int64_t ldb, float* out) {
+  const int64_t Np = (N + kPanelB - 1) / kPanelB * kPanelB;
+  for (int64_t pc = 0; pc < K; pc += kKc) pack_b(B + pc * ldb, ldb, std::min(kKc, K - pc), N, int(kPanelB), out + pc * Np);
+}
+
+void gemm_f32_packed_b(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, int64_t n0,
+                       int64_t n1, float* C, int64_t ldc) {
+  if (M <= 0 || n0 >= n1) return;
+  const PackedB bp{Bp, (N + kPanelB - 1) / kPanelB * kPanelB};
+  if (K <= 0) {
+    for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc + n0, C + i * ldc + n1, 0.0f);
+    return;
+  }
+  // One row: the packed blocks streamed as a matrix-vector product.
+  if (M == 1) return gemv_packed(std::min(N, n1), K, A, bp, n0 / kPanelB, (n1 + kPanelB - 1) / kPanelB, C);
+  gemm_columns(micro(N), M, n0, n1, K, {A, lda, 1}, nullptr, {nullptr, 0, 1}, C, ldc, bp);
 }
 
 }  // namespace relax::rt

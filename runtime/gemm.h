@@ -47,6 +47,19 @@ void gemm_pack_a(int64_t M, int64_t K, const float* A, int64_t lda, float* out);
 void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, const float* Ap, const float* B, int64_t ldb, float* C,
                        int64_t ldc, ThreadPool* pool);
 
+// B packed once (a constant weight: a build folds this): per block of kKc
+// rows, its columns in panels of kGemmPanelB, k-major, zero-padded:
+// gemm_packed_b_size floats. gemm_f32_packed_b: columns [n0, n1) of
+// gemm_f32's C from B so packed, bitwise the same sums, on the calling
+// thread (callers split the columns at multiples of kGemmPanelB); but one
+// row (M = 1) is gemv_f32's, bitwise, streamed from the packed blocks as
+// a matrix-vector product.
+constexpr int64_t kGemmPanelB = 32;
+int64_t gemm_packed_b_size(int64_t K, int64_t N);
+void gemm_pack_b(int64_t K, int64_t N, const float* B, int64_t ldb, float* out);
+void gemm_f32_packed_b(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, int64_t n0,
+                       int64_t n1, float* C, int64_t ldc);
+
 // One row: y[j] = sum_k x[k] B[k, j] for j < N, each column one chain of
 // fused multiply-adds over k in order, whatever its position and the CPU
 // (OpenBLAS's SkylakeX kernels give a row's last columns a different

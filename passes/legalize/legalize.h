@@ -268,4 +268,9 @@ inline int64_t qgemm_packed_b_bytes(int64_t K, int64_t N) {
   return (N + 15) / 16 * ((K + 3) / 4) * 64 + (N + 15) / 16 * 16 * 8;
 }
 
+// The floats of a K x N f32 weight packed for the runtime's product
+// (runtime/gemm.h gemm_packed_b_size, which checks it): K rows of its
+// columns rounded up to panels of 32.
+inline int64_t gemm_packed_b_floats(int64_t K, int64_t N) { return K * ((N + 31) / 32 * 32); }
+
 }  // namespace relax

@@ -246,6 +246,44 @@ TEST_CASE("blas.matmul applies a fused epilogue to each slice of the product") {
       doctest::Contains("an epilogue needs f32 operands"), Error);
 }
 
+TEST_CASE("gemm.matmul_packed: blas.matmul's sums and epilogue from b packed once, a's batches as rows") {
+  std::mt19937 rng(13);
+  // Batches of rows split over two threads in whole panels; one row (a matrix-vector product over the
+  // packed blocks); a product too small to split, N under a panel.
+  for (auto [batch, M, K, N] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 37, 300, 200}, {1, 1, 600, 100},
+                                {1, 3, 5, 20}}) {
+    CAPTURE(M);
+    Tensor a = random_tensor(rng, {batch, M, K}), b = random_tensor(rng, {K, N});
+    Tensor bp = Tensor::empty(DType::f32(), {gemm_packed_b_size(K, N)});
+    call("gemm.matmul_pack", {Value(b), Value(bp)});
+    Tensor bias = random_tensor(rng, {N}), r = random_tensor(rng, {batch, M, N});
+    each_isa_at_1_and_2_threads([&] {
+      Tensor want = Tensor::empty(DType::f32(), {batch, M, N}), got = Tensor::empty(DType::f32(), {batch, M, N});
+      call("blas.matmul", {Value(a), Value(b), Value(want)});
+      call("gemm.matmul_packed", {Value(a), Value(bp), shape_value({K, N}), Value(got)});
+      CHECK(std::memcmp(want.data(), got.data(), want.nbytes()) == 0);
+      // A bias, a residual and clamps: blas.matmul's epilogue, bitwise.
+      const std::vector<int64_t> e = with_epilogue({}, 1 | 4, -0.5f, 0.75f);
+      std::vector<int64_t> ep = {K, N};
+      ep.insert(ep.end(), e.begin(), e.end());
+      call("blas.matmul", {Value(a), Value(b), shape_value(e), Value(bias), Value(r), Value(want)});
+      call("gemm.matmul_packed", {Value(a), Value(bp), shape_value(ep), Value(bias), Value(r), Value(got)});
+      CHECK(std::memcmp(want.data(), got.data(), want.nbytes()) == 0);
+    });
+  }
+  // Refusals: packed weights of another size, an a of another K, scaled sums.
+  Tensor a = random_tensor(rng, {4, 8}), b = random_tensor(rng, {8, 40}), y = Tensor::empty(DType::f32(), {4, 40});
+  Tensor bp = Tensor::empty(DType::f32(), {gemm_packed_b_size(8, 40)}), small = Tensor::empty(DType::f32(), {8 * 40});
+  call("gemm.matmul_pack", {Value(b), Value(bp)});
+  CHECK_THROWS_WITH_AS(call("gemm.matmul_packed", {Value(a), Value(small), shape_value({8, 40}), Value(y)}),
+                       doctest::Contains("the packed weights must hold"), Error);
+  CHECK_THROWS_WITH_AS(call("gemm.matmul_packed", {Value(a), Value(bp), shape_value({9, 40}), Value(y)}),
+                       doctest::Contains("must end in K = 9"), Error);
+  CHECK_THROWS_WITH_AS(call("gemm.matmul_packed", {Value(a), Value(bp), shape_value(with_epilogue({8, 40}, 16384 | 1, 0, 1)),
+                                                   Value(b), Value(y)}),
+                       doctest::Contains("not the flags of an epilogue of f32 sums"), Error);
+}
+
 TEST_CASE("gemm.qmatmul_packed scales its i32 sums and applies a fused epilogue, block by block") {
   std::mt19937 rng(9);
   const float inf = std::numeric_limits<float>::infinity();

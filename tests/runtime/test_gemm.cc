@@ -2,8 +2,8 @@
 // edge tiles in every dimension and span several k blocks, with strided
 // operands, on one thread and on a pool; and its promise that an element's
 // value does not depend on where it sits (equal rows give bitwise equal
-// results), which OpenBLAS's Haswell kernels do not keep. From A packed
-// once, and from operands stored transposed, bitwise the same.
+// results), which OpenBLAS's Haswell kernels do not keep. From A or B
+// packed once, and from operands stored transposed, bitwise the same.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -118,14 +118,34 @@ TEST_CASE("gemm_f32: every micro-kernel this CPU runs gives the portable kernel'
   // Edge tiles of every kernel (6 / 12 rows, 16 / 32 columns; AVX-512's narrow one for 16 columns or
   // fewer), several k blocks; rows that fit one micro-kernel call, where B is read in place but for
   // its last partial tile, over two column blocks.
+  // From B packed once too (gemm_f32_packed_b, whole and in two column slices); one row is gemv_f32's
+  // (a matrix-vector product over the packed blocks).
   for (Size s : {Size{1, 1, 1}, Size{7, 33, 5}, Size{12, 32, 256}, Size{13, 47, 300}, Size{75, 531, 520},
-                 Size{25, 16, 270}, Size{12, 3, 9}, Size{4, 1000, 600}, Size{12, 70, 257}}) {
+                 Size{25, 16, 270}, Size{12, 3, 9}, Size{4, 1000, 600}, Size{12, 70, 257}, Size{1, 100, 600}}) {
     int64_t lda = s.k + 1, ldb = s.n + 3, ldc = s.n + 2;
     std::vector<float> A = random_matrix(s.m * lda, rng), B = random_matrix(s.k * ldb, rng);
     std::vector<float> want(size_t(s.m * ldc), 3.0f), Ap(size_t(gemm_packed_a_size(s.m, s.k)));
+    std::vector<float> Bp(size_t(gemm_packed_b_size(s.k, s.n)), 5.0f);
     gemm_pack_a(s.m, s.k, A.data(), lda, Ap.data());
+    gemm_pack_b(s.k, s.n, B.data(), ldb, Bp.data());
     REQUIRE(set_kernel_isa("portable"));
     gemm_f32(s.m, s.n, s.k, A.data(), lda, B.data(), ldb, want.data(), ldc, nullptr);
+    std::vector<float> want_gemm = want;
+    // One row: gemv_f32's sums (one chain over all of k).
+    if (s.m == 1) gemv_f32(s.n, s.k, A.data(), B.data(), ldb, want.data());
+    auto from_packed_b = [&] {
+      std::vector<float> whole(want.size(), 3.0f), sliced(want.size(), 3.0f);
+      gemm_f32_packed_b(s.m, s.n, s.k, A.data(), lda, Bp.data(), 0, s.n, whole.data(), ldc);
+      const int64_t cut = std::min<int64_t>(s.n, kGemmPanelB);
+      gemm_f32_packed_b(s.m, s.n, s.k, A.data(), lda, Bp.data(), cut, s.n, sliced.data(), ldc);
+      gemm_f32_packed_b(s.m, s.n, s.k, A.data(), lda, Bp.data(), 0, cut, sliced.data(), ldc);
+      CHECK(whole == want);
+      CHECK(sliced == want);
+    };
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    from_packed_b();
     for (KernelIsa isa : {KernelIsa::avx2, KernelIsa::avx512}) {
       if (!cpu_runs(isa)) continue;
       CAPTURE(kernel_isa_name(isa));
@@ -136,8 +156,9 @@ TEST_CASE("gemm_f32: every micro-kernel this CPU runs gives the portable kernel'
       std::vector<float> got(want.size(), 3.0f), packed(want.size(), 3.0f);
       gemm_f32(s.m, s.n, s.k, A.data(), lda, B.data(), ldb, got.data(), ldc, &pool);
       gemm_f32_packed_a(s.m, s.n, s.k, Ap.data(), B.data(), ldb, packed.data(), ldc, nullptr);
-      CHECK(got == want);
-      CHECK(packed == want);
+      CHECK(got == want_gemm);
+      CHECK(packed == want_gemm);
+      from_packed_b();
     }
   }
   CHECK(set_kernel_isa(""));

@@ -86,8 +86,10 @@ def main():
         unplanned = 4 * (16 * 4 * 4) + 4 * 5 * 4
         j0 = inspect_json(pkgs["o0"], "batch=4")
         m0 = j0.get("memory", {})
-        # -O0 also transposes Gemm's weight (8 x 16 f32) on every call.
-        check(m0.get("unplanned_bytes") == unplanned + 8 * 16 * 4, f"-O0 unplanned bytes: {m0}, expected {unplanned}")
+        # -O0 also transposes Gemm's weight (8 x 16 f32) and packs w2 (16 x 16 f32,
+        # in 32-column panels: gemm.matmul_pack) on every call.
+        check(m0.get("unplanned_bytes") == unplanned + 8 * 16 * 4 + 16 * 32 * 4,
+              f"-O0 unplanned bytes: {m0}, expected {unplanned}")
         check(m0.get("planned_bytes") == m0.get("pool_bytes") and m0.get("storages") == 0,
               f"-O0 has no plan, so planned == pool: {m0}")
         check(m0.get("output_bytes") == 4 * 5 * 4, f"-O0 output bytes: {m0}")
@@ -113,11 +115,13 @@ def main():
         # A dim not given takes its upper bound.
         check(inspect_json(pkgs["bound"]).get("memory", {}).get("bind") == {"batch": "16"}, "default: the bound")
 
-        # Gemm's transposed weight is a weight-only computation: at -O2 it is
-        # folded into a weight at build time, with --no-fold computed at load.
+        # Gemm's transposed weight and the packing of w1 and w2 for the product
+        # (gemm.matmul_pack: 32-column panels) are weight-only computations: at
+        # -O2 they are folded into weights at build time, with --no-fold
+        # computed at load (w1 transposed, then packed: 8 x 32; w2: 16 x 32).
         jl = inspect_json(pkgs["load"], "batch=4")
-        check(len(jl.get("lifted", [])) == 1 and jl["lifted"][0].get("shape") == [8, 16],
-              f"--no-fold: one weight transform at load: {jl.get('lifted')}")
+        check([l.get("shape") for l in jl.get("lifted", [])] == [[8 * 32], [16 * 32]],
+              f"--no-fold: two weight transforms at load: {jl.get('lifted')}")
         check(j2.get("lifted") == [] and j2.get("kernels", 0) < jl.get("kernels", 0),
               f"-O2 folds the transform (no lifted, fewer kernels): {j2.get('kernels')} vs {jl.get('kernels')}")
         check(j0.get("kernel_calls", 0) > j2.get("kernel_calls", 0), "-O0 transposes the weight on every call")
