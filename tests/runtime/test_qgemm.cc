@@ -109,6 +109,7 @@ TEST_CASE("qconv2d: exact against a direct convolution, every kernel family") {
       {1, 8, 6, 5, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1},   {1, 12, 9, 9, 12, 3, 3, 1, 1, 2, 2, 2, 2, 3},
       {1, 6, 1, 20, 10, 1, 5, 1, 2, 0, 2, 1, 1, 2},  {1, 64, 8, 8, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1},
       {2, 64, 10, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {2, 64, 24, 24, 48, 1, 1, 1, 1, 0, 0, 1, 1, 1},  // 1x1: the pixels as patches, split over the pool
   };
   std::vector<std::string> families;
   for (const char* f : {"avx512-vnni", "avx512bw", "avx2", "portable"})
