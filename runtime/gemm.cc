@@ -410,6 +410,48 @@ __attribute__((target("avx2,fma"))) void gemv_avx2(int64_t N, int64_t K, const f
 }
 #endif
 
+// One panel's part of one block: y[j] (+)= sum over the block's kc rows
+// of x[k] b[k * kPanelB + j] for j < n, from y's values where
+// `accumulate`, else from zero.
+using PanelKernel = void (*)(int64_t kc, const float* x, const float* b, float* y, int64_t n, bool accumulate);
+
+void panel_portable(int64_t kc, const float* x, const float* b, float* y, int64_t n, bool accumulate) {
+  float t[kPanelB] = {};
+  if (accumulate) std::copy(y, y + n, t);
+  for (int64_t k = 0; k < kc; ++k)
+    for (int j = 0; j < kPanelB; ++j) t[j] = std::fma(x[k], b[k * kPanelB + j], t[j]);
+  std::copy(t, t + n, y);
+}
+#ifdef RELAX_X86_KERNELS
+__attribute__((target("avx512f"))) void panel_avx512(int64_t kc, const float* x, const float* b, float* y, int64_t n,
+                                                     bool accumulate) {
+  const __mmask16 m0 = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+  const __mmask16 m1 = n >= 32 ? __mmask16(0xffff) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
+  __m512 t0 = accumulate ? _mm512_maskz_loadu_ps(m0, y) : _mm512_setzero_ps();
+  __m512 t1 = accumulate ? _mm512_maskz_loadu_ps(m1, y + 16) : _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k, b += kPanelB) {
+    const __m512 xk = _mm512_set1_ps(x[k]);
+    t0 = _mm512_fmadd_ps(xk, _mm512_loadu_ps(b), t0);
+    t1 = _mm512_fmadd_ps(xk, _mm512_loadu_ps(b + 16), t1);
+  }
+  _mm512_mask_storeu_ps(y, m0, t0);
+  _mm512_mask_storeu_ps(y + 16, m1, t1);
+}
+__attribute__((target("avx2,fma"))) void panel_avx2(int64_t kc, const float* x, const float* b, float* y, int64_t n,
+                                                    bool accumulate) {
+  alignas(32) float tile[kPanelB] = {};
+  if (accumulate) std::copy(y, y + n, tile);
+  __m256 t[4];
+  for (int v = 0; v < 4; ++v) t[v] = _mm256_load_ps(tile + 8 * v);
+  for (int64_t k = 0; k < kc; ++k, b += kPanelB) {
+    const __m256 xk = _mm256_broadcast_ss(x + k);
+    for (int v = 0; v < 4; ++v) t[v] = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b + 8 * v), t[v]);
+  }
+  for (int v = 0; v < 4; ++v) _mm256_store_ps(tile + 8 * v, t[v]);
+  std::copy(tile, tile + n, y);
+}
+#endif
+
 // Columns [p0 * kPanelB, N) of panels [p0, p1) of y = x Bp, B packed by
 // gemm_pack_b: each column one chain of fused multiply-adds over k in
 // order, as gemv_f32 gives it (blas.matmul's one row). The packed blocks
@@ -417,75 +459,18 @@ __attribute__((target("avx2,fma"))) void gemv_avx2(int64_t N, int64_t K, const f
 // y between blocks (a float stored and reloaded is the same float): read
 // panel by panel across the blocks, the stream jumped a block's size
 // every 32 KiB and ran at half the copy bandwidth.
-void gemv_packed_portable(int64_t N, int64_t K, const float* x, PackedB bp, int64_t p0, int64_t p1, float* y) {
-  for (int64_t pc = 0; pc < K; pc += kKc) {
-    const int64_t kc = std::min(kKc, K - pc);
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t n = std::min<int64_t>(kPanelB, N - p * kPanelB);
-      float t[kPanelB] = {};
-      if (pc > 0) std::copy(y + p * kPanelB, y + p * kPanelB + n, t);
-      const float* b = bp.tile(pc, kc, p * kPanelB);
-      for (int64_t k = 0; k < kc; ++k)
-        for (int j = 0; j < kPanelB; ++j) t[j] = std::fma(x[pc + k], b[k * kPanelB + j], t[j]);
-      std::copy(t, t + n, y + p * kPanelB);
-    }
-  }
-}
-#ifdef RELAX_X86_KERNELS
-__attribute__((target("avx512f"))) void gemv_packed_avx512(int64_t N, int64_t K, const float* x, PackedB bp,
-                                                           int64_t p0, int64_t p1, float* y) {
-  for (int64_t pc = 0; pc < K; pc += kKc) {
-    const int64_t kc = std::min(kKc, K - pc);
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t n = std::min<int64_t>(kPanelB, N - p * kPanelB);
-      const __mmask16 m0 = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-      const __mmask16 m1 = n >= 32 ? __mmask16(0xffff) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
-      float* yp = y + p * kPanelB;
-      __m512 t0 = pc > 0 ? _mm512_maskz_loadu_ps(m0, yp) : _mm512_setzero_ps();
-      __m512 t1 = pc > 0 ? _mm512_maskz_loadu_ps(m1, yp + 16) : _mm512_setzero_ps();
-      const float* b = bp.tile(pc, kc, p * kPanelB);
-      for (int64_t k = 0; k < kc; ++k, b += kPanelB) {
-        const __m512 xk = _mm512_set1_ps(x[pc + k]);
-        t0 = _mm512_fmadd_ps(xk, _mm512_loadu_ps(b), t0);
-        t1 = _mm512_fmadd_ps(xk, _mm512_loadu_ps(b + 16), t1);
-      }
-      _mm512_mask_storeu_ps(yp, m0, t0);
-      _mm512_mask_storeu_ps(yp + 16, m1, t1);
-    }
-  }
-}
-__attribute__((target("avx2,fma"))) void gemv_packed_avx2(int64_t N, int64_t K, const float* x, PackedB bp,
-                                                          int64_t p0, int64_t p1, float* y) {
-  for (int64_t pc = 0; pc < K; pc += kKc) {
-    const int64_t kc = std::min(kKc, K - pc);
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t n = std::min<int64_t>(kPanelB, N - p * kPanelB);
-      float* yp = y + p * kPanelB;
-      alignas(32) float tile[kPanelB] = {};
-      if (pc > 0) std::copy(yp, yp + n, tile);
-      __m256 t[4];
-      for (int v = 0; v < 4; ++v) t[v] = _mm256_load_ps(tile + 8 * v);
-      const float* b = bp.tile(pc, kc, p * kPanelB);
-      for (int64_t k = 0; k < kc; ++k, b += kPanelB) {
-        const __m256 xk = _mm256_broadcast_ss(x + pc + k);
-        for (int v = 0; v < 4; ++v) t[v] = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b + 8 * v), t[v]);
-      }
-      for (int v = 0; v < 4; ++v) _mm256_store_ps(tile + 8 * v, t[v]);
-      std::copy(tile, tile + n, yp);
-    }
-  }
-}
-#endif
-
 void gemv_packed(int64_t N, int64_t K, const float* x, PackedB bp, int64_t p0, int64_t p1, float* y) {
+  PanelKernel panel = panel_portable;
 #ifdef RELAX_X86_KERNELS
-  switch (kernel_isa()) {
-    case KernelIsa::avx512: return gemv_packed_avx512(N, K, x, bp, p0, p1, y);
-    case KernelIsa::avx2: return gemv_packed_avx2(N, K, x, bp, p0, p1, y);
-    case KernelIsa::portable: break;
-  }
+  if (kernel_isa() == KernelIsa::avx512) panel = panel_avx512;
+  if (kernel_isa() == KernelIsa::avx2) panel = panel_avx2;
 #endif
-  gemv_packed_portable(N, K, x, bp, p0, p1, y);
+  for (int64_t pc = 0; pc < K; pc += kKc) {
+    const int64_t kc = std::min(kKc, K - pc);
+    for (int64_t p = p0; p < p1; ++p)
+      panel(kc, x + pc, bp.tile(pc, kc, p * kPanelB), y + p * kPanelB, std::min<int64_t>(kPanelB, N - p * kPanelB),
+            pc > 0);
+  }
 }
 
 }  // namespace
