@@ -340,7 +340,7 @@ bool plane_accesses(const StoreNode& st, const SymExpr& a, const SymExpr& b, con
 }
 
 // A serial loop over a plane's rows around a vector loop of fewer than 64
-// along them, whose accesses all step through whole rows of their buffers
+// along them (or a serial one too short to vectorise alone), whose accesses all step through whole rows of their buffers
 // (plane_accesses), becomes one vector loop over the plane: t = a * B + b.
 // The code generator's offsets simplify [.., t // B, t % B] back to t, so
 // LLVM sees one long contiguous loop, which it unrolls and interleaves: a
@@ -352,9 +352,13 @@ Stmt flatten_planes(const Stmt& s) {
   auto* f = static_cast<const ForNode*>(r.get());
   if (f->loop_kind != LoopKind::Serial || f->body->kind != SKind::For) return r;
   auto* g = static_cast<const ForNode*>(f->body.get());
-  if (g->loop_kind != LoopKind::Vectorized || !g->extent.is_const() || g->extent.const_value() >= 64 ||
-      g->body->kind != SKind::Store)
-    return r;
+  if (!g->extent.is_const() || g->extent.const_value() >= 64 || g->body->kind != SKind::Store) return r;
+  // A serial inner loop too short for mark_vector_loops (a row of 14 or 7)
+  // too, where the plane it walks is long enough to be a vector loop: an
+  // SE block's scale over 14x14 planes ran as 196 scalar steps per channel.
+  const bool short_rows = g->loop_kind == LoopKind::Serial && f->extent.is_const() &&
+                          f->extent.const_value() * g->extent.const_value() >= 16;
+  if (g->loop_kind != LoopKind::Vectorized && !short_rows) return r;
   if (!plane_accesses(*static_cast<const StoreNode*>(g->body.get()), f->var, g->var, f->extent, g->extent)) return r;
   SymExpr t = SymExpr::var(f->var.name() + g->var.name());
   SymMap<SymExpr> map;
