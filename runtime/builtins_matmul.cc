@@ -340,6 +340,20 @@ void matmul_view(BuiltinCall& c) { matmul_impl(c, true); }
 
 // ---- f32 products with B packed once -----------------------------------------------------
 
+// The parameters (K, N) of a product from packed weights, or (K, N) and an
+// epilogue's (runtime/epilogue.h): whether there is an epilogue, its
+// flags checked to be ones this product takes (`scaled`: i32 sums scaled
+// into f32, bit 14 required; else f32 sums, bits 14-16 refused).
+bool packed_product_params(const char* what, const std::vector<int64_t>& p, bool scaled) {
+  const bool fused = p.size() == 2 + size_t(kEpilogueParams);
+  if ((p.size() != 2 && !fused) || p[0] < 0 || p[1] < 0)
+    rt_fail(what, ": needs the parameters (K, N), or (K, N) and an epilogue's ", kEpilogueParams, ", got ",
+            shape_str(p));
+  if (fused && (epilogue_tensors(p[2]) < 0 || (scaled ? !(p[2] >> 14 & 1) : (p[2] >> 14) != 0)))
+    rt_fail(what, ": ", p[2], " is not the flags of an epilogue of ", scaled ? "scaled" : "f32", " sums");
+  return fused;
+}
+
 // gemm.matmul_pack(b, out): b (K, N) f32 packed for gemm.matmul_packed
 // (f32, gemm_packed_b_size floats). A build runs it once, folding the
 // result into the package.
@@ -372,12 +386,7 @@ void matmul_packed(BuiltinCall& c) {
   const Tensor& bp = c.arg(1).tensor("gemm.matmul_packed weights");
   const std::vector<int64_t>& p = c.arg(2).shape("gemm.matmul_packed parameters");
   const Tensor& out = c.arg(c.num_args - 1).tensor("gemm.matmul_packed out");
-  const bool fused = p.size() == 2 + size_t(kEpilogueParams);
-  if ((p.size() != 2 && !fused) || p[0] < 0 || p[1] < 0)
-    rt_fail(what, ": needs the parameters (K, N), or (K, N) and an epilogue's ", kEpilogueParams, ", got ",
-            shape_str(p));
-  if (fused && (epilogue_tensors(p[2]) < 0 || p[2] >> 14))
-    rt_fail(what, ": ", p[2], " is not the flags of an epilogue of f32 sums");
+  const bool fused = packed_product_params(what, p, /*scaled=*/false);
   if (c.num_args != 4 + (fused ? size_t(epilogue_tensors(p[2])) : 0))
     rt_fail(what, ": takes 4 arguments and its epilogue's tensors, got ", c.num_args);
   const int64_t K = p[0], N = p[1];
@@ -394,17 +403,13 @@ void matmul_packed(BuiltinCall& c) {
   c.flops = 2.0 * double(M) * double(N) * double(K);
   if (M == 0 || N == 0) return;
   ThreadPool& pool = *ThreadPool::global();
-  const double work = double(M) * double(N) * double(K);
-  // Slices of whole packed panels.
-  int64_t count = work >= double(1 << 17) ? std::min<int64_t>(pool.num_threads(), (N + kGemmPanelB - 1) / kGemmPanelB) : 1;
-  const int64_t width = ((N + count - 1) / count + kGemmPanelB - 1) / kGemmPanelB * kGemmPanelB;
-  count = (N + width - 1) / width;
+  const Slices sl = column_slices(N, pool.num_threads(), double(M) * double(N) * double(K), kGemmPanelB);
   const auto* pa = static_cast<const float*>(a.data());
   const auto* pb = static_cast<const float*>(bp.data());
   auto* pc = static_cast<float*>(out.data());
-  for_items(pool, count, true, [&](int64_t s0, int64_t s1) {
+  for_items(pool, sl.count, true, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
-      const int64_t j0 = s * width, j1 = std::min(N, j0 + width);
+      const int64_t j0 = s * sl.width, j1 = std::min(N, j0 + sl.width);
       gemm_f32_packed_b(M, N, K, pa, K, pb, j0, j1, pc, N);
       if (fused) epilogue.apply_rows(pc, 0, N, M, j0, j1);
     }
@@ -460,12 +465,7 @@ void qmatmul_packed(BuiltinCall& c) {
   const Tensor& zp = c.arg(2).tensor("gemm.qmatmul_packed a_zp");
   const std::vector<int64_t>& p = c.arg(3).shape("gemm.qmatmul_packed parameters");
   const Tensor& out = c.arg(c.num_args - 1).tensor("gemm.qmatmul_packed out");
-  const bool fused = p.size() == 2 + size_t(kEpilogueParams);
-  if ((p.size() != 2 && !fused) || p[0] < 0 || p[1] < 0)
-    rt_fail(what, ": needs the parameters (K, N), or (K, N) and an epilogue's ", kEpilogueParams, ", got ",
-            shape_str(p));
-  if (fused && (epilogue_tensors(p[2]) < 0 || !(p[2] >> 14 & 1)))
-    rt_fail(what, ": ", p[2], " is not the flags of an epilogue of scaled sums");
+  const bool fused = packed_product_params(what, p, /*scaled=*/true);
   if (c.num_args != 5 + (fused ? size_t(epilogue_tensors(p[2])) : 0))
     rt_fail(what, ": takes 5 arguments and its epilogue's tensors, got ", c.num_args);
   const int64_t K = p[0], N = p[1];

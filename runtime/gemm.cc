@@ -265,6 +265,8 @@ void pack_a(const Operand& a, int64_t r0, int64_t k0, int64_t rows, int64_t kc, 
 // there (ldb kPanelB), the narrower ones a part of a panel.
 constexpr int64_t kPanelB = kGemmPanelB;
 static_assert(kPanelB == kMaxCols, "a packed panel is the widest tile");
+// N rounded up to whole panels.
+int64_t panel_columns(int64_t N) { return (N + kPanelB - 1) / kPanelB * kPanelB; }
 struct PackedB {
   const float* p = nullptr;
   int64_t Np = 0;
@@ -519,17 +521,17 @@ void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, const float* Ap, const f
   gemm(M, N, K, {nullptr, 0, 1}, Ap, {B, ldb, 1}, C, ldc, pool);
 }
 
-int64_t gemm_packed_b_size(int64_t K, int64_t N) { return K * ((N + kPanelB - 1) / kPanelB * kPanelB); }
+int64_t gemm_packed_b_size(int64_t K, int64_t N) { return K * panel_columns(N); }
 
 void gemm_pack_b(int64_t K, int64_t N, const float* B, int64_t ldb, float* out) {
-  const int64_t Np = (N + kPanelB - 1) / kPanelB * kPanelB;
-  for (int64_t pc = 0; pc < K; pc += kKc) pack_b(B + pc * ldb, ldb, std::min(kKc, K - pc), N, int(kPanelB), out + pc * Np);
+  for (int64_t pc = 0; pc < K; pc += kKc)
+    pack_b(B + pc * ldb, ldb, std::min(kKc, K - pc), N, int(kPanelB), out + pc * panel_columns(N));
 }
 
 void gemm_f32_packed_b(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, int64_t n0,
                        int64_t n1, float* C, int64_t ldc) {
   if (M <= 0 || n0 >= n1) return;
-  const PackedB bp{Bp, (N + kPanelB - 1) / kPanelB * kPanelB};
+  const PackedB bp{Bp, panel_columns(N)};
   if (K <= 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc + n0, C + i * ldc + n1, 0.0f);
     return;

@@ -14,17 +14,17 @@
 namespace relax::rt {
 
 // Column slices of a product with `cols` columns for `threads` workers:
-// whole 16-column vector panels each, one slice when the product is too
+// whole panels of `panel` columns each (16: a vector's), one slice when the product is too
 // small to split. Each slice is one single-threaded BLAS call on the
 // runtime's pool (OpenBLAS's own threads stay off: two pools spinning on
 // two cores take turns instead of working).
 struct Slices {
   int64_t count = 1, width = 0;
 };
-inline Slices column_slices(int64_t cols, int64_t wanted, double work) {
+inline Slices column_slices(int64_t cols, int64_t wanted, double work, int64_t panel = 16) {
   Slices s;
-  if (work >= double(1 << 17)) s.count = std::max<int64_t>(1, std::min(wanted, (cols + 15) / 16));
-  s.width = ((cols + s.count - 1) / s.count + 15) / 16 * 16;
+  if (work >= double(1 << 17)) s.count = std::max<int64_t>(1, std::min(wanted, (cols + panel - 1) / panel));
+  s.width = ((cols + s.count - 1) / s.count + panel - 1) / panel * panel;
   s.count = s.width > 0 ? (cols + s.width - 1) / s.width : 1;
   return s;
 }

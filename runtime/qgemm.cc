@@ -512,21 +512,24 @@ void qconv2d(const Conv2dGeometry& g, const void* x, bool x_signed, int32_t x_zp
       // rest (a barrier per stage cost a QDQ ResNet-50 8-14% on two
       // threads against its f32 convolutions). The sums are exact, so a
       // split anywhere gives the same result.
-      auto rows_of = [&](int64_t p0, int64_t p1) {
+      // Unsplit (few pixels), the product may still split its columns
+      // over `product_pool` (ResNet-50's last 1x1 layers: 49 pixels, 2048
+      // outputs).
+      auto rows_of = [&](int64_t p0, int64_t p1, ThreadPool* product_pool) {
         if (pixels_are_rows)
           pixel_sums(p0, p1);
         else
           patches(p0, p1);
         qgemm_rows(p1 - p0, Og, K, {src + p0 * Kp, Kp, sump + p0, zpp + p0}, wp + gr * wsize, prodp + p0 * Og, Og,
-                   nullptr);
+                   product_pool);
         transpose(prodp + p0 * Og, Og, p1 - p0, Og, out + p0, P);
       };
       if (split) {
         pool->parallel_for(HW, channels_last);
-        pool->parallel_for(P, rows_of);
+        pool->parallel_for(P, [&](int64_t p0, int64_t p1) { rows_of(p0, p1, nullptr); });
       } else {
         channels_last(0, HW);
-        rows_of(0, P);
+        rows_of(0, P, pool);
       }
     }
 }
