@@ -1,7 +1,8 @@
 // fuse-library-epilogues: a library convolution (gemm.conv2d_packed) or
 // product (blas.matmul, f32, blas.matmul_view writing its result as it
-// is, or gemm.matmul_packed), the cpu target's, whose result only an elementwise kernel reads,
-// and reads as a bias, residual, activation and clamp would,
+// is, or gemm.matmul_packed), the cpu target's, whose result only an
+// elementwise kernel reads, and reads as a bias, residual, activation and
+// clamp would,
 //   y = call_library("gemm.conv2d_packed", (x, w, shape(p...)), out=T)
 //   z = call_tir(@f, (.., y, .., b, .., r, ..), out=T)
 //   @f: z[i] = max(y[i] + b[i1, 0, 0] + r[i], 0.0)   (terms in any order)

@@ -340,7 +340,8 @@ bool plane_accesses(const StoreNode& st, const SymExpr& a, const SymExpr& b, con
 }
 
 // A serial loop over a plane's rows around a vector loop of fewer than 64
-// along them (or a serial one too short to vectorise alone), whose accesses all step through whole rows of their buffers
+// along them (or a serial one too short to vectorise alone), whose
+// accesses all step through whole rows of their buffers
 // (plane_accesses), becomes one vector loop over the plane: t = a * B + b.
 // The code generator's offsets simplify [.., t // B, t % B] back to t, so
 // LLVM sees one long contiguous loop, which it unrolls and interleaves: a
