@@ -1,7 +1,8 @@
 // Convolution GFLOP/s of the runtime's library convolution (gemm.conv2d,
 // runtime/conv_direct.h: what the cpu target's convolutions call) on the
 // layers of a real CNN, each way it can run (its own choice, direct, im2col
-// + its own GEMM) beside im2col + OpenBLAS's cblas_sgemm, and this
+// + its own GEMM, the blocked channel layout's kernel, runtime/conv_blocked.h,
+// on the layer's tensors held blocked) beside im2col + OpenBLAS's cblas_sgemm, and this
 // machine's FMA peak. "relax" and "direct" read weights packed once, as a
 // package holds them (a build folds gemm.conv2d_pack); "im2col" packs its
 // A on every call, as gemm.conv2d does. The
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "bench/best_time.h"
+#include "runtime/conv_blocked.h"
 #include "runtime/conv_direct.h"
 #include "runtime/cpu_peak.h"
 #include "runtime/thread_pool.h"
@@ -127,10 +129,10 @@ int main(int argc, char** argv) {
   std::shared_ptr<ThreadPool> pool = ThreadPool::global();
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1, 1);
-  const char* names[] = {"relax", "direct", "im2col", "im2col+BLAS"};
-  std::printf("%5s %4s %4s %5s %2s %2s %3s | GFLOP/s: %7s %7s %7s %11s | ms x count: relax  best\n", "C", "H", "W",
-              "O", "K", "s", "n", names[0], names[1], names[2], names[3]);
-  double total[4] = {0, 0, 0, 0}, best_total = 0;
+  const char* names[] = {"relax", "direct", "im2col", "im2col+BLAS", "blocked"};
+  std::printf("%5s %4s %4s %5s %2s %2s %3s | GFLOP/s: %7s %7s %7s %11s %7s | ms x count: relax  best\n", "C", "H",
+              "W", "O", "K", "s", "n", names[0], names[1], names[2], names[3], names[4]);
+  double total[5] = {0, 0, 0, 0, 0}, best_total = 0;
   for (const Layer& l : layers) {
     int64_t OH = (l.H + 2 * l.pad - l.K) / l.stride + 1, OW = (l.W + 2 * l.pad - l.K) / l.stride + 1;
     Conv2dGeometry g{l.N, l.C, l.H, l.W, l.O, l.K, l.K, OH, OW, l.stride, l.stride, l.pad, l.pad, 1, 1, 1};
@@ -139,7 +141,7 @@ int main(int argc, char** argv) {
     for (float& v : x) v = dist(rng);
     for (float& v : w) v = dist(rng);
     double flops = 2.0 * double(l.N * l.O * OH * OW) * double(l.C * l.K * l.K);
-    double t[4];
+    double t[5];
     const int64_t K = l.C * l.K * l.K;
     std::vector<float> packed(size_t(relax::rt::conv2d_packed_size(l.O, 1, K))), scratch;
     relax::rt::conv2d_pack_weights_f32(w.data(), l.O, 1, K, packed.data(), nullptr);
@@ -153,15 +155,31 @@ int main(int argc, char** argv) {
     t[2] = best_time(im2col, budget);
     t[0] = relax::rt::conv2d_prefers_direct(g) ? t[1] : t[2];
     t[3] = best_time([&] { im2col_blas(g, x.data(), w.data(), y.data(), col.data()); }, budget);
-    double best = *std::min_element(t, t + 4);
-    for (int m = 0; m < 4; ++m) total[m] += t[m] * double(l.count);
+    {
+      using relax::rt::channel_blocks;
+      const int64_t Cp = channel_blocks(l.C) * 16, Op = channel_blocks(l.O) * 16;
+      Conv2dGeometry gb = g;
+      gb.C = Cp, gb.O = Op;
+      std::vector<float> xb(size_t(l.N * Cp * l.H * l.W)), yb(size_t(l.N * Op * OH * OW));
+      for (float& v : xb) v = dist(rng);
+      std::vector<float> wb(size_t(relax::rt::conv2d_blocked_packed_size(l.O, l.C, 1, l.K, l.K)));
+      relax::rt::conv2d_blocked_pack_f32(w.data(), l.O, l.C, 1, l.K, l.K, wb.data());
+      t[4] = best_time(
+          [&] { relax::rt::conv2d_blocked_f32(gb, xb.data(), wb.data(), yb.data(), nullptr, scratch, pool.get()); },
+          budget);
+    }
+    double best = *std::min_element(t, t + 5);
+    for (int m = 0; m < 5; ++m) total[m] += t[m] * double(l.count);
     best_total += best * double(l.count);
-    std::printf("%5lld %4lld %4lld %5lld %2lld %2lld %3lld |          %7.1f %7.1f %7.1f %11.1f |  %9.2f %5.2f\n",
+    std::printf("%5lld %4lld %4lld %5lld %2lld %2lld %3lld |          %7.1f %7.1f %7.1f %11.1f %7.1f |  %9.2f %5.2f\n",
                 (long long)l.C, (long long)l.H, (long long)l.W, (long long)l.O, (long long)l.K, (long long)l.stride,
                 (long long)l.count, flops / t[0] / 1e9, flops / t[1] / 1e9, flops / t[2] / 1e9, flops / t[3] / 1e9,
+                flops / t[4] / 1e9,
                 t[0] * 1e3 * double(l.count), best * 1e3 * double(l.count));
   }
-  std::printf("\nall layers, ms: relax %.1f, direct %.1f, im2col %.1f, im2col+BLAS %.1f; the best of each layer %.1f\n",
-              total[0] * 1e3, total[1] * 1e3, total[2] * 1e3, total[3] * 1e3, best_total * 1e3);
+  std::printf(
+      "\nall layers, ms: relax %.1f, direct %.1f, im2col %.1f, im2col+BLAS %.1f, blocked %.1f; the best of each layer "
+      "%.1f\n",
+      total[0] * 1e3, total[1] * 1e3, total[2] * 1e3, total[3] * 1e3, total[4] * 1e3, best_total * 1e3);
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/conv_blocked.h"
 #include "runtime/conv_direct.h"
 #include "runtime/cpu_isa.h"
 #include "runtime/epilogue.h"
@@ -234,8 +235,16 @@ void conv2d(BuiltinCall& c) {
 // blocks (conv2d_depthwise_pack_f32), or a depthwise convolution's
 // weights as they are (its plane-wise kernel reads them so; packed only
 // so that the call takes an epilogue), and their sizes in floats.
-enum PackedLayout : int64_t { kDirectLayout = 0, kGemmLayout = 1, kDepthwiseLayout = 2, kPlaneWiseLayout = 3 };
-bool known_layout(int64_t layout) { return layout >= kDirectLayout && layout <= kPlaneWiseLayout; }
+// Layout 4: the blocked channel layout's (runtime/conv_blocked.h), x and y
+// of rank 5.
+enum PackedLayout : int64_t {
+  kDirectLayout = 0,
+  kGemmLayout = 1,
+  kDepthwiseLayout = 2,
+  kPlaneWiseLayout = 3,
+  kBlockedLayout = 4
+};
+bool known_layout(int64_t layout) { return layout >= kDirectLayout && layout <= kBlockedLayout; }
 int64_t packed_weights_size(int64_t O, int64_t groups, int64_t K, int64_t layout) {
   if (layout == kDepthwiseLayout) return conv2d_depthwise_packed_size(O, K);
   if (layout == kPlaneWiseLayout) return O * K;
@@ -259,7 +268,18 @@ void conv2d_pack(BuiltinCall& c) {
   if (!(w.dtype() == DType::f32()) || (ws.size() != 4 && ws.size() != 3))
     rt_fail(what, ": needs f32 weights of rank 4 (or 3), got ", w.type_str());
   if (p.size() != 2 || p[0] < 1 || ws[0] % p[0] != 0 || !known_layout(p[1]))
-    rt_fail(what, ": needs a number of groups dividing ", ws[0], " and a layout (0 to 3), got ", shape_str(p));
+    rt_fail(what, ": needs a number of groups dividing ", ws[0], " and a layout (0 to 4), got ", shape_str(p));
+  if (p[1] == kBlockedLayout) {
+    const int64_t KH = ws.size() == 4 ? ws[2] : 1, KW = ws.back();
+    const int64_t size = conv2d_blocked_packed_size(ws[0], ws[1], p[0], KH, KW);
+    if (size < 0)
+      rt_fail(what, ": layout 4 needs groups 1 or one input channel and one output per group, got ", w.type_str(),
+              " in ", p[0], " groups");
+    if (!(out.dtype() == DType::f32()) || out.numel() != size)
+      rt_fail(what, ": the output must hold ", size, " f32, got ", out.type_str());
+    return conv2d_blocked_pack_f32(static_cast<const float*>(w.data()), ws[0], ws[1], p[0], KH, KW,
+                                   static_cast<float*>(out.data()));
+  }
   if (p[1] == kDepthwiseLayout && (p[0] != ws[0] || ws[1] != 1))
     rt_fail(what, ": layout 2 needs one input channel and one output per group, got ", w.type_str(), " in ", p[0],
             " groups");
@@ -346,6 +366,37 @@ XParts x_parts(const char* what, const std::vector<Value>& fields, size_t rank) 
   return x;
 }
 
+// gemm.conv2d_packed in the blocked layout (4): x (N, C / 16, H, W, 16)
+// and y (N, O / 16, OH, OW, 16) f32, the parameters' groups 1 or C (the
+// padded channels: depthwise), no workspace; the epilogue's biases of O
+// elements (channel block * 16 + lane).
+void conv2d_blocked(BuiltinCall& c, const std::vector<int64_t>& p, const Tensor& wp, const Tensor& y,
+                    const Tensor* ws) {
+  const char* what = "gemm.conv2d_packed";
+  if (c.arg(0).is_tuple()) rt_fail(what, ": x in parts needs layout 0 (direct), got layout 4");
+  const Tensor& x = c.arg(0).tensor("gemm.conv2d_packed x");
+  const std::vector<int64_t>&xs = x.shape(), &ys = y.shape();
+  if (!(x.dtype() == DType::f32()) || xs.size() != 5 || ys.size() != 5 || xs[4] != kChannelBlock ||
+      ys[4] != kChannelBlock || ws)
+    rt_fail(what, ": layout 4 needs x and y f32 of rank 5, blocks of ", kChannelBlock,
+            " channels last, and no workspace, got ", x.type_str(), " and ", y.type_str());
+  // The geometry over the padded channel counts, as rank-4 shapes.
+  const Tensor y4 = y.reshape({ys[0], ys[1] * kChannelBlock, ys[2], ys[3]});
+  const Conv2dGeometry g = packed_geometry(what, {xs[0], xs[1] * kChannelBlock, xs[2], xs[3]}, x.type_str(), y4, p);
+  if (g.groups != 1 && !(g.groups == g.C && g.O == g.C))
+    rt_fail(what, ": layout 4 needs groups 1 or one input channel and one output per group, got x ", x.type_str(),
+            " and y ", y.type_str(), " in ", g.groups, " groups");
+  const int64_t size = conv2d_blocked_packed_size(g.O, g.C / g.groups, g.groups, g.KH, g.KW);
+  if (wp.numel() != size) rt_fail(what, ": the packed weights must hold ", size, " f32, got ", wp.type_str());
+  Epilogue epilogue;
+  const bool fused = p.size() == 10 + kEpilogueParams;
+  if (fused) read_epilogue(what, c, p.data() + 10, 3, g.O, y.shape(), epilogue);
+  c.flops = 2.0 * double(g.N) * double(g.O) * double(g.OH * g.OW) * double(g.C / g.groups * g.KH * g.KW);
+  thread_local std::vector<float> scratch;
+  conv2d_blocked_f32(g, static_cast<const float*>(x.data()), static_cast<const float*>(wp.data()),
+                     static_cast<float*>(y.data()), fused ? &epilogue : nullptr, scratch, ThreadPool::global().get());
+}
+
 // gemm.conv2d_packed(x, wp, shape(sh, sw, ph, pw, dh, dw, groups, KH, KW,
 // layout), y[, ws]): y = conv(x, w) for x (N, C, H, W) and y (N, O, OH, OW)
 // (or both of rank 3: a 1-D convolution, KH 1), from w packed by
@@ -377,6 +428,7 @@ void conv2d_packed(BuiltinCall& c) {
   const size_t rank = y.shape().size();
   for (const Tensor* t : {&wp, &y})
     if (!(t->dtype() == DType::f32())) rt_fail(what, ": needs f32 tensors, got ", t->type_str());
+  if (p[9] == kBlockedLayout) return conv2d_blocked(c, p, wp, y, ws);
   if (rank != 4 && rank != 3) rt_fail(what, ": needs y of rank 4 (or 3), got ", y.type_str());
   // x: a tensor, or a tuple of its parts along the channels (a concat
   // read in place, passes/fuse_concat_into_conv.cc), direct layout only.

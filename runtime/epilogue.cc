@@ -153,18 +153,19 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 erf_avx2(__m256
 // is a row of biases (else + bc), + r[i] where there is a residual, the
 // activation, the clamps.
 __attribute__((target("avx512f"))) void run_avx512(float* y, const float* s, float sc, const float* b, float bc,
-                                                   const float* r, const Epilogue& e, int64_t n) {
+                                                   const float* r, const Epilogue& e, int64_t n, bool b16) {
   const __m512 vsc = _mm512_set1_ps(sc), vbc = _mm512_set1_ps(bc), vlo = _mm512_set1_ps(e.lo),
                vhi = _mm512_set1_ps(e.hi), one = _mm512_set1_ps(1.0f);
   const __m512 at = _mm512_set1_ps(e.leak_at), slope = _mm512_set1_ps(e.slope);
   const __m512 k1 = _mm512_set1_ps(e.k1), k2 = _mm512_set1_ps(e.k2), k3 = _mm512_set1_ps(e.k3);
   const __mmask16 all = 0xffff;  // (GCC 12 warns of the unmasked min and max's undefined source)
+  const __m512 vb16 = b16 ? _mm512_loadu_ps(b) : vbc;
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
     __m512 v = e.scale ? _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(all, _mm512_maskz_loadu_epi32(m, y + i)),
                                        s ? _mm512_maskz_loadu_ps(m, s + i) : vsc)
                        : _mm512_maskz_loadu_ps(m, y + i);
-    v = _mm512_add_ps(v, b ? _mm512_maskz_loadu_ps(m, b + i) : vbc);
+    v = _mm512_add_ps(v, b16 ? vb16 : b ? _mm512_maskz_loadu_ps(m, b + i) : vbc);
     if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r + i));
     switch (e.act) {
       case Epilogue::Act::none:
@@ -193,7 +194,7 @@ __attribute__((target("avx512f"))) void run_avx512(float* y, const float* s, flo
   }
 }
 __attribute__((target("avx2,fma"))) void run_avx2(float* y, const float* s, float sc, const float* b, float bc,
-                                                  const float* r, const Epilogue& e, int64_t n) {
+                                                  const float* r, const Epilogue& e, int64_t n, bool b16) {
   const __m256 vsc = _mm256_set1_ps(sc), vbc = _mm256_set1_ps(bc), vlo = _mm256_set1_ps(e.lo),
                vhi = _mm256_set1_ps(e.hi), one = _mm256_set1_ps(1.0f);
   const __m256 at = _mm256_set1_ps(e.leak_at), slope = _mm256_set1_ps(e.slope);
@@ -205,7 +206,7 @@ __attribute__((target("avx2,fma"))) void run_avx2(float* y, const float* s, floa
                    ? _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_maskload_epi32(reinterpret_cast<const int*>(y + i), m)),
                                    s ? _mm256_maskload_ps(s + i, m) : vsc)
                    : _mm256_maskload_ps(y + i, m);
-    v = _mm256_add_ps(v, b ? _mm256_maskload_ps(b + i, m) : vbc);
+    v = _mm256_add_ps(v, b ? _mm256_maskload_ps(b + (b16 ? i & 15 : i), m) : vbc);
     if (r) v = _mm256_add_ps(v, _mm256_maskload_ps(r + i, m));
     switch (e.act) {
       case Epilogue::Act::none:
@@ -268,10 +269,13 @@ void quantize_run(const float* v, void* q, const Epilogue& e, int64_t n) {
 }
 
 // One run of n outputs (see run_avx512), on the widest ISA the kernels use.
-void run(float* y, const float* s, float sc, const float* b, float bc, const float* r, const Epilogue& e, int64_t n) {
+// b16: b holds 16 biases, repeated along the run (a blocked layout's
+// channel block, runtime/conv_blocked.h; n a multiple of 16).
+void run(float* y, const float* s, float sc, const float* b, float bc, const float* r, const Epilogue& e, int64_t n,
+         bool b16 = false) {
 #ifdef RELAX_X86_KERNELS
-  if (kernel_isa() == KernelIsa::avx512) return run_avx512(y, s, sc, b, bc, r, e, n);
-  if (kernel_isa() == KernelIsa::avx2) return run_avx2(y, s, sc, b, bc, r, e, n);
+  if (kernel_isa() == KernelIsa::avx512) return run_avx512(y, s, sc, b, bc, r, e, n, b16);
+  if (kernel_isa() == KernelIsa::avx2) return run_avx2(y, s, sc, b, bc, r, e, n, b16);
 #endif
   for (int64_t i = 0; i < n; ++i) {
     float sum = y[i];
@@ -280,7 +284,7 @@ void run(float* y, const float* s, float sc, const float* b, float bc, const flo
       std::memcpy(&acc, y + i, sizeof acc);
       sum = float(acc) * (s ? s[i] : sc);
     }
-    const float v = act_scalar(e, sum + (b ? b[i] : bc) + (r ? r[i] : 0.0f));
+    const float v = act_scalar(e, sum + (b ? b[b16 ? i & 15 : i] : bc) + (r ? r[i] : 0.0f));
     y[i] = e.act == Epilogue::Act::hardswish ? v : std::min(std::max(v, e.lo), e.hi);
   }
 }
@@ -347,6 +351,15 @@ void Epilogue::apply_rows(float* out, int64_t at, int64_t ld, int64_t rows, int6
         residual ? residual + o : nullptr, *this, c1 - c0);
     if (qout) quantize_run(out + o, static_cast<uint8_t*>(qout) + o, *this, c1 - c0);
   }
+}
+
+void Epilogue::apply_blocked(float* y, int64_t at, int64_t n, int64_t block) const {
+  float b[16];
+  for (int64_t l = 0; l < 16; ++l) {
+    const int64_t c = block * 16 + l;
+    b[l] = (bias[0] ? bias[0][c] : 0.0f) + (bias[1] ? bias[1][c] : 0.0f);
+  }
+  run(y + at, nullptr, 0.0f, b, 0.0f, residual ? residual + at : nullptr, *this, n, /*b16=*/true);
 }
 
 int epilogue_tensors(int64_t flags) {

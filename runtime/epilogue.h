@@ -63,6 +63,11 @@ struct Epilogue {
   // c1), bias[k][c] for column c. One thread (the caller splits the
   // product).
   void apply_rows(float* out, int64_t at, int64_t ld, int64_t rows, int64_t c0, int64_t c1) const;
+  // A blocked convolution's output (runtime/conv_blocked.h): n elements
+  // (a multiple of 16) of y from element `at`, all of channel block
+  // `block` (channel block * 16 + lane; the residual has y's shape). One
+  // thread.
+  void apply_blocked(float* y, int64_t at, int64_t n, int64_t block) const;
 };
 
 // The epilogue of a library call as passes/fuse_library_epilogues.cc
