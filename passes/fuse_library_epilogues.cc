@@ -143,8 +143,10 @@ int input_index(const tir::Program& p, const tir::Buffer& b) {
 // store's dtype is then u8 or i8.
 class EpilogueMatcher {
  public:
-  EpilogueMatcher(const tir::Program& p, size_t conv, bool product, bool integer)
-      : p_(p), conv_(conv), product_(product), integer_(integer) {}
+  // blocked: a convolution in the blocked channel layout (layout 4,
+  // runtime/conv_blocked.h), whose channel is dims 1 and 4 together.
+  EpilogueMatcher(const tir::Program& p, size_t conv, bool product, bool integer, bool blocked = false)
+      : p_(p), conv_(conv), product_(product), integer_(integer), blocked_(blocked) {}
 
   // The epilogue; nullopt when a rule refuses it, why_not() saying which and why.
   std::optional<Epilogue> match() {
@@ -180,7 +182,7 @@ class EpilogueMatcher {
     if (!(out_->dtype == DataType::f32() || quantized_) ||
         !(y_->dtype == (integer_ ? DataType::i32() : DataType::f32())))
       return refuse(cat("dtypes: the output is ", out_->dtype.str(), ", the library's result ", y_->dtype.str()));
-    if (out_->shape.size() < (product_ ? 1 : 2)) return refuse("the output's rank is too small");
+    if (out_->shape.size() < (product_ ? 1 : blocked_ ? 5 : 2)) return refuse("the output's rank is too small");
     channel_ = product_ ? out_->shape.size() - 1 : 1;
     const bool reshaped = !same_shape(out_->shape, y_->shape);
     if (reshaped && (!product_ || y_->shape.empty() || !(y_->shape.back() == out_->shape.back())))
@@ -500,20 +502,25 @@ class EpilogueMatcher {
   // channel index (its other dims of size 1 read at 0, or at a loop
   // variable of extent 1: `b[i1, i2, i3]` over a 1x1 plane): its index, or
   // -1.
+  // A blocked convolution's channel is two dims, its block (1) and lane
+  // (4), read in that order: the bias's elements in channel order.
   int channel_input(const tir::LoadNode& l) const {
-    int channel_dims = 0;
+    std::vector<size_t> dims = {channel_};
+    if (blocked_) dims.push_back(4);
+    size_t matched = 0;
     for (size_t d = 0; d < l.indices.size(); ++d) {
       bool unit_var = false;
       for (size_t k = 0; k < vars_.size(); ++k)
         unit_var |= is_var(l.indices[d], vars_[k]) && out_->shape[k] == SymExpr(1);
-      if (index_is(l.indices[d], vars_[channel_]) && l.buffer->shape[d] == out_->shape[channel_]) {
-        ++channel_dims;
+      if (matched < dims.size() && index_is(l.indices[d], vars_[dims[matched]]) &&
+          l.buffer->shape[d] == out_->shape[dims[matched]]) {
+        ++matched;
       } else if (!(index_is(l.indices[d], SymExpr(0)) || unit_var) || !(l.buffer->shape[d] == SymExpr(1))) {
         return -1;
       }
     }
     const int input = input_index(p_, l.buffer);
-    return channel_dims == 1 && size_t(input) != conv_ && l.buffer->dtype == DataType::f32() ? input : -1;
+    return matched == dims.size() && size_t(input) != conv_ && l.buffer->dtype == DataType::f32() ? input : -1;
   }
   // The i32 sums as f32 times their scale (either order): the scale's input.
   int scaled_sums(const tir::TExpr& t) {
@@ -539,7 +546,7 @@ class EpilogueMatcher {
 
   const tir::Program p_;
   const size_t conv_;
-  const bool product_, integer_;
+  const bool product_, integer_, blocked_;
   tir::Buffer out_, y_;
   bool quantized_ = false;
   size_t channel_ = 0;         // the output's channel dim: a convolution's 1, a product's last
@@ -566,6 +573,7 @@ int64_t float_bits(float f) {
 struct LibraryCall {
   const CallNode* call;
   std::string name;
+  bool blocked = false;  // a convolution in the blocked channel layout (layout 4)
 };
 std::optional<LibraryCall> plain_library_call(const Expr& value) {
   const CallNode* c = as_op_call(value, "call_library");
@@ -577,7 +585,7 @@ std::optional<LibraryCall> plain_library_call(const Expr& value) {
   if (name->value == kConv && args->fields.size() == 3) {
     const auto* params = as<ShapeExprNode>(args->fields[2]);
     if (!params || params->values.size() != 10) return std::nullopt;
-    return LibraryCall{c, kConv};
+    return LibraryCall{c, kConv, params->values[9].is_const(4)};
   }
   if (name->value == kMatmul && args->fields.size() == 2 && t->dtype == DataType::f32() && t->shape &&
       !t->shape->empty())
@@ -652,7 +660,7 @@ class Fuser : public ExprMutator {
         auto lib = y ? calls.find(y) : calls.end();
         if (lib == calls.end() || uses_[y] != 1) continue;
         const bool integer = lib->second.name == kQmatmul;
-        EpilogueMatcher m(mod_->program(g->name), k, lib->second.name != kConv, integer);
+        EpilogueMatcher m(mod_->program(g->name), k, lib->second.name != kConv, integer, lib->second.blocked);
         std::optional<Epilogue> e = m.match();
         if (explaining_)
           explain(kTopic, cat("%", b.var->name, " = @", g->name, e ? " fused into " : " after ", lib->second.name,

@@ -44,6 +44,12 @@ IRModule qdq_to_integer(const IRModule& mod);
 // back after each (passes/widen_narrow_floats.cc).
 IRModule widen_narrow_floats(const IRModule& mod);
 
+// Host targets: a CNN's convolutions and what follows them kept in the
+// blocked channel layout, (N, C / 16, H, W, 16), converted at the region's
+// edges (passes/block_layout.cc); the module's `channel_layout` attribute
+// (auto, blocked, plain) chooses.
+IRModule block_layout(const IRModule& mod);
+
 // cpu: a matmul reads its operands through the transposes, reshapes,
 // splits and slices that made them, and writes its result through the
 // transpose after it, as blas.matmul_view of strided views

@@ -21,6 +21,10 @@ const std::vector<Pass>& all_passes() {
        "targets without native f16 or bf16 products (traits: precisions): conv, conv_transpose and matmul of f16 or "
        "bf16 tensors computed in f32 (library kernels; weights converted at build time), cast back after each",
        widen_narrow_floats},
+      {"block-layout",
+       "host kernels: convolutions and the elementwise ops, plane reductions and channel concats after them kept in "
+       "the blocked channel layout (N, C / 16, H, W, 16) between layers, converted at the region's edges",
+       block_layout},
       {"fold-matmul-views",
        "host kernels: a matmul reads its operands through the transposes, reshapes and slices that made them (and writes "
        "its result through the transpose after it) as a BLAS product of strided views",
@@ -88,7 +92,7 @@ std::vector<std::string> pipeline(const std::string& name, const TargetTraits& t
   } else if (name == "O2") {
     add(graph);
     add({"eliminate-common-subexpr", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params"});
-    if (traits.host_kernels) add({"fold-matmul-views"});
+    if (traits.host_kernels) add({"block-layout", "fold-matmul-views"});
     add({"legalize", "canonicalize-bindings", "dead-code-elimination", "lift-transform-params", "fuse-ops", "fuse-tir",
          "fuse-library-epilogues", "fuse-concat-into-conv", "simplify-tir", "dedupe-programs", "lift-workspaces",
          "canonicalize-bindings", "dead-code-elimination", "static-plan-memory", "rewrite-cuda-graph"});

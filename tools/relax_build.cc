@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   std::string explain_topics;
   app.add_option("--explain", explain_topics,
                  "say on standard error why the rules of these passes did or did not apply (comma-separated pass "
-                 "names, or all; so far: fuse-library-epilogues, legalize); also $RELAX_EXPLAIN");
+                 "names, or all; so far: block-layout, fuse-library-epilogues, legalize); also $RELAX_EXPLAIN");
   bool no_fold = false;
   app.add_flag("--no-fold", no_fold,
                "keep weight-only computations (@transform_params) for the runtime to run at load instead of "
@@ -130,6 +130,12 @@ int main(int argc, char** argv) {
   app.add_flag("--no-index-checks", no_index_checks,
                "do not check the indices of gathers and scatters at run time (an index out of range is then clamped "
                "or skipped without an error); for measuring what the checks cost");
+  app.add_option("--layout", opts.channel_layout,
+                 "cpu: the channel layout of a CNN's activations: auto (the compiler chooses per model: blocked, "
+                 "NCHW16c, where there are 3 or more convolutions it can block; --explain block-layout says what it "
+                 "chose), blocked, plain (NCHW)")
+      ->check(CLI::IsMember({"auto", "blocked", "plain"}))
+      ->capture_default_str();
   app.add_flag("--json", json, "print a JSON report on standard output (a batch: the whole report)");
   batch::BatchOptions bo;
   std::string shard;

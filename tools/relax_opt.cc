@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   std::string explain_topics;
   app.add_option("--explain", explain_topics,
                  "say on standard error why the rules of these passes did or did not apply (comma-separated pass "
-                 "names, or all; so far: fuse-library-epilogues, legalize); also $RELAX_EXPLAIN");
+                 "names, or all; so far: block-layout, fuse-library-epilogues, legalize); also $RELAX_EXPLAIN");
   app.footer(
       "Examples:\n"
       "  relax-opt model.relax --passes O2 -o model.opt.relax\n"

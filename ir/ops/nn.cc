@@ -110,6 +110,34 @@ StructInfo infer_conv(const CallNode& call, const InferContext& ctx) {
   return conv_result(call, ctx, dtype);
 }
 
+// conv_blocked(x, w): x in the blocked channel layout (N, ceil(C / 16), H,
+// W, 16), w (O, C / groups, KH, KW) as conv's, groups 1 or one input
+// channel and one output per group (depthwise); the result blocked too,
+// (N, ceil(O / 16), OH, OW, 16).
+StructInfo infer_conv_blocked(const CallNode& call, const InferContext& ctx) {
+  const std::string& op = op_name(call);
+  Attrs attrs = attrs_of(call);
+  TensorInfo x = tensor_arg(call, 0), w = tensor_arg(call, 1);
+  const int64_t groups = attrs.get_int("groups");
+  DataType dtype = common_dtype(op, x.dtype, w.dtype);
+  if (!x.unknown_rank() && x.ndim != 5) fail(op, ": x must have rank 5 (N, C / 16, H, W, 16), got ", x.ndim);
+  if (!w.unknown_rank() && w.ndim != 4) fail(op, ": w must have rank 4 (O, C / groups, KH, KW), got ", w.ndim);
+  if (!x.shape || !w.shape) return tensor_si_ndim(dtype, 5);
+  const Dims &xs = *x.shape, &ws = *w.shape;
+  if (!xs[4].is_const(16)) fail(op, ": x's last dim must be 16, got ", xs[4]);
+  if (groups != 1 && !(ws[1].is_const(1) && ws[0].is_const(groups)))
+    fail(op, ": groups must be 1 or one input channel and one output per group, got ", groups, " groups for w ",
+         ws[0], "x", ws[1]);
+  SymExpr blocks = ctx.ana.simplify(floordiv(ws[1] * groups + 15, SymExpr(16)));
+  if (ctx.ana.can_prove_not_equal(xs[1], blocks))
+    fail(op, ": x has ", xs[1], " channel blocks but the weight expects ", blocks);
+  Window win = read_window(op, attrs, 2);
+  Dims out = {xs[0], ctx.ana.simplify(floordiv(ws[0] + 15, SymExpr(16)))};
+  for (int i = 0; i < 2; ++i) out.push_back(window_count(op, win, i, xs[2 + i], ws[2 + i], false, ctx.ana));
+  out.push_back(SymExpr(16));
+  return tensor_si(dtype, std::move(out));
+}
+
 // conv_integer(x, w, x_zp, w_zp): 8-bit x and w; x_zp one value of x's
 // dtype, w_zp w's dtype, one value or one per output channel.
 StructInfo infer_conv_integer(const CallNode& call, const InferContext& ctx) {
@@ -391,6 +419,15 @@ void register_nn_ops(OpRegistry& reg) {
       .attr("groups", T::Int, int64_t(1))
       .attr("out_dtype", T::DType, DataType::void_())
       .infer(infer_conv);
+  window_attrs(reg.add("conv_blocked")
+                   .doc("conv_blocked(x, w, strides, padding, dilation, groups): conv of x held in the blocked "
+                        "channel layout, (N, ceil(C / 16), H, W, 16) with channel b * 16 + l at [n, b, h, w, l] "
+                        "and zeros past C, by w (O, C / groups, KH, KW) as conv's, 2-D; groups 1 or depthwise "
+                        "(one input channel and one output per group). The result is blocked too: (N, ceil(O / "
+                        "16), OH, OW, 16), zeros past O. Written by passes/block_layout.cc.")
+                   .args(2))
+      .attr("groups", T::Int, int64_t(1))
+      .infer(infer_conv_blocked);
   window_attrs(
       reg.add("conv_integer")
           .doc("conv_integer(x, w, x_zp, w_zp, strides, padding, dilation, groups): the i32 convolution of x - x_zp "

@@ -99,6 +99,7 @@ void configure_target(IRModule& mod, const BuildOptions& opts) {
   const Target& target = find_target(opts.target);
   target.configure(mod, target_options(opts));
   if (!opts.index_checks) mod.attrs.set("index_checks", std::string("0"));  // read by legalize
+  if (opts.channel_layout != "auto") mod.attrs.set("channel_layout", opts.channel_layout);  // read by block-layout
 }
 
 nlohmann::json dims_json(const StructInfo& si) {
@@ -406,6 +407,7 @@ std::string options_key(const BuildOptions& opts) {
   if (std::string own = target.options_key(target_options(opts)); !own.empty()) key += " " + own;
   key += opts.fold_constants ? " fold=1" : " fold=0";
   if (!opts.index_checks) key += " index_checks=0";
+  if (opts.channel_layout != "auto") key += " layout=" + opts.channel_layout;
   for (const auto& [name, b] : opts.bounds) key += cat(" bound:", name, "=", b.lo, "..", b.hi);
   if (!opts.import.empty()) key += " " + opts.import.key();
   return key;
@@ -425,6 +427,7 @@ std::vector<std::string> build_args(const BuildOptions& opts) {
   for (const auto& [name, b] : opts.bounds) args.insert(args.end(), {"--bound", cat(name, "=", b.lo, "..", b.hi)});
   if (!opts.fold_constants) args.push_back("--no-fold");
   if (!opts.index_checks) args.push_back("--no-index-checks");
+  if (opts.channel_layout != "auto") args.insert(args.end(), {"--layout", opts.channel_layout});
   for (const std::string& a : opts.import.args()) args.push_back(a);
   return args;
 }

@@ -31,6 +31,10 @@ struct BuildOptions {
   // range fails the run); off: they are clamped or skipped unchecked, to
   // measure what the checks cost (bench/bench_index_checks.py).
   bool index_checks = true;
+  // The channel layout of a CNN's activations on host targets
+  // (passes/block_layout.cc): "auto" (the compiler's choice), "blocked"
+  // or "plain".
+  std::string channel_layout = "auto";
   bool time_passes = false;
   std::set<std::string> print_after;  // print the IR after these passes (stderr)
   bool print_after_all = false;
