@@ -42,6 +42,7 @@
 #include "ir/normalize.h"
 #include "ir/visitor.h"
 #include "ir/op.h"
+#include "ir/ops/common.h"
 #include "passes/passes.h"
 
 namespace relax {
@@ -211,9 +212,14 @@ class Blocker : public ExprMutator {
   }
 
   std::optional<Expr> block(const Expr& value, const Var& var, std::vector<Binding>& out) {
+    if (const auto* g = as<TupleGetItemNode>(value)) return tuple_item(*g, var, out);
     const auto* c = as<CallNode>(value);
     const auto* y = as<TensorSI>(value->sinfo);
     if (!c || !c->op()) return std::nullopt;
+    if (c->op()->name == "split") {
+      split(*c, var, out);
+      return std::nullopt;  // the plain split stays, dead unless something reads its parts plain
+    }
     if (!y || !y->shape || y->shape->size() != 4 || !(*y->shape)[1].is_const()) {
       note_plain_readers(*c);
       return std::nullopt;
@@ -275,6 +281,38 @@ class Blocker : public ExprMutator {
       }
       twin = Twin{emit(make_op_call("concat", {make_tuple(fields)}, c->attrs), var, "_b", out), C};
     }
+    else if (op == "strided_slice") {
+      // Along the channels only, from block to block.
+      const Twin* t = twin_of(c->args[0]);
+      const std::vector<int64_t> strides = c->attrs.get_ints("strides");
+      const std::vector<SymExpr> begin = ops::get_syms(c->attrs, "begin"), end = ops::get_syms(c->attrs, "end");
+      if (t && c->attrs.get_ints("axes") == std::vector<int64_t>{1} && begin.size() == 1 && end.size() == 1 &&
+          begin[0].is_const() && end[0].is_const() && (strides.empty() || strides == std::vector<int64_t>{1})) {
+        const int64_t b0 = begin[0].const_value(), e0 = std::min(end[0].const_value(), t->C);
+        if (b0 % kBlock == 0 && (e0 % kBlock == 0 || e0 == t->C) && e0 - b0 == C) {
+          Attrs attrs = c->attrs;
+          attrs.set("begin", std::vector<SymExpr>{SymExpr(b0 / kBlock)});
+          attrs.set("end", std::vector<SymExpr>{SymExpr(blocks_of(e0))});
+          twin = Twin{emit(make_op_call("strided_slice", {t->value}, std::move(attrs)), var, "_b", out), C};
+        }
+      }
+    } else if (op == "max_pool") {
+      // A 2-D max pool as a 3-D one whose window is 1 along the lanes
+      // (the cpu legaliser's pool.max2d over lanes).
+      const Twin* t = twin_of(c->args[0]);
+      const std::vector<int64_t> size = c->attrs.get_ints("pool_size"), st = c->attrs.get_ints("strides"),
+                                 dil = c->attrs.get_ints("dilation"), pad = c->attrs.get_ints("padding");
+      if (t && t->C == C && size.size() == 2 && (st.empty() || st.size() == 2) && (dil.empty() || dil.size() == 2) &&
+          (pad.empty() || pad.size() == 4)) {
+        Attrs attrs = c->attrs;
+        attrs.set("pool_size", std::vector<int64_t>{size[0], size[1], 1});
+        attrs.set("strides", st.empty() ? std::vector<int64_t>{1, 1, 1} : std::vector<int64_t>{st[0], st[1], 1});
+        attrs.set("dilation", dil.empty() ? std::vector<int64_t>{1, 1, 1} : std::vector<int64_t>{dil[0], dil[1], 1});
+        attrs.set("padding", pad.empty() ? std::vector<int64_t>(6, 0)
+                                         : std::vector<int64_t>{pad[0], pad[1], 0, pad[2], pad[3], 0});
+        twin = Twin{emit(make_op_call("max_pool", {t->value}, std::move(attrs)), var, "_b", out), C};
+      }
+    }
     if (!twin) {
       note_plain_readers(*c);
       return std::nullopt;
@@ -283,6 +321,46 @@ class Blocker : public ExprMutator {
     return from_blocked(*twin, *y->shape, var, out);
   }
 
+  // A split along the channels of a twin into parts of whole blocks: its
+  // blocked twin, a tuple of twins.
+  void split(const CallNode& c, const Var& var, std::vector<Binding>& out) {
+    const Twin* t = twin_of(c.args[0]);
+    const auto* parts = as<TupleSI>(c.sinfo);
+    if (!t || !parts || c.attrs.get_int("axis") != 1) return note_plain_readers(c);
+    std::vector<int64_t> channels, bounds;
+    int64_t at = 0;
+    for (const StructInfo& f : parts->fields) {
+      const auto* p = as<TensorSI>(f);
+      if (!p || !p->shape || p->shape->size() != 4 || !(*p->shape)[1].is_const()) return note_plain_readers(c);
+      const int64_t n = (*p->shape)[1].const_value();
+      if (at % kBlock) return note_plain_readers(c);
+      if (at) bounds.push_back(at / kBlock);
+      channels.push_back(n);
+      at += n;
+    }
+    if (at != t->C) return note_plain_readers(c);
+    Attrs attrs;
+    attrs.set("indices", bounds);
+    attrs.set("axis", int64_t(1));
+    Expr tb = emit(make_op_call("split", {t->value}, std::move(attrs)), var, "_b", out);
+    tuple_twins_[var.get()] = {tb, channels};
+  }
+  std::optional<Expr> tuple_item(const TupleGetItemNode& g, const Var& var, std::vector<Binding>& out) {
+    const auto* tv = as<VarNode>(g.tuple);
+    auto it = tv ? tuple_twins_.find(tv) : tuple_twins_.end();
+    if (it == tuple_twins_.end() || g.index < 0 || size_t(g.index) >= it->second.channels.size()) return std::nullopt;
+    const auto* si = var->sinfo ? as<TensorSI>(var->sinfo) : nullptr;
+    if (!si || !si->shape) return std::nullopt;
+    Twin t{emit(make_tuple_get_item(it->second.value, g.index), var, "_b", out), it->second.channels[size_t(g.index)]};
+    twins_[var.get()] = t;
+    return from_blocked(t, *si->shape, var, out);
+  }
+
+  struct TupleTwin {
+    Expr value;
+    std::vector<int64_t> channels;
+  };
+  std::unordered_map<const VarNode*, TupleTwin> tuple_twins_;  // a split's tuple -> its blocked twin
   std::unordered_map<const VarNode*, Twin> twins_;      // a blocked op's plain result -> its twin
   std::unordered_map<const VarNode*, Expr> converted_;  // a plain value -> its blocked conversion
 };

@@ -257,6 +257,7 @@ void reinterpret(BuiltinCall& c) {
 void register_control_builtins();  // runtime/builtins_control.cc
 void register_blas_builtins();     // runtime/builtins_blas.cc (and builtins_matmul.cc)
 void register_pool_builtins();     // runtime/builtins_pool.cc
+void register_layout_builtins();   // runtime/builtins_layout.cc
 void register_image_builtins();    // runtime/builtins_image.cc
 void register_data_builtins();     // runtime/builtins_data.cc
 void register_shape_builtins();    // runtime/builtins_shape.cc
@@ -267,6 +268,7 @@ void register_core_builtins() {
   register_control_builtins();
   register_blas_builtins();
   register_pool_builtins();
+  register_layout_builtins();
   register_image_builtins();
   register_data_builtins();
   register_shape_builtins();

@@ -135,7 +135,41 @@ void max_pool2d_f32(const PoolGeometry& g, const float* x, float* y, ThreadPool*
     body(0, planes);
 }
 
-// pool.max2d(x, shape(KH, KW, sh, sw, ph, pw, dh, dw), y): y = the max
+// Planes of positions of L lanes each (a blocked layout's (N, C / 16, H,
+// W, 16), passes/block_layout.cc): each output position's lanes the max
+// over the window's positions in range, -inf where none is; a row of
+// outputs per work item.
+void max_pool2d_lanes_f32(const PoolGeometry& g, int64_t L, const float* x, float* y, ThreadPool* pool) {
+  constexpr float kLow = -std::numeric_limits<float>::infinity();
+  auto body = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t p = r / g.OH, oh = r % g.OH;
+      const float* xp = x + p * g.H * g.W * L;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        float* o = y + (r * g.OW + ow) * L;
+        std::fill(o, o + L, kLow);
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+          const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
+          if (ih < 0 || ih >= g.H) continue;
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const int64_t iw = ow * g.sw - g.pw + kw * g.dw;
+            if (iw < 0 || iw >= g.W) continue;
+            const float* in = xp + (ih * g.W + iw) * L;
+            for (int64_t l = 0; l < L; ++l) o[l] = std::max(o[l], in[l]);
+          }
+        }
+      }
+    }
+  };
+  const int64_t rows = g.N * g.C * g.OH;
+  const double work = double(rows) * double(g.OW * g.KH * g.KW * L);
+  if (pool && pool->num_threads() > 1 && rows > 1 && work >= double(1 << 15))
+    pool->parallel_for(rows, body);
+  else
+    body(0, rows);
+}
+
+// pool.max2d(x, shape(KH, KW, sh, sw, ph, pw, dh, dw[, L]), y): y = the max
 // over each window of x (N, C, H, W) f32, y (N, C, OH, OW) f32 (OH and OW
 // as the pool's padding and ceil mode give them); taps in the padding do
 // not count, a window wholly in it gives -inf.
@@ -145,18 +179,25 @@ void max_pool2d(BuiltinCall& c) {
   const Tensor& x = c.arg(0).tensor("pool.max2d x");
   const std::vector<int64_t>& p = c.arg(1).shape("pool.max2d parameters");
   const Tensor& y = c.arg(2).tensor("pool.max2d y");
-  if (!(x.dtype() == DType::f32()) || !(y.dtype() == DType::f32()) || x.shape().size() != 4 || y.shape().size() != 4)
-    rt_fail(what, ": needs f32 x and y of rank 4, got ", x.type_str(), " and ", y.type_str());
-  if (p.size() != 8 || p[0] < 1 || p[1] < 1 || p[2] < 1 || p[3] < 1 || p[4] < 0 || p[5] < 0 || p[6] < 1 || p[7] < 1)
-    rt_fail(what, ": needs (KH, KW, sh, sw, ph, pw, dh, dw) with positive sizes, strides and dilations, got ",
+  const size_t rank = p.size() == 9 ? 5 : 4;
+  if (!(x.dtype() == DType::f32()) || !(y.dtype() == DType::f32()) || x.shape().size() != rank ||
+      y.shape().size() != rank)
+    rt_fail(what, ": needs f32 x and y of rank ", rank, ", got ", x.type_str(), " and ", y.type_str());
+  if ((p.size() != 8 && p.size() != 9) || p[0] < 1 || p[1] < 1 || p[2] < 1 || p[3] < 1 || p[4] < 0 || p[5] < 0 ||
+      p[6] < 1 || p[7] < 1)
+    rt_fail(what, ": needs (KH, KW, sh, sw, ph, pw, dh, dw[, lanes]) with positive sizes, strides and dilations, got ",
             shape_str(p));
   const std::vector<int64_t>&xs = x.shape(), &ys = y.shape();
-  if (xs[0] != ys[0] || xs[1] != ys[1]) rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree");
+  if (xs[0] != ys[0] || xs[1] != ys[1] || (rank == 5 && (xs[4] != p[8] || ys[4] != p[8])))
+    rt_fail(what, ": x ", x.type_str(), " and y ", y.type_str(), " do not agree");
   const PoolGeometry g{xs[0], xs[1], xs[2], xs[3], ys[2], ys[3], p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]};
   // Every window starts inside the padded input (the pool's output sizes guarantee it).
   if ((g.OH > 0 && (g.OH - 1) * g.sh - g.ph >= g.H + g.ph) || (g.OW > 0 && (g.OW - 1) * g.sw - g.pw >= g.W + g.pw))
     rt_fail(what, ": y ", y.type_str(), " has windows past x ", x.type_str(), " and its padding");
   if (x.numel() == 0 || y.numel() == 0) return;
+  if (rank == 5)
+    return max_pool2d_lanes_f32(g, p[8], static_cast<const float*>(x.data()), static_cast<float*>(y.data()),
+                                ThreadPool::global().get());
   max_pool2d_f32(g, static_cast<const float*>(x.data()), static_cast<float*>(y.data()), ThreadPool::global().get());
 }
 

@@ -1,6 +1,7 @@
 // Legalisers of the shape-manipulation ops (ir/ops/manipulate.cc): copies
 // with index maps. Runtime shapes are bound to fresh variables by a
 // match_cast first (the pass does it for operands; reshape's target here).
+#include <optional>
 #include <algorithm>
 
 #include "ir/ops/common.h"
@@ -38,6 +39,23 @@ std::optional<Expr> legalize_reshape(LegalizeContext& ctx, const CallNode& call)
   return pb.finish(compute(y, [&](const Index& i) { return load(x, unflatten(flat_index(i, y->shape), x->shape)); }));
 }
 
+constexpr const char* kTranspose = "layout.transpose";
+
+// A permutation that keeps axes [0, k) and swaps the runs [k, j) and [j,
+// n): its k and j, else nullopt.
+std::optional<std::pair<int, int>> swapped_runs(const std::vector<int>& perm) {
+  const int n = int(perm.size());
+  int k = 0;
+  while (k < n && perm[size_t(k)] == k) ++k;
+  if (k >= n - 1) return std::nullopt;
+  const int j = perm[size_t(k)];
+  for (int a = k; a < n; ++a) {
+    const int want = a - k < n - j ? j + (a - k) : k + (a - k - (n - j));
+    if (perm[size_t(a)] != want) return std::nullopt;
+  }
+  return std::pair{k, j};
+}
+
 std::optional<Expr> legalize_permute_dims(LegalizeContext& ctx, const CallNode& call) {
   ProgramBuilder pb(ctx, call, "permute_dims");
   Buffer x = pb.arg(0, "x"), y = pb.result("out");
@@ -50,6 +68,24 @@ std::optional<Expr> legalize_permute_dims(LegalizeContext& ctx, const CallNode& 
   } else {
     perm = ops::normalize_axes("permute_dims", axes, n);
   }
+  // On the cpu, two runs of axes swapped (NCHW <-> NHWC, a matrix
+  // transpose, a blocked layout's conversions) of 4-byte elements: batched
+  // 2-D transposes by the runtime, 16 x 16 tiles through registers
+  // (runtime/builtins_layout.cc); the loop nest read one side a row apart.
+  if (ctx.libraries() && x->dtype.bits == 32 && x->dtype.lanes == 1)
+    if (std::optional<std::pair<int, int>> runs = swapped_runs(perm)) {
+      auto product = [&](int a, int b) {
+        SymExpr p(1);
+        for (int d = a; d < b; ++d) p = p * x->shape[size_t(d)];
+        return ctx.analyzer().simplify(p);
+      };
+      if (!ctx.module().extern_decl(kTranspose)) ctx.module().add_extern(kTranspose);
+      Expr params = make_shape({product(0, runs->first), product(runs->first, runs->second), product(runs->second, n)});
+      Expr r = make_op_call("call_library", {make_string(kTranspose), make_tuple({call.args[0], params})}, {},
+                            {call.sinfo});
+      r->sinfo = call.sinfo;
+      return r;
+    }
   return pb.finish(compute(y, [&](const Index& i) {
     Index xi(size_t(n), nullptr);
     for (size_t k = 0; k < perm.size(); ++k) xi[size_t(perm[k])] = i[k];

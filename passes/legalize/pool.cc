@@ -76,11 +76,15 @@ constexpr const char* kMaxPool2d = "pool.max2d";
 // A 2-D f32 max pool on the cpu: the runtime's pool.max2d (window rows
 // reduced a whole row at a time, runtime/builtins_pool.cc); a loop nest
 // per output element reads its taps with strided scalar loads.
-Expr library_max_pool(LegalizeContext& ctx, const CallNode& call, const PoolSpec& s) {
+// A 3-D one whose window is one element of its last axis (stride 1, no
+// padding), L long: a 2-D pool of positions of L lanes (a blocked layout's,
+// passes/block_layout.cc), pool.max2d with L as a ninth parameter.
+Expr library_max_pool(LegalizeContext& ctx, const CallNode& call, const PoolSpec& s, int64_t lanes = 0) {
   std::vector<SymExpr> p;
   for (int64_t v : {s.size[0], s.size[1], s.win.strides[0], s.win.strides[1], s.win.pad_begin[0], s.win.pad_begin[1],
                     s.win.dilation[0], s.win.dilation[1]})
     p.push_back(SymExpr(v));
+  if (lanes) p.push_back(SymExpr(lanes));
   if (!ctx.module().extern_decl(kMaxPool2d)) ctx.module().add_extern(kMaxPool2d);
   Expr r = make_op_call("call_library", {make_string(kMaxPool2d), make_tuple({call.args[0], make_shape(p)})}, {},
                         {call.sinfo});
@@ -100,6 +104,10 @@ std::optional<Expr> legalize_pool(LegalizeContext& ctx, const CallNode& call) {
   DataType t = y->dtype;
   if (s.kind == PoolKind::Max && sp == 2 && t == DataType::f32() && x->dtype == t && ctx.libraries())
     return library_max_pool(ctx, call, s);
+  if (s.kind == PoolKind::Max && sp == 3 && t == DataType::f32() && x->dtype == t && ctx.libraries() &&
+      s.size[2] == 1 && s.win.strides[2] == 1 && s.win.dilation[2] == 1 && s.win.pad_begin[2] == 0 &&
+      s.win.pad_end[2] == 0 && x->shape[4].is_const() && x->shape[4].const_value() > 0)
+    return library_max_pool(ctx, call, s, x->shape[4].const_value());
   DataType acc = s.kind == PoolKind::Max ? t : compute_dtype(t);
   if (s.kind != PoolKind::Max && !acc.is_float()) return std::nullopt;
   std::vector<SymExpr> window;
