@@ -7,7 +7,8 @@
 //
 // A 2-D f32 convolution by a constant weight, dense (groups 1) or
 // depthwise, whose input already has a blocked twin or has at least 16
-// channels, becomes
+// channels, becomes (a dense one of fewer input channels and at least 16
+// outputs, a network's first, reads its x plain instead)
 //
 //   xb = the twin of x, or x converted (channels padded to a multiple of 16,
 //        reshaped to (N, Cb, 16, H, W), the 16 moved last)
@@ -230,9 +231,12 @@ class Blocker : public ExprMutator {
     if (blockable_conv(*c)) {
       const Twin* xt = twin_of(c->args[0]);
       const int64_t Cin = (*tensor_of(c->args[0])->shape)[1].const_value();
-      if (!xt && Cin < kBlock) return std::nullopt;
       if (xt && xt->C != Cin) return std::nullopt;
-      Expr xb = xt ? xt->value : to_blocked(c->args[0], var, out);
+      // Few input channels (a network's first convolution): read plain,
+      // where padding them to a block would multiply the work.
+      const bool plain_x = !xt && Cin < kBlock;
+      if (plain_x && (c->attrs.get_int("groups") != 1 || C < kBlock)) return std::nullopt;
+      Expr xb = xt ? xt->value : plain_x ? c->args[0] : to_blocked(c->args[0], var, out);
       Attrs attrs;
       for (const char* k : {"strides", "padding", "dilation"}) attrs.set(k, c->attrs.get_ints(k));
       attrs.set("groups", c->attrs.get_int("groups"));

@@ -376,16 +376,18 @@ void conv2d_blocked(BuiltinCall& c, const std::vector<int64_t>& p, const Tensor&
   if (c.arg(0).is_tuple()) rt_fail(what, ": x in parts needs layout 0 (direct), got layout 4");
   const Tensor& x = c.arg(0).tensor("gemm.conv2d_packed x");
   const std::vector<int64_t>&xs = x.shape(), &ys = y.shape();
-  if (!(x.dtype() == DType::f32()) || xs.size() != 5 || ys.size() != 5 || xs[4] != kChannelBlock ||
-      ys[4] != kChannelBlock || ws)
-    rt_fail(what, ": layout 4 needs x and y f32 of rank 5, blocks of ", kChannelBlock,
+  const bool plain_x = xs.size() == 4;  // a dense convolution from a plain x
+  if (!(x.dtype() == DType::f32()) || (xs.size() != 5 && !plain_x) || ys.size() != 5 ||
+      (!plain_x && xs[4] != kChannelBlock) || ys[4] != kChannelBlock || ws)
+    rt_fail(what, ": layout 4 needs x f32 of rank 5 (or 4: plain) and y of rank 5, blocks of ", kChannelBlock,
             " channels last, and no workspace, got ", x.type_str(), " and ", y.type_str());
-  // The geometry over the padded channel counts, as rank-4 shapes.
+  // The geometry over the padded channel counts (a plain x's own), as rank-4 shapes.
   const Tensor y4 = y.reshape({ys[0], ys[1] * kChannelBlock, ys[2], ys[3]});
-  const Conv2dGeometry g = packed_geometry(what, {xs[0], xs[1] * kChannelBlock, xs[2], xs[3]}, x.type_str(), y4, p);
-  if (g.groups != 1 && !(g.groups == g.C && g.O == g.C))
-    rt_fail(what, ": layout 4 needs groups 1 or one input channel and one output per group, got x ", x.type_str(),
-            " and y ", y.type_str(), " in ", g.groups, " groups");
+  const Conv2dGeometry g = packed_geometry(
+      what, plain_x ? xs : std::vector<int64_t>{xs[0], xs[1] * kChannelBlock, xs[2], xs[3]}, x.type_str(), y4, p);
+  if ((g.groups != 1 && !(g.groups == g.C && g.O == g.C)) || (plain_x && g.groups != 1))
+    rt_fail(what, ": layout 4 needs groups 1 or one input channel and one output per group (blocked x), got x ",
+            x.type_str(), " and y ", y.type_str(), " in ", g.groups, " groups");
   const int64_t size = conv2d_blocked_packed_size(g.O, g.C / g.groups, g.groups, g.KH, g.KW);
   if (wp.numel() != size) rt_fail(what, ": the packed weights must hold ", size, " f32, got ", wp.type_str());
   Epilogue epilogue;
@@ -394,7 +396,8 @@ void conv2d_blocked(BuiltinCall& c, const std::vector<int64_t>& p, const Tensor&
   c.flops = 2.0 * double(g.N) * double(g.O) * double(g.OH * g.OW) * double(g.C / g.groups * g.KH * g.KW);
   thread_local std::vector<float> scratch;
   conv2d_blocked_f32(g, static_cast<const float*>(x.data()), static_cast<const float*>(wp.data()),
-                     static_cast<float*>(y.data()), fused ? &epilogue : nullptr, scratch, ThreadPool::global().get());
+                     static_cast<float*>(y.data()), fused ? &epilogue : nullptr, scratch, ThreadPool::global().get(),
+                     true, plain_x);
 }
 
 // gemm.conv2d_packed(x, wp, shape(sh, sw, ph, pw, dh, dw, groups, KH, KW,

@@ -23,6 +23,9 @@ bool is_depthwise(const Conv2dGeometry& g) { return g.groups > 1 && g.groups == 
 // and kernel columns. w: the first output block's weights, [Cb][KH][KW][16
 // inputs][16 outputs]; the second block's wob floats on. y: the first
 // position's output of the first block; the second block's yob floats on.
+// A plain x (N, C, H, W) instead (the network's first convolution, whose
+// few channels would pad to 16): xc floats between its channels, S
+// between positions, and the last input block `last` channels long.
 struct DenseTile {
   const float* x;
   int64_t xcb, xkh, xkw, Cb, KH, KW;
@@ -30,6 +33,7 @@ struct DenseTile {
   int64_t wob;
   float* y;
   int64_t yob;
+  int64_t xc = 1, last = B;
 };
 
 // Every output is one chain of fused multiply-adds over (input block,
@@ -44,15 +48,19 @@ void dense_tile_loops(const DenseTile& t, int ob_count, int np, int64_t xpos) {
           for (int64_t kh = 0; kh < t.KH; ++kh)
             for (int64_t kw = 0; kw < t.KW; ++kw, wp += B * B) {
               const float* xp = t.x + j * xpos + cb * t.xcb + kh * t.xkh + kw * t.xkw;
-              for (int64_t c = 0; c < B; ++c) acc = std::fma(wp[c * B], xp[c], acc);
+              const int64_t cn = cb + 1 == t.Cb ? t.last : B;
+              for (int64_t c = 0; c < cn; ++c) acc = std::fma(wp[c * B], xp[c * t.xc], acc);
             }
         t.y[b * t.yob + j * B + o] = acc;
       }
 }
 
 #ifdef RELAX_X86_KERNELS
-template <int OB, int NP, int S>
+// P: a plain x (positions S floats apart, channels xc apart); else
+// blocked (positions S * 16 apart, channels adjacent).
+template <int OB, int NP, int S, bool P>
 __attribute__((target("avx512f"))) void dense_tile_avx512(const DenseTile& t) {
+  constexpr int64_t XS = P ? S : S * B;
   __m512 acc[OB][NP];
 #pragma GCC unroll 2
   for (int b = 0; b < OB; ++b)
@@ -63,12 +71,14 @@ __attribute__((target("avx512f"))) void dense_tile_avx512(const DenseTile& t) {
     for (int64_t kh = 0; kh < t.KH; ++kh)
       for (int64_t kw = 0; kw < t.KW; ++kw, wp += B * B) {
         const float* xp = t.x + cb * t.xcb + kh * t.xkh + kw * t.xkw;
-        for (int c = 0; c < B; ++c) {
+        const int64_t cn = P && cb + 1 == t.Cb ? t.last : B;
+        for (int c = 0; c < cn; ++c) {
           const __m512 w0 = _mm512_loadu_ps(wp + c * B);
           const __m512 w1 = OB > 1 ? _mm512_loadu_ps(wp + t.wob + c * B) : w0;
+          const float* xc = P ? xp + c * t.xc : xp + c;
 #pragma GCC unroll 12
           for (int j = 0; j < NP; ++j) {
-            const __m512 xb = _mm512_set1_ps(xp[j * S * B + c]);
+            const __m512 xb = _mm512_set1_ps(xc[j * XS]);
             acc[0][j] = _mm512_fmadd_ps(w0, xb, acc[0][j]);
             if constexpr (OB > 1) acc[1][j] = _mm512_fmadd_ps(w1, xb, acc[1][j]);
           }
@@ -81,8 +91,9 @@ __attribute__((target("avx512f"))) void dense_tile_avx512(const DenseTile& t) {
 }
 
 // AVX2: one output block as two 8-lane halves, up to 6 positions (12 sums).
-template <int NP, int S>
+template <int NP, int S, bool P>
 __attribute__((target("avx2,fma"))) void dense_tile_avx2(const DenseTile& t) {
+  constexpr int64_t XS = P ? S : S * B;
   __m256 lo[NP], hi[NP];
 #pragma GCC unroll 6
   for (int j = 0; j < NP; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
@@ -91,11 +102,13 @@ __attribute__((target("avx2,fma"))) void dense_tile_avx2(const DenseTile& t) {
     for (int64_t kh = 0; kh < t.KH; ++kh)
       for (int64_t kw = 0; kw < t.KW; ++kw, wp += B * B) {
         const float* xp = t.x + cb * t.xcb + kh * t.xkh + kw * t.xkw;
-        for (int c = 0; c < B; ++c) {
+        const int64_t cn = P && cb + 1 == t.Cb ? t.last : B;
+        for (int c = 0; c < cn; ++c) {
           const __m256 w0 = _mm256_loadu_ps(wp + c * B), w1 = _mm256_loadu_ps(wp + c * B + 8);
+          const float* xc = P ? xp + c * t.xc : xp + c;
 #pragma GCC unroll 6
           for (int j = 0; j < NP; ++j) {
-            const __m256 xb = _mm256_broadcast_ss(xp + j * S * B + c);
+            const __m256 xb = _mm256_broadcast_ss(xc + j * XS);
             lo[j] = _mm256_fmadd_ps(w0, xb, lo[j]);
             hi[j] = _mm256_fmadd_ps(w1, xb, hi[j]);
           }
@@ -112,28 +125,32 @@ using DenseFn = void (*)(const DenseTile&);
 constexpr int kNp512 = 12, kNp2 = 6;
 // [OB - 1][NP - 1][S - 1] for column strides 1 and 2; other strides take
 // one position a tile (NP 1, where the stride does not matter).
+// [plain x][OB - 1][NP - 1][S - 1].
 struct DenseTable {
-  DenseFn avx512[2][kNp512][2];
-  DenseFn avx2[kNp2][2];
+  DenseFn avx512[2][2][kNp512][2];
+  DenseFn avx2[2][kNp2][2];
 };
-template <int OB, int NP>
+template <int OB, int NP, bool P>
 void fill512(DenseTable& t) {
-  t.avx512[OB - 1][NP - 1][0] = dense_tile_avx512<OB, NP, 1>;
-  t.avx512[OB - 1][NP - 1][1] = dense_tile_avx512<OB, NP, 2>;
-  if constexpr (NP > 1) fill512<OB, NP - 1>(t);
+  t.avx512[P][OB - 1][NP - 1][0] = dense_tile_avx512<OB, NP, 1, P>;
+  t.avx512[P][OB - 1][NP - 1][1] = dense_tile_avx512<OB, NP, 2, P>;
+  if constexpr (NP > 1) fill512<OB, NP - 1, P>(t);
 }
-template <int NP>
+template <int NP, bool P>
 void fill2(DenseTable& t) {
-  t.avx2[NP - 1][0] = dense_tile_avx2<NP, 1>;
-  t.avx2[NP - 1][1] = dense_tile_avx2<NP, 2>;
-  if constexpr (NP > 1) fill2<NP - 1>(t);
+  t.avx2[P][NP - 1][0] = dense_tile_avx2<NP, 1, P>;
+  t.avx2[P][NP - 1][1] = dense_tile_avx2<NP, 2, P>;
+  if constexpr (NP > 1) fill2<NP - 1, P>(t);
 }
 const DenseTable& dense_table() {
   static const DenseTable table = [] {
     DenseTable t{};
-    fill512<1, kNp512>(t);
-    fill512<2, kNp512>(t);
-    fill2<kNp2>(t);
+    fill512<1, kNp512, false>(t);
+    fill512<2, kNp512, false>(t);
+    fill512<1, kNp512, true>(t);
+    fill512<2, kNp512, true>(t);
+    fill2<kNp2, false>(t);
+    fill2<kNp2, true>(t);
     return t;
   }();
   return table;
@@ -313,28 +330,32 @@ void depthwise(const Conv2dGeometry& g, const float* x, const float* w, float* y
     for (int64_t i = 0; i < items; ++i) row(i);
 }
 
+// plain: x (N, C, H, W) as it is, g.C its channels (the tiles read each
+// input block's channels a plane apart, and only the last block's own).
 void dense(const Conv2dGeometry& g, const float* x, const float* w, float* y, const Epilogue* ep,
-           std::vector<float>& scratch, ThreadPool* pool, KernelIsa isa) {
-  const int64_t Cb = g.C / B, Ob = g.O / B;
-  // The input, padded where the convolution pads: (N, Cb, Hp, Wp, 16)
+           std::vector<float>& scratch, ThreadPool* pool, KernelIsa isa, bool plain) {
+  const int64_t Cb = plain ? channel_blocks(g.C) : g.C / B, Ob = g.O / B;
+  // Per image, planes of H x W positions of E floats each.
+  const int64_t E = plain ? 1 : B, planes = plain ? g.C : Cb;
+  // The input, padded where the convolution pads: planes of Hp x Wp
   // holding every tap of every output.
   int64_t Hp = g.H, Wp = g.W;
   const float* xp = x;
   if (g.ph || g.pw) {
     Hp = std::max(g.H + g.ph, (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1);
     Wp = std::max(g.W + g.pw, (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1);
-    scratch.assign(size_t(g.N * Cb * Hp * Wp * B), 0.0f);
+    scratch.assign(size_t(g.N * planes * Hp * Wp * E), 0.0f);
     float* s = scratch.data();
     auto copy = [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p)
         for (int64_t h = 0; h < g.H; ++h)
-          std::memcpy(s + ((p * Hp + h + g.ph) * Wp + g.pw) * B, x + (p * g.H + h) * g.W * B,
-                      size_t(g.W * B) * sizeof(float));
+          std::memcpy(s + ((p * Hp + h + g.ph) * Wp + g.pw) * E, x + (p * g.H + h) * g.W * E,
+                      size_t(g.W * E) * sizeof(float));
     };
-    if (pool && pool->num_threads() > 1 && g.N * Cb > 1)
-      pool->parallel_for(g.N * Cb, copy);
+    if (pool && pool->num_threads() > 1 && g.N * planes > 1)
+      pool->parallel_for(g.N * planes, copy);
     else
-      copy(0, g.N * Cb);
+      copy(0, g.N * planes);
     xp = s;
   }
   // A plain product (1x1, stride 1, unpadded): the whole plane one row.
@@ -348,34 +369,36 @@ void dense(const Conv2dGeometry& g, const float* x, const float* w, float* y, co
   const int64_t chunk = 4 * int64_t(np_max), chunks = (OW + chunk - 1) / chunk;
   const int64_t groups = (Ob + ob_tile - 1) / ob_tile;
   const int64_t wob = Cb * g.KH * g.KW * B * B, yob = g.OH * g.OW * B, xcb = Hp * Wp * B;
+  const int64_t last = plain ? g.C - (Cb - 1) * B : B;
   auto item = [&](int64_t it) {
     const int64_t c = it % chunks, oh = it / chunks % OH, grp = it / chunks / OH % groups,
                   n = it / chunks / OH / groups;
     const int64_t ob = grp * ob_tile, obs = std::min<int64_t>(ob_tile, Ob - ob);
     const int64_t ow0 = c * chunk, ow1 = std::min(OW, ow0 + chunk);
-    DenseTile t{nullptr, xcb, g.dh * Wp * B, g.dw * B, Cb, g.KH, g.KW, w + ob * wob, wob, nullptr, yob};
+    DenseTile t{nullptr, xcb,     g.dh * Wp * E, g.dw * E, Cb,  g.KH, g.KW, w + ob * wob, wob, nullptr,
+                yob,     plain ? Hp * Wp : 1,  last};
     // Tiles of the chunk as even as they go (a 14-wide row as 7 + 7, not
     // 12 + 2: 162 -> 200 GFLOP/s on ResNet-50's 3x3 layers over 14x14).
     const int64_t tiles = (ow1 - ow0 + np_max - 1) / np_max, even = (ow1 - ow0 + tiles - 1) / tiles;
     for (int64_t ow = ow0; ow < ow1;) {
       const int np = int(std::min<int64_t>(even, ow1 - ow));
       // The first position's input (padded coordinates: oh * sh, ow * sw).
-      t.x = xp + (n * Cb * Hp + (product ? 0 : oh * g.sh)) * Wp * B + ow * sw * B;
+      t.x = xp + (n * planes * Hp + (product ? 0 : oh * g.sh)) * Wp * E + ow * sw * E;
       t.y = y + ((n * Ob + ob) * OH + oh) * OW * B + ow * B;
       const bool strided_ok = sw == 1 || sw == 2;
       const int n_here = strided_ok ? np : 1;
 #ifdef RELAX_X86_KERNELS
       if (isa == KernelIsa::avx512)
-        dense_table().avx512[obs - 1][n_here - 1][strided_ok ? sw - 1 : 0](t);
+        dense_table().avx512[plain][obs - 1][n_here - 1][strided_ok ? sw - 1 : 0](t);
       else if (isa == KernelIsa::avx2)
         for (int64_t b = 0; b < obs; ++b) {
           DenseTile tb = t;
           tb.w += b * wob, tb.y += b * yob;
-          dense_table().avx2[n_here - 1][strided_ok ? sw - 1 : 0](tb);
+          dense_table().avx2[plain][n_here - 1][strided_ok ? sw - 1 : 0](tb);
         }
       else
 #endif
-        dense_tile_loops(t, int(obs), n_here, sw * B);
+        dense_tile_loops(t, int(obs), n_here, sw * E);
       ow += n_here;
     }
     if (ep)
@@ -417,13 +440,13 @@ void conv2d_blocked_pack_f32(const float* w, int64_t O, int64_t Cg, int64_t grou
 }
 
 void conv2d_blocked_f32(const Conv2dGeometry& g, const float* x, const float* packed, float* y, const Epilogue* ep,
-                        std::vector<float>& scratch, ThreadPool* pool, bool vector) {
+                        std::vector<float>& scratch, ThreadPool* pool, bool vector, bool plain_x) {
   if (g.N == 0 || g.O == 0 || g.OH * g.OW == 0) return;
   KernelIsa isa = vector ? kernel_isa() : KernelIsa::portable;
-  if (is_depthwise(g))
+  if (!plain_x && is_depthwise(g))
     depthwise(g, x, packed, y, ep, pool, isa);
   else
-    dense(g, x, packed, y, ep, scratch, pool, isa);
+    dense(g, x, packed, y, ep, scratch, pool, isa, plain_x);
 }
 
 }  // namespace relax::rt

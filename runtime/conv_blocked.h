@@ -19,7 +19,7 @@
 //   edges).
 //
 // The geometry's C and O are the padded counts (blocks * 16), its groups 1
-// or C (depthwise). AVX-512, AVX2 (two 8-lane halves) or plain loops.
+// or C (depthwise); a dense one may read a plain x (N, C, H, W) instead. AVX-512, AVX2 (two 8-lane halves) or plain loops.
 #pragma once
 
 #include <cstdint>
@@ -43,10 +43,12 @@ int64_t conv2d_blocked_packed_size(int64_t O, int64_t Cg, int64_t groups, int64_
 void conv2d_blocked_pack_f32(const float* w, int64_t O, int64_t Cg, int64_t groups, int64_t KH, int64_t KW,
                              float* out);
 // y = conv(x, w) (then the epilogue, where there is one) for x (N, C / 16,
-// H, W, 16) and y (N, O / 16, OH, OW, 16), g's C and O multiples of 16.
-// `scratch` holds the padded input. `vector` false: the plain loops (for
-// tests).
+// H, W, 16) and y (N, O / 16, OH, OW, 16), g's C and O multiples of 16;
+// or, `plain_x`, a dense one from x (N, C, H, W) as it is, g.C its channels
+// (a network's first convolution: 3 channels padded to 16 would cost 5x
+// the work, and converting its output a pass). `scratch` holds the padded
+// input. `vector` false: the plain loops (for tests).
 void conv2d_blocked_f32(const Conv2dGeometry& g, const float* x, const float* packed, float* y, const Epilogue* ep,
-                        std::vector<float>& scratch, ThreadPool* pool, bool vector = true);
+                        std::vector<float>& scratch, ThreadPool* pool, bool vector = true, bool plain_x = false);
 
 }  // namespace relax::rt

@@ -112,25 +112,27 @@ StructInfo infer_conv(const CallNode& call, const InferContext& ctx) {
 
 // conv_blocked(x, w): x in the blocked channel layout (N, ceil(C / 16), H,
 // W, 16), w (O, C / groups, KH, KW) as conv's, groups 1 or one input
-// channel and one output per group (depthwise); the result blocked too,
-// (N, ceil(O / 16), OH, OW, 16).
+// channel and one output per group (depthwise); or x plain (N, C, H, W),
+// groups 1. The result blocked, (N, ceil(O / 16), OH, OW, 16).
 StructInfo infer_conv_blocked(const CallNode& call, const InferContext& ctx) {
   const std::string& op = op_name(call);
   Attrs attrs = attrs_of(call);
   TensorInfo x = tensor_arg(call, 0), w = tensor_arg(call, 1);
   const int64_t groups = attrs.get_int("groups");
   DataType dtype = common_dtype(op, x.dtype, w.dtype);
-  if (!x.unknown_rank() && x.ndim != 5) fail(op, ": x must have rank 5 (N, C / 16, H, W, 16), got ", x.ndim);
+  if (!x.unknown_rank() && x.ndim != 5 && x.ndim != 4)
+    fail(op, ": x must have rank 5 (N, C / 16, H, W, 16) or 4 (N, C, H, W), got ", x.ndim);
   if (!w.unknown_rank() && w.ndim != 4) fail(op, ": w must have rank 4 (O, C / groups, KH, KW), got ", w.ndim);
   if (!x.shape || !w.shape) return tensor_si_ndim(dtype, 5);
   const Dims &xs = *x.shape, &ws = *w.shape;
-  if (!xs[4].is_const(16)) fail(op, ": x's last dim must be 16, got ", xs[4]);
-  if (groups != 1 && !(ws[1].is_const(1) && ws[0].is_const(groups)))
-    fail(op, ": groups must be 1 or one input channel and one output per group, got ", groups, " groups for w ",
-         ws[0], "x", ws[1]);
-  SymExpr blocks = ctx.ana.simplify(floordiv(ws[1] * groups + 15, SymExpr(16)));
+  const bool plain = xs.size() == 4;
+  if (!plain && !xs[4].is_const(16)) fail(op, ": x's last dim must be 16, got ", xs[4]);
+  if (groups != 1 && (plain || !(ws[1].is_const(1) && ws[0].is_const(groups))))
+    fail(op, ": groups must be 1 or (x blocked) one input channel and one output per group, got ", groups,
+         " groups for w ", ws[0], "x", ws[1]);
+  SymExpr blocks = ctx.ana.simplify(plain ? ws[1] : floordiv(ws[1] * groups + 15, SymExpr(16)));
   if (ctx.ana.can_prove_not_equal(xs[1], blocks))
-    fail(op, ": x has ", xs[1], " channel blocks but the weight expects ", blocks);
+    fail(op, ": x has ", xs[1], plain ? " channels" : " channel blocks", " but the weight expects ", blocks);
   Window win = read_window(op, attrs, 2);
   Dims out = {xs[0], ctx.ana.simplify(floordiv(ws[0] + 15, SymExpr(16)))};
   for (int i = 0; i < 2; ++i) out.push_back(window_count(op, win, i, xs[2 + i], ws[2 + i], false, ctx.ana));
@@ -424,7 +426,8 @@ void register_nn_ops(OpRegistry& reg) {
                         "channel layout, (N, ceil(C / 16), H, W, 16) with channel b * 16 + l at [n, b, h, w, l] "
                         "and zeros past C, by w (O, C / groups, KH, KW) as conv's, 2-D; groups 1 or depthwise "
                         "(one input channel and one output per group). The result is blocked too: (N, ceil(O / "
-                        "16), OH, OW, 16), zeros past O. Written by passes/block_layout.cc.")
+                        "16), OH, OW, 16), zeros past O. x may also be plain (N, C, H, W) for groups 1 (a network's "
+                        "first convolution). Written by passes/block_layout.cc.")
                    .args(2))
       .attr("groups", T::Int, int64_t(1))
       .infer(infer_conv_blocked);

@@ -316,8 +316,9 @@ std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
 // conv_blocked (x and y in the blocked channel layout, runtime/conv_blocked.h):
 // with the runtime's library, gemm.conv2d_packed layout 4 from weights
 // packed once (gemm.conv2d_pack, lifted and folded at O2), the groups
-// parameter the padded channel count for a depthwise one; otherwise a
-// loop nest per output element, zero past O.
+// parameter the padded channel count for a depthwise one (a plain x of
+// rank 4 read as it is); otherwise a loop nest per output element, zero
+// past O.
 std::optional<Expr> legalize_conv_blocked(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   const int64_t groups = attrs.get_int("groups");
@@ -369,13 +370,14 @@ std::optional<Expr> legalize_conv_blocked(LegalizeContext& ctx, const CallNode& 
         Stmt taps = serial_nest(reduce, "k", [&](const Index& r) {
           const TExpr c = groups == 1 ? r[0] : o;
           std::vector<TExpr> ok = {lt(o, idx(O))};
-          Index xi = {i[0], tir::binary(tir::BinOp::FloorDiv, c, sixteen)};
+          const bool plain = x->shape.size() == 4;  // x (N, C, H, W)
+          Index xi = {i[0], plain ? c : tir::binary(tir::BinOp::FloorDiv, c, sixteen)};
           for (int j = 0; j < 2; ++j) {
             TExpr p = i[2 + j] * idx(win.strides[j]) + r[1 + j] * idx(win.dilation[j]) - idx(win.pad_begin[j]);
             ok.push_back(in_range(p, 0, x->shape[2 + j]));
             xi.push_back(clamp_index(p, x->shape[2 + j]));
           }
-          xi.push_back(tir::binary(tir::BinOp::FloorMod, c, sixteen));
+          if (!plain) xi.push_back(tir::binary(tir::BinOp::FloorMod, c, sixteen));
           const TExpr wv = load(w, {clamp_index(o, O), r[0], r[1], r[2]});
           return a.set(a.get() + select(all_of(ok), cast(acc, load(x, xi)) * cast(acc, wv), zero(acc)));
         });

@@ -2,7 +2,7 @@
 // runtime/conv_blocked.h): dense and depthwise convolutions of every shape
 // the tiles take (a product across rows, padded 3x3, strided, dilated, 5x5,
 // channel counts that are not multiples of 16, an odd number of output
-// blocks) against a plain NCHW convolution in double, each ISA bitwise
+// blocks, a plain x) against a plain NCHW convolution in double, each ISA bitwise
 // equal to the plain loops at one and two threads; the epilogue (biases,
 // residual, clamp, hardswish) on the blocked output; the refusals.
 #include <doctest/doctest.h>
@@ -28,6 +28,7 @@ namespace {
 
 struct Layer {
   int64_t N, C, H, W, O, KH, KW, s, pad, d, groups;
+  bool plain_x = false;  // x (N, C, H, W) as it is
 };
 
 // x (N, C, H, W) as (N, C / 16, H, W, 16), zeros past C.
@@ -69,7 +70,11 @@ TEST_CASE("gemm.conv2d_packed layout 4: blocked convolutions, dense and depthwis
                           {1, 24, 15, 15, 48, 3, 3, 2, 1, 1, 1},   {1, 32, 14, 14, 64, 1, 1, 2, 0, 1, 1},
                           {1, 16, 12, 12, 16, 3, 3, 1, 2, 2, 1},   {2, 64, 1, 1, 40, 1, 1, 1, 0, 1, 1},
                           {2, 20, 9, 11, 20, 3, 3, 1, 1, 1, 20},   {1, 48, 28, 28, 48, 5, 5, 2, 2, 1, 48},
-                          {1, 32, 10, 10, 32, 3, 3, 3, 1, 1, 32},  {1, 16, 2, 2, 16, 3, 3, 1, 2, 1, 16}};
+                          {1, 32, 10, 10, 32, 3, 3, 3, 1, 1, 32},  {1, 16, 2, 2, 16, 3, 3, 1, 2, 1, 16},
+                          // From a plain x: a stem (3 channels, 3x3 stride 2), a product over 20 channels (a
+                          // second, partial input block), a 3x3 stride 3 (tiles of one position).
+                          {1, 3, 15, 17, 32, 3, 3, 2, 1, 1, 1, true},   {2, 20, 6, 6, 40, 1, 1, 1, 0, 1, 1, true},
+                          {1, 5, 10, 11, 16, 3, 3, 3, 1, 1, 1, true}};
   for (const Layer& l : layers) {
     CAPTURE(l.C);
     CAPTURE(l.O);
@@ -80,7 +85,8 @@ TEST_CASE("gemm.conv2d_packed layout 4: blocked convolutions, dense and depthwis
     const int64_t Cp = channel_blocks(l.C) * 16, Op = channel_blocks(l.O) * 16;
     Tensor x = random_tensor(rng, {l.N, l.C, l.H, l.W}), w = random_tensor(rng, {l.O, Cg, l.KH, l.KW});
     Tensor bias = random_tensor(rng, {Op}), r = random_tensor(rng, {l.N, Op / 16, OH, OW, 16});
-    Tensor xb = blocked(x);
+    CAPTURE(l.plain_x);
+    Tensor xb = l.plain_x ? x : blocked(x);
     const int64_t size = conv2d_blocked_packed_size(l.O, Cg, l.groups, l.KH, l.KW);
     REQUIRE(size > 0);
     Tensor packed = Tensor::empty(DType::f32(), {size});
@@ -162,10 +168,10 @@ TEST_CASE("gemm.conv2d_packed layout 4 refuses operands that do not fit") {
   CHECK_THROWS_WITH_AS(call("gemm.conv2d_pack", {Value(wg), shape_value({2, 4}), Value(pg)}),
                        doctest::Contains("layout 4 needs groups 1"), Error);
   const std::vector<int64_t> p = {1, 1, 1, 1, 1, 1, 1, 3, 3, 4};
-  // x of rank 4, and x with the wrong number of blocks.
-  Tensor x4 = random_tensor(rng, {1, 16, 8, 8}), y = Tensor::empty(DType::f32(), {1, 2, 8, 8, 16});
-  CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x4), Value(packed), shape_value(p), Value(y)}),
-                       doctest::Contains("layout 4 needs x and y f32 of rank 5"), Error);
+  // x of rank 3, and x with the wrong number of blocks.
+  Tensor x3 = random_tensor(rng, {16, 8, 8}), y = Tensor::empty(DType::f32(), {1, 2, 8, 8, 16});
+  CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x3), Value(packed), shape_value(p), Value(y)}),
+                       doctest::Contains("layout 4 needs x f32 of rank 5 (or 4: plain)"), Error);
   Tensor x2 = random_tensor(rng, {1, 2, 8, 8, 16});
   CHECK_THROWS_WITH_AS(call("gemm.conv2d_packed", {Value(x2), Value(packed), shape_value(p), Value(y)}),
                        doctest::Contains("packed weights must hold"), Error);
