@@ -72,11 +72,14 @@ std::optional<Expr> legalize_permute_dims(LegalizeContext& ctx, const CallNode& 
   // transpose, a blocked layout's conversions) of 4-byte elements: batched
   // 2-D transposes by the runtime, 16 x 16 tiles through registers
   // (runtime/builtins_layout.cc); the loop nest read one side a row apart.
-  if (ctx.libraries() && x->dtype.bits == 32 && x->dtype.lanes == 1)
+  // (The sizes from the call's operand: the program's buffer names its
+  // dims afresh.)
+  const auto* xsi = as<TensorSI>(call.args[0]->sinfo);
+  if (ctx.libraries() && x->dtype.bits == 32 && x->dtype.lanes == 1 && xsi && xsi->shape)
     if (std::optional<std::pair<int, int>> runs = swapped_runs(perm)) {
       auto product = [&](int a, int b) {
         SymExpr p(1);
-        for (int d = a; d < b; ++d) p = p * x->shape[size_t(d)];
+        for (int d = a; d < b; ++d) p = p * (*xsi->shape)[size_t(d)];
         return ctx.analyzer().simplify(p);
       };
       if (!ctx.module().extern_decl(kTranspose)) ctx.module().add_extern(kTranspose);
