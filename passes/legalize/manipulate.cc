@@ -56,6 +56,34 @@ std::optional<std::pair<int, int>> swapped_runs(const std::vector<int>& perm) {
   return std::pair{k, j};
 }
 
+// On the cpu, two runs of axes swapped (NCHW <-> NHWC, a matrix
+// transpose, a blocked layout's conversions) of 4-byte elements, neither
+// side of the matrices known to be shorter than a tile: batched 2-D
+// transposes by the runtime, 16 x 16 tiles through registers
+// (runtime/builtins_layout.cc); the loop nest read one side a row apart. A
+// short side stays a loop nest, which fuses with the elementwise ops
+// around it. (The sizes from the call's operand: a program's buffer names
+// its dims afresh.)
+std::optional<Expr> library_transpose(LegalizeContext& ctx, const CallNode& call, const std::vector<int>& perm) {
+  const auto* xsi = as<TensorSI>(call.args[0]->sinfo);
+  if (!ctx.libraries() || !xsi || !xsi->shape || xsi->dtype.bits != 32 || xsi->dtype.lanes != 1) return std::nullopt;
+  std::optional<std::pair<int, int>> runs = swapped_runs(perm);
+  if (!runs) return std::nullopt;
+  auto product = [&](int a, int b) {
+    SymExpr p(1);
+    for (int d = a; d < b; ++d) p = p * (*xsi->shape)[size_t(d)];
+    return ctx.analyzer().simplify(p);
+  };
+  const SymExpr rows = product(runs->first, runs->second), cols = product(runs->second, int(perm.size()));
+  auto short_side = [](const SymExpr& d) { return d.is_const() && d.const_value() < 16; };
+  if (short_side(rows) || short_side(cols)) return std::nullopt;
+  if (!ctx.module().extern_decl(kTranspose)) ctx.module().add_extern(kTranspose);
+  Expr params = make_shape({product(0, runs->first), rows, cols});
+  Expr r = make_op_call("call_library", {make_string(kTranspose), make_tuple({call.args[0], params})}, {}, {call.sinfo});
+  r->sinfo = call.sinfo;
+  return r;
+}
+
 std::optional<Expr> legalize_permute_dims(LegalizeContext& ctx, const CallNode& call) {
   ProgramBuilder pb(ctx, call, "permute_dims");
   Buffer x = pb.arg(0, "x"), y = pb.result("out");
@@ -68,27 +96,7 @@ std::optional<Expr> legalize_permute_dims(LegalizeContext& ctx, const CallNode& 
   } else {
     perm = ops::normalize_axes("permute_dims", axes, n);
   }
-  // On the cpu, two runs of axes swapped (NCHW <-> NHWC, a matrix
-  // transpose, a blocked layout's conversions) of 4-byte elements: batched
-  // 2-D transposes by the runtime, 16 x 16 tiles through registers
-  // (runtime/builtins_layout.cc); the loop nest read one side a row apart.
-  // (The sizes from the call's operand: the program's buffer names its
-  // dims afresh.)
-  const auto* xsi = as<TensorSI>(call.args[0]->sinfo);
-  if (ctx.libraries() && x->dtype.bits == 32 && x->dtype.lanes == 1 && xsi && xsi->shape)
-    if (std::optional<std::pair<int, int>> runs = swapped_runs(perm)) {
-      auto product = [&](int a, int b) {
-        SymExpr p(1);
-        for (int d = a; d < b; ++d) p = p * (*xsi->shape)[size_t(d)];
-        return ctx.analyzer().simplify(p);
-      };
-      if (!ctx.module().extern_decl(kTranspose)) ctx.module().add_extern(kTranspose);
-      Expr params = make_shape({product(0, runs->first), product(runs->first, runs->second), product(runs->second, n)});
-      Expr r = make_op_call("call_library", {make_string(kTranspose), make_tuple({call.args[0], params})}, {},
-                            {call.sinfo});
-      r->sinfo = call.sinfo;
-      return r;
-    }
+  if (std::optional<Expr> lib = library_transpose(ctx, call, perm)) return lib;
   return pb.finish(compute(y, [&](const Index& i) {
     Index xi(size_t(n), nullptr);
     for (size_t k = 0; k < perm.size(); ++k) xi[size_t(perm[k])] = i[k];
