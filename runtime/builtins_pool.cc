@@ -139,12 +139,42 @@ void max_pool2d_f32(const PoolGeometry& g, const float* x, float* y, ThreadPool*
 // W, 16), passes/block_layout.cc): each output position's lanes the max
 // over the window's positions in range, -inf where none is; a row of
 // outputs per work item.
+#ifdef RELAX_X86_KERNELS
+// One output row of 16-lane positions: a vector per position, one max per
+// tap in range (max(tap, m): a NaN tap is dropped as std::max(m, tap)
+// drops it).
+__attribute__((target("avx512f"))) void lanes16_row_avx512(const PoolGeometry& g, const float* xp, float* yr,
+                                                           int64_t oh) {
+  const __m512 low = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t kh0 = 0, kh1 = g.KH;
+  while (kh0 < g.KH && oh * g.sh - g.ph + kh0 * g.dh < 0) ++kh0;
+  while (kh1 > kh0 && oh * g.sh - g.ph + (kh1 - 1) * g.dh >= g.H) --kh1;
+  for (int64_t ow = 0; ow < g.OW; ++ow) {
+    __m512 m = low;
+    for (int64_t kh = kh0; kh < kh1; ++kh) {
+      const float* row = xp + (oh * g.sh - g.ph + kh * g.dh) * g.W * 16;
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const int64_t iw = ow * g.sw - g.pw + kw * g.dw;
+        if (iw >= 0 && iw < g.W) m = _mm512_maskz_max_ps(0xffff, _mm512_loadu_ps(row + iw * 16), m);
+      }
+    }
+    _mm512_storeu_ps(yr + ow * 16, m);
+  }
+}
+#endif
+
 void max_pool2d_lanes_f32(const PoolGeometry& g, int64_t L, const float* x, float* y, ThreadPool* pool) {
   constexpr float kLow = -std::numeric_limits<float>::infinity();
   auto body = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t p = r / g.OH, oh = r % g.OH;
       const float* xp = x + p * g.H * g.W * L;
+#ifdef RELAX_X86_KERNELS
+      if (L == 16 && kernel_isa() == KernelIsa::avx512) {
+        lanes16_row_avx512(g, xp, y + r * g.OW * L, oh);
+        continue;
+      }
+#endif
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         float* o = y + (r * g.OW + ow) * L;
         std::fill(o, o + L, kLow);

@@ -71,13 +71,18 @@ TEST_CASE("pool.max2d over positions of 16 lanes: each lane pooled as a plane is
           pd[(n * Cb * 16 + c) * k.H * k.W + p] = xd[((n * Cb + c / 16) * k.H * k.W + p) * 16 + c % 16];
     Tensor want = Tensor::empty(DType::f32(), {N, Cb * 16, OH, OW}), got = Tensor::empty(DType::f32(), {N, Cb, OH, OW, 16});
     call("pool.max2d", {Value(plain), shape_value({k.K, k.K, k.s, k.s, k.pad, k.pad, 1, 1}), Value(want)});
-    call("pool.max2d", {Value(x), shape_value({k.K, k.K, k.s, k.s, k.pad, k.pad, 1, 1, 16}), Value(got)});
-    const float *w = static_cast<const float*>(want.data()), *g = static_cast<const float*>(got.data());
-    int64_t wrong = 0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = 0; c < Cb * 16; ++c)
-        for (int64_t p = 0; p < OH * OW; ++p)
-          wrong += w[(n * Cb * 16 + c) * OH * OW + p] != g[((n * Cb + c / 16) * OH * OW + p) * 16 + c % 16];
-    CHECK(wrong == 0);
+    for (const char* isa : {"avx512", "portable"}) {
+      if (!set_kernel_isa(isa)) continue;
+      CAPTURE(std::string(isa));
+      call("pool.max2d", {Value(x), shape_value({k.K, k.K, k.s, k.s, k.pad, k.pad, 1, 1, 16}), Value(got)});
+      const float *w = static_cast<const float*>(want.data()), *g = static_cast<const float*>(got.data());
+      int64_t wrong = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < Cb * 16; ++c)
+          for (int64_t p = 0; p < OH * OW; ++p)
+            wrong += w[(n * Cb * 16 + c) * OH * OW + p] != g[((n * Cb + c / 16) * OH * OW + p) * 16 + c % 16];
+      CHECK(wrong == 0);
+    }
+    REQUIRE(set_kernel_isa(""));
   }
 }
