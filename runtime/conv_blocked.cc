@@ -179,18 +179,26 @@ void dw_position_loops(const float* x, const float* w, float* y, int64_t H, int6
 }
 
 #ifdef RELAX_X86_KERNELS
+// The taps k of a window starting at i0 (step d) that land in [0, n): [k0, k1).
+inline std::pair<int64_t, int64_t> taps_in_range(int64_t i0, int64_t d, int64_t K, int64_t n) {
+  const int64_t k0 = i0 >= 0 ? 0 : (-i0 + d - 1) / d;
+  const int64_t k1 = i0 >= n ? 0 : std::min(K, (n - 1 - i0) / d + 1);
+  return {k0, std::max(k0, k1)};
+}
+
 __attribute__((target("avx512f"))) void dw_position_avx512(const float* x, const float* w, float* y, int64_t H,
                                                            int64_t W, int64_t ih0, int64_t iw0, int64_t KH,
                                                            int64_t KW, int64_t dh, int64_t dw) {
+  // The ranges first, then loops without tests (the edges of a 7x7 plane
+  // under a 5x5 kernel are 4 of its 7 columns).
+  const auto [kh0, kh1] = taps_in_range(ih0, dh, KH, H);
+  const auto [kw0, kw1] = taps_in_range(iw0, dw, KW, W);
   __m512 acc = _mm512_setzero_ps();
-  for (int64_t kh = 0; kh < KH; ++kh) {
-    const int64_t ih = ih0 + kh * dh;
-    if (ih < 0 || ih >= H) continue;
-    for (int64_t kw = 0; kw < KW; ++kw) {
-      const int64_t iw = iw0 + kw * dw;
-      if (iw < 0 || iw >= W) continue;
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + (ih * W + iw) * B), _mm512_loadu_ps(w + (kh * KW + kw) * B), acc);
-    }
+  for (int64_t kh = kh0; kh < kh1; ++kh) {
+    const float* xr = x + ((ih0 + kh * dh) * W + iw0) * B;
+    const float* wr = w + kh * KW * B;
+    for (int64_t kw = kw0; kw < kw1; ++kw)
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(xr + kw * dw * B), _mm512_loadu_ps(wr + kw * B), acc);
   }
   _mm512_storeu_ps(y, acc);
 }

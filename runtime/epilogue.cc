@@ -85,6 +85,14 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 exp_avx512(__m51
   const __m512 e = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   return _mm512_maskz_scalef_ps(all, e, n);
 }
+// 1 / d for the SiLU's d = 1 + e^-v (at least 1): the 14-bit estimate and
+// one Newton step, r + r (1 - d r), within an ulp or so; a division cost as
+// much as the rest of the epilogue (EfficientNet-B0's SiLU epilogues, 20%
+// of its time).
+__attribute__((target("avx512f"), always_inline)) inline __m512 reciprocal_avx512(__m512 d) {
+  const __m512 r = _mm512_maskz_rcp14_ps(0xffff, d);
+  return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
+}
 __attribute__((target("avx512f"), always_inline)) inline __m512 tanh_avx512(__m512 x) {
   const __m512 ax = _mm512_abs_ps(x), x2 = _mm512_mul_ps(x, x), one = _mm512_set1_ps(1.0f);
   __m512 q = _mm512_set1_ps(kTanhPoly[0]);
@@ -122,6 +130,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 exp_avx2(__m256
   const __m256 e = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   const __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(e, _mm256_castsi256_ps(two_n));
+}
+// As reciprocal_avx512, from the 12-bit estimate.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 reciprocal_avx2(__m256 d) {
+  const __m256 r = _mm256_rcp_ps(d);
+  return _mm256_fmadd_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(1.0f)), r);
 }
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 copysign_avx2(__m256 mag, __m256 sgn) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -178,7 +191,7 @@ __attribute__((target("avx512f"))) void run_avx512(float* y, const float* s, flo
       case Epilogue::Act::none:
         break;
       case Epilogue::Act::silu:
-        v = _mm512_div_ps(v, _mm512_add_ps(one, exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+        v = _mm512_mul_ps(v, reciprocal_avx512(_mm512_add_ps(one, exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v)))));
         break;
       case Epilogue::Act::leaky:
         v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, at, _CMP_LT_OQ), v, slope);
@@ -219,7 +232,7 @@ __attribute__((target("avx2,fma"))) void run_avx2(float* y, const float* s, floa
       case Epilogue::Act::none:
         break;
       case Epilogue::Act::silu:
-        v = _mm256_div_ps(v, _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+        v = _mm256_mul_ps(v, reciprocal_avx2(_mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v)))));
         break;
       case Epilogue::Act::leaky:
         v = _mm256_blendv_ps(v, _mm256_mul_ps(v, slope), _mm256_cmp_ps(v, at, _CMP_LT_OQ));
