@@ -108,8 +108,8 @@ class Blocker : public ExprMutator {
 
  private:
   struct Twin {
-    Expr value;  // (N, Cb, H, W, 16), or (N, 1, H, W, 1) for a map over channels
-    int64_t C;
+    Expr value;  // (N, Cb, H, W, 16)
+    int64_t C;   // the channels it holds (the rest of the last block: padding)
   };
 
   Expr emit(Expr value, const Var& like, const std::string& suffix, std::vector<Binding>& out) {
@@ -192,6 +192,7 @@ class Blocker : public ExprMutator {
     bool scalar = true;
     for (const SymExpr& d : s) scalar = scalar && d.is_const(1);
     if (scalar) return a;
+    if (t->dtype != DataType::f32()) return std::nullopt;  // (padded with f32 values)
     // (C, 1, 1) or (1, C, 1, 1): per channel.
     if (s.size() >= 3 && s[s.size() - 3].is_const(C) && s[s.size() - 2].is_const(1) && s.back().is_const(1) &&
         (s.size() == 3 || s[0].is_const(1))) {
