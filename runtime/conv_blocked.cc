@@ -347,11 +347,12 @@ void dense(const Conv2dGeometry& g, const float* x, const float* w, float* y, co
   const int64_t E = plain ? 1 : B, planes = plain ? g.C : Cb;
   // The input, padded where the convolution pads: planes of Hp x Wp
   // holding every tap of every output.
-  int64_t Hp = g.H, Wp = g.W;
+  // (Padding only at the ends, TensorFlow's "same" at stride 2, shows
+  // only there: taps past H or W.)
+  const int64_t Hp = std::max(g.H + g.ph, (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1);
+  const int64_t Wp = std::max(g.W + g.pw, (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1);
   const float* xp = x;
-  if (g.ph || g.pw) {
-    Hp = std::max(g.H + g.ph, (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1);
-    Wp = std::max(g.W + g.pw, (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1);
+  if (Hp > g.H || Wp > g.W) {
     scratch.assign(size_t(g.N * planes * Hp * Wp * E), 0.0f);
     float* s = scratch.data();
     auto copy = [&](int64_t p0, int64_t p1) {
@@ -372,7 +373,8 @@ void dense(const Conv2dGeometry& g, const float* x, const float* w, float* y, co
   // rows as 7-position tiles (ResNet-50's downsampling 1x1 layers, cold
   // caches: 146 -> 185 and 156 -> 181 GFLOP/s).
   Conv2dGeometry gs = g;
-  if (!plain && g.KH == 1 && g.KW == 1 && !g.ph && !g.pw && (g.sh > 1 || g.sw > 1)) {
+  const bool gathered = !plain && g.KH == 1 && g.KW == 1 && xp == x && (g.sh > 1 || g.sw > 1);
+  if (gathered) {
     scratch.resize(size_t(g.N * Cb * g.OH * g.OW * B));
     float* s = scratch.data();
     auto gather = [&](int64_t p0, int64_t p1) {
@@ -387,8 +389,8 @@ void dense(const Conv2dGeometry& g, const float* x, const float* w, float* y, co
       gather(0, g.N * Cb * g.OH);
     xp = s;
     gs.H = g.OH, gs.W = g.OW, gs.sh = gs.sw = 1;
-    Hp = g.OH, Wp = g.OW;
   }
+  const int64_t Hx = gathered ? g.OH : Hp, Wx = gathered ? g.OW : Wp;  // x's planes as the tiles read them
   // A plain product (1x1, stride 1, unpadded): the whole plane one row.
   const bool product = conv2d_is_product(gs);
   const int64_t OH = product ? 1 : g.OH, OW = product ? g.OH * g.OW : g.OW;
@@ -404,22 +406,22 @@ void dense(const Conv2dGeometry& g, const float* x, const float* w, float* y, co
   // 512 -> 128 1x1 over 28x28, cold).
   const int64_t chunks = (OW + 4 * np_max - 1) / (4 * np_max), chunk = (OW + chunks - 1) / chunks;
   const int64_t groups = (Ob + ob_tile - 1) / ob_tile;
-  const int64_t wob = Cb * g.KH * g.KW * B * B, yob = g.OH * g.OW * B, xcb = Hp * Wp * B;
+  const int64_t wob = Cb * g.KH * g.KW * B * B, yob = g.OH * g.OW * B, xcb = Hx * Wx * B;
   const int64_t last = plain ? g.C - (Cb - 1) * B : B;
   auto item = [&](int64_t it) {
     const int64_t c = it % chunks, oh = it / chunks % OH, grp = it / chunks / OH % groups,
                   n = it / chunks / OH / groups;
     const int64_t ob = grp * ob_tile, obs = std::min<int64_t>(ob_tile, Ob - ob);
     const int64_t ow0 = c * chunk, ow1 = std::min(OW, ow0 + chunk);
-    DenseTile t{nullptr, xcb,     g.dh * Wp * E, g.dw * E, Cb,  g.KH, g.KW, w + ob * wob, wob, nullptr,
-                yob,     plain ? Hp * Wp : 1,  last};
+    DenseTile t{nullptr, xcb,     g.dh * Wx * E, g.dw * E, Cb,  g.KH, g.KW, w + ob * wob, wob, nullptr,
+                yob,     plain ? Hx * Wx : 1,  last};
     // Tiles of the chunk as even as they go (a 14-wide row as 7 + 7, not
     // 12 + 2: 162 -> 200 GFLOP/s on ResNet-50's 3x3 layers over 14x14).
     const int64_t tiles = (ow1 - ow0 + np_max - 1) / np_max, even = (ow1 - ow0 + tiles - 1) / tiles;
     for (int64_t ow = ow0; ow < ow1;) {
       const int np = int(std::min<int64_t>(even, ow1 - ow));
       // The first position's input (padded coordinates: oh * sh, ow * sw).
-      t.x = xp + (n * planes * Hp + (product ? 0 : oh * g.sh)) * Wp * E + ow * sw * E;
+      t.x = xp + (n * planes * Hx + (product ? 0 : oh * g.sh)) * Wx * E + ow * sw * E;
       t.y = y + ((n * Ob + ob) * OH + oh) * OW * B + ow * B;
       const bool strided_ok = sw == 1 || sw == 2;
       const int n_here = strided_ok ? np : 1;

@@ -29,6 +29,7 @@ namespace {
 struct Layer {
   int64_t N, C, H, W, O, KH, KW, s, pad, d, groups;
   bool plain_x = false;  // x (N, C, H, W) as it is
+  int64_t pad_end = -1;  // the padding after (-1: pad)
 };
 
 // x (N, C, H, W) as (N, C / 16, H, W, 16), zeros past C.
@@ -55,7 +56,9 @@ std::vector<int64_t> params(const Layer& l, int64_t groups_padded) {
   return {l.s, l.s, l.pad, l.pad, l.d, l.d, groups_padded, l.KH, l.KW, 4};
 }
 
-int64_t out_size(int64_t in, int64_t k, const Layer& l) { return (in + 2 * l.pad - l.d * (k - 1) - 1) / l.s + 1; }
+int64_t out_size(int64_t in, int64_t k, const Layer& l) {
+  return (in + l.pad + (l.pad_end < 0 ? l.pad : l.pad_end) - l.d * (k - 1) - 1) / l.s + 1;
+}
 
 }  // namespace
 
@@ -74,7 +77,11 @@ TEST_CASE("gemm.conv2d_packed layout 4: blocked convolutions, dense and depthwis
                           // From a plain x: a stem (3 channels, 3x3 stride 2), a product over 20 channels (a
                           // second, partial input block), a 3x3 stride 3 (tiles of one position).
                           {1, 3, 15, 17, 32, 3, 3, 2, 1, 1, 1, true},   {2, 20, 6, 6, 40, 1, 1, 1, 0, 1, 1, true},
-                          {1, 5, 10, 11, 16, 3, 3, 3, 1, 1, 1, true}};
+                          {1, 5, 10, 11, 16, 3, 3, 3, 1, 1, 1, true},
+                          // Padding at the ends only (TensorFlow's "same" at stride 2): dense blocked, dense
+                          // from a plain x, depthwise.
+                          {1, 24, 10, 12, 40, 3, 3, 2, 0, 1, 1, false, 1}, {1, 4, 10, 12, 24, 3, 3, 2, 0, 1, 1, true, 1},
+                          {1, 72, 10, 12, 72, 3, 3, 2, 0, 1, 72, false, 1}};
   for (const Layer& l : layers) {
     CAPTURE(l.C);
     CAPTURE(l.O);
