@@ -21,6 +21,7 @@
 
 using namespace relax::rt;
 using relax::rt::test::call;
+using relax::rt::test::each_isa_at_1_and_2_threads;
 using relax::rt::test::random_tensor;
 using relax::rt::test::shape_value;
 
@@ -137,13 +138,7 @@ TEST_CASE("gemm.conv2d_packed layout 4: blocked convolutions, dense and depthwis
       hswish.push_back(v);
     const float* rd = static_cast<const float*>(ref.data());
     const float *bd = static_cast<const float*>(bias.data()), *res = static_cast<const float*>(r.data());
-    for (int run = 0; run < 6; ++run) {
-      const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
-      if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
-      REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
-      ThreadPool::set_global_num_threads(1 + run % 2);
-      CAPTURE(std::string(kernel_isa_name(isa)));
-      CAPTURE(1 + run % 2);
+    each_isa_at_1_and_2_threads([&] {
       Tensor y = Tensor::empty(DType::f32(), ref.shape()), y1 = Tensor::empty(DType::f32(), ref.shape()),
              y2 = Tensor::empty(DType::f32(), ref.shape());
       call("gemm.conv2d_packed", {Value(xb), Value(packed), shape_value(p), Value(y)});
@@ -159,10 +154,8 @@ TEST_CASE("gemm.conv2d_packed layout 4: blocked convolutions, dense and depthwis
         wrong += e1[i] != v1 || std::fabs(e2[i] - v2) > 1e-6f * std::max(1.0f, std::fabs(v2));
       }
       CHECK(wrong == 0);
-    }
+    });
   }
-  REQUIRE(set_kernel_isa(""));
-  ThreadPool::set_global_num_threads(0);
 }
 
 TEST_CASE("gemm.conv2d_packed layout 4 refuses operands that do not fit") {

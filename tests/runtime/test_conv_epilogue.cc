@@ -24,6 +24,7 @@
 
 using namespace relax::rt;
 using relax::rt::test::call;
+using relax::rt::test::each_isa_at_1_and_2_threads;
 using relax::rt::test::random_tensor;
 using relax::rt::test::shape_value;
 
@@ -40,22 +41,6 @@ std::vector<int64_t> with_epilogue(std::vector<int64_t> p, int64_t flags, float 
                                    float k2 = 0.0f, float k3 = 1.0f) {
   for (int64_t v : {flags, bits(lo), bits(hi), bits(k1), bits(k2), bits(k3)}) p.push_back(v);
   return p;
-}
-
-// Runs `body` on each ISA this CPU runs (the epilogue's AVX-512, AVX2 and
-// plain loops), at 1 and 2 threads.
-template <class F>
-void each_isa_at_1_and_2_threads(F&& body) {
-  for (int run = 0; run < 6; ++run) {
-    const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
-    if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
-    REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
-    const int threads = 1 + run % 2;
-    CAPTURE(std::string(kernel_isa_name(isa)));
-    CAPTURE(threads);
-    ThreadPool::set_global_num_threads(threads);
-    body();
-  }
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 using namespace relax::rt;
 using relax::rt::test::call;
+using relax::rt::test::each_isa_at_1_and_2_threads;
 using relax::rt::test::random_tensor;
 using relax::rt::test::shape_value;
 
@@ -30,11 +31,7 @@ TEST_CASE("layout.transpose: y[b, c, r] = x[b, r, c], every tile shape, each ISA
     CAPTURE(k.C);
     Tensor x = random_tensor(rng, {k.B, k.R, k.C});
     const float* xd = static_cast<const float*>(x.data());
-    for (int run = 0; run < 6; ++run) {
-      const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
-      if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
-      REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
-      ThreadPool::set_global_num_threads(1 + run % 2);
+    each_isa_at_1_and_2_threads([&] {
       Tensor y = Tensor::empty(DType::f32(), {k.B, k.C, k.R});
       call("layout.transpose", {Value(x), shape_value({k.B, k.R, k.C}), Value(y)});
       const float* yd = static_cast<const float*>(y.data());
@@ -44,10 +41,8 @@ TEST_CASE("layout.transpose: y[b, c, r] = x[b, r, c], every tile shape, each ISA
           for (int64_t c = 0; c < k.C; ++c)
             wrong += std::memcmp(&yd[(b * k.C + c) * k.R + r], &xd[(b * k.R + r) * k.C + c], 4) != 0;
       CHECK(wrong == 0);
-    }
+    });
   }
-  REQUIRE(set_kernel_isa(""));
-  ThreadPool::set_global_num_threads(0);
   Tensor x = random_tensor(rng, {2, 3, 4}), y = Tensor::empty(DType::f32(), {24});
   CHECK_THROWS_WITH_AS(call("layout.transpose", {Value(x), shape_value({2, 3, 5}), Value(y)}),
                        doctest::Contains("needs x and y of one 4-byte dtype and 30 elements"), Error);

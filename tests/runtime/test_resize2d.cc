@@ -71,13 +71,7 @@ void check(const Tensor& x, const Table& rows, const Table& cols, int64_t OH, in
                    double(xd[(p * H + rt[k * OH + i]) * W + ct[l * OW + j]]);
         want[size_t((p * OH + i) * OW + j)] = acc;
       }
-  for (int run = 0; run < 6; ++run) {
-    const KernelIsa isa = run < 2 ? KernelIsa::avx512 : run < 4 ? KernelIsa::avx2 : KernelIsa::portable;
-    if (isa != KernelIsa::portable && !cpu_runs(isa)) continue;
-    REQUIRE(set_kernel_isa(kernel_isa_name(isa)));
-    ThreadPool::set_global_num_threads(1 + run % 2);
-    CAPTURE(std::string(kernel_isa_name(isa)));
-    CAPTURE(run % 2 + 1);
+  relax::rt::test::each_isa_at_1_and_2_threads([&] {
     Tensor y = Tensor::empty(DType::f32(), ys);
     call("image.resize2d",
          {Value(x), Value(rows.at), Value(rows.weight), Value(cols.at), Value(cols.weight), Value(y)});
@@ -87,8 +81,7 @@ void check(const Tensor& x, const Table& rows, const Table& cols, int64_t OH, in
       wrong += std::abs(v - w) > 1e-5 * (1 + std::abs(w));
     }
     CHECK(wrong == 0);
-  }
-  REQUIRE(set_kernel_isa(""));
+  });
 }
 
 }  // namespace
