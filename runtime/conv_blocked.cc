@@ -159,26 +159,6 @@ const DenseTable& dense_table() {
 
 // ---- depthwise -----------------------------------------------------------------------
 
-// One output position of a depthwise row: the taps in range only. x: the
-// image's block (its H x W plane of 16-lane vectors); w: the block's
-// weights [KH][KW][16]; (ih0, iw0) the input under tap (0, 0).
-void dw_position_loops(const float* x, const float* w, float* y, int64_t H, int64_t W, int64_t ih0, int64_t iw0,
-                       int64_t KH, int64_t KW, int64_t dh, int64_t dw) {
-  float acc[B] = {};
-  for (int64_t kh = 0; kh < KH; ++kh) {
-    const int64_t ih = ih0 + kh * dh;
-    if (ih < 0 || ih >= H) continue;
-    for (int64_t kw = 0; kw < KW; ++kw) {
-      const int64_t iw = iw0 + kw * dw;
-      if (iw < 0 || iw >= W) continue;
-      const float *xp = x + (ih * W + iw) * B, *wp = w + (kh * KW + kw) * B;
-      for (int64_t l = 0; l < B; ++l) acc[l] = std::fma(xp[l], wp[l], acc[l]);
-    }
-  }
-  std::memcpy(y, acc, sizeof acc);
-}
-
-#ifdef RELAX_X86_KERNELS
 // The taps k of a window starting at i0 (step d) that land in [0, n): [k0, k1).
 inline std::pair<int64_t, int64_t> taps_in_range(int64_t i0, int64_t d, int64_t K, int64_t n) {
   const int64_t k0 = i0 >= 0 ? 0 : (-i0 + d - 1) / d;
@@ -186,20 +166,35 @@ inline std::pair<int64_t, int64_t> taps_in_range(int64_t i0, int64_t d, int64_t 
   return {k0, std::max(k0, k1)};
 }
 
+// One output position of a depthwise row: the taps in range only, their
+// ranges found first, then loops without tests (the edges of a 7x7 plane
+// under a 5x5 kernel are 4 of its 7 columns). x: the image's block (its H
+// x W plane of 16-lane vectors); w: the block's weights [KH][KW][16]; (ih0,
+// iw0) the input under tap (0, 0).
+void dw_position_loops(const float* x, const float* w, float* y, int64_t H, int64_t W, int64_t ih0, int64_t iw0,
+                       int64_t KH, int64_t KW, int64_t dh, int64_t dw) {
+  const auto [kh0, kh1] = taps_in_range(ih0, dh, KH, H);
+  const auto [kw0, kw1] = taps_in_range(iw0, dw, KW, W);
+  float acc[B] = {};
+  for (int64_t kh = kh0; kh < kh1; ++kh)
+    for (int64_t kw = kw0; kw < kw1; ++kw) {
+      const float *xp = x + ((ih0 + kh * dh) * W + iw0 + kw * dw) * B, *wp = w + (kh * KW + kw) * B;
+      for (int64_t l = 0; l < B; ++l) acc[l] = std::fma(xp[l], wp[l], acc[l]);
+    }
+  std::memcpy(y, acc, sizeof acc);
+}
+
+#ifdef RELAX_X86_KERNELS
 __attribute__((target("avx512f"))) void dw_position_avx512(const float* x, const float* w, float* y, int64_t H,
                                                            int64_t W, int64_t ih0, int64_t iw0, int64_t KH,
                                                            int64_t KW, int64_t dh, int64_t dw) {
-  // The ranges first, then loops without tests (the edges of a 7x7 plane
-  // under a 5x5 kernel are 4 of its 7 columns).
   const auto [kh0, kh1] = taps_in_range(ih0, dh, KH, H);
   const auto [kw0, kw1] = taps_in_range(iw0, dw, KW, W);
   __m512 acc = _mm512_setzero_ps();
-  for (int64_t kh = kh0; kh < kh1; ++kh) {
-    const float* xr = x + ((ih0 + kh * dh) * W + iw0) * B;
-    const float* wr = w + kh * KW * B;
+  for (int64_t kh = kh0; kh < kh1; ++kh)
     for (int64_t kw = kw0; kw < kw1; ++kw)
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(xr + kw * dw * B), _mm512_loadu_ps(wr + kw * B), acc);
-  }
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + ((ih0 + kh * dh) * W + iw0 + kw * dw) * B),
+                            _mm512_loadu_ps(w + (kh * KW + kw) * B), acc);
   _mm512_storeu_ps(y, acc);
 }
 
@@ -226,18 +221,15 @@ __attribute__((target("avx512f"))) void dw_tile_avx512(const float* x, const flo
 __attribute__((target("avx2,fma"))) void dw_position_avx2(const float* x, const float* w, float* y, int64_t H,
                                                           int64_t W, int64_t ih0, int64_t iw0, int64_t KH, int64_t KW,
                                                           int64_t dh, int64_t dw) {
+  const auto [kh0, kh1] = taps_in_range(ih0, dh, KH, H);
+  const auto [kw0, kw1] = taps_in_range(iw0, dw, KW, W);
   __m256 lo = _mm256_setzero_ps(), hi = lo;
-  for (int64_t kh = 0; kh < KH; ++kh) {
-    const int64_t ih = ih0 + kh * dh;
-    if (ih < 0 || ih >= H) continue;
-    for (int64_t kw = 0; kw < KW; ++kw) {
-      const int64_t iw = iw0 + kw * dw;
-      if (iw < 0 || iw >= W) continue;
-      const float *xp = x + (ih * W + iw) * B, *wp = w + (kh * KW + kw) * B;
+  for (int64_t kh = kh0; kh < kh1; ++kh)
+    for (int64_t kw = kw0; kw < kw1; ++kw) {
+      const float *xp = x + ((ih0 + kh * dh) * W + iw0 + kw * dw) * B, *wp = w + (kh * KW + kw) * B;
       lo = _mm256_fmadd_ps(_mm256_loadu_ps(xp), _mm256_loadu_ps(wp), lo);
       hi = _mm256_fmadd_ps(_mm256_loadu_ps(xp + 8), _mm256_loadu_ps(wp + 8), hi);
     }
-  }
   _mm256_storeu_ps(y, lo);
   _mm256_storeu_ps(y + 8, hi);
 }
@@ -372,7 +364,6 @@ void dense(const Conv2dGeometry& g, const float* x, const float* w, float* y, co
   // one position of every sh * sw, half of each line they fetch, and 7-wide
   // rows as 7-position tiles (ResNet-50's downsampling 1x1 layers, cold
   // caches: 146 -> 185 and 156 -> 181 GFLOP/s).
-  Conv2dGeometry gs = g;
   const bool gathered = !plain && g.KH == 1 && g.KW == 1 && xp == x && (g.sh > 1 || g.sw > 1);
   if (gathered) {
     scratch.resize(size_t(g.N * Cb * g.OH * g.OW * B));
@@ -388,11 +379,10 @@ void dense(const Conv2dGeometry& g, const float* x, const float* w, float* y, co
     else
       gather(0, g.N * Cb * g.OH);
     xp = s;
-    gs.H = g.OH, gs.W = g.OW, gs.sh = gs.sw = 1;
   }
   const int64_t Hx = gathered ? g.OH : Hp, Wx = gathered ? g.OW : Wp;  // x's planes as the tiles read them
   // A plain product (1x1, stride 1, unpadded): the whole plane one row.
-  const bool product = conv2d_is_product(gs);
+  const bool product = gathered || conv2d_is_product(g);
   const int64_t OH = product ? 1 : g.OH, OW = product ? g.OH * g.OW : g.OW;
   const int64_t sw = product ? 1 : g.sw;
   const int ob_tile = isa == KernelIsa::avx512 ? 2 : 1;

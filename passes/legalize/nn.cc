@@ -314,76 +314,42 @@ std::optional<Expr> legalize_conv(LegalizeContext& ctx, const CallNode& call) {
 // ---- conv_blocked --------------------------------------------------------------------
 
 // conv_blocked (x and y in the blocked channel layout, runtime/conv_blocked.h):
-// with the runtime's library, gemm.conv2d_packed layout 4 from weights
-// packed once (gemm.conv2d_pack, lifted and folded at O2), the groups
-// parameter the padded channel count for a depthwise one (a plain x of
-// rank 4 read as it is); otherwise a loop nest per output element, zero
-// past O.
+// the runtime's gemm.conv2d_packed layout 4 from weights packed once
+// (gemm.conv2d_pack, lifted and folded at O2), the groups parameter the
+// padded channel count for a depthwise one (a plain x of rank 4 read as it
+// is). Only block-layout writes the op, and only for targets with that
+// library: elsewhere it is declined, not given a loop nest no test runs.
 std::optional<Expr> legalize_conv_blocked(LegalizeContext& ctx, const CallNode& call) {
   Attrs attrs = ops::attrs_of(call);
   const int64_t groups = attrs.get_int("groups");
   const auto* ysi = as<TensorSI>(call.sinfo);
   const auto* xsi = as<TensorSI>(call.args[0]->sinfo);
   const auto* wsi = as<TensorSI>(call.args[1]->sinfo);
-  if (!ysi || !xsi || !wsi || !ysi->shape || !xsi->shape || !wsi->shape) return std::nullopt;
+  if (!ysi || !xsi || !wsi || !wsi->shape) return ctx.decline("an operand has no known shape");
   const std::vector<SymExpr>& ws = *wsi->shape;
   const bool known = ws[0].is_const() && ws[1].is_const() && ws[2].is_const() && ws[3].is_const();
-  if (ctx.libraries() && known && ysi->dtype == DataType::f32() && xsi->dtype == DataType::f32() &&
-      wsi->dtype == DataType::f32()) {
-    const int64_t O = ws[0].const_value(), Cg = ws[1].const_value(), KH = ws[2].const_value(),
-                  KW = ws[3].const_value();
-    const int64_t size = rt::conv2d_blocked_packed_size(O, Cg, groups, KH, KW);
-    if (size > 0) {
-      for (const char* name : {kConv2dPack, kConv2dPacked})
-        if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
-      StructInfo packed_si = tensor_si(DataType::f32(), {SymExpr(size)});
-      Expr pack = make_op_call("call_library",
-                               {make_string(kConv2dPack), make_tuple({call.args[1], make_shape({SymExpr(groups), SymExpr(4)})})},
-                               {}, {packed_si});
-      pack->sinfo = packed_si;
-      Expr weights = ctx.emit(pack, "conv_weights");
-      const Window win = library_window("conv_blocked", attrs, 4);
-      const int64_t groups_padded = groups == 1 ? 1 : rt::channel_blocks(O) * rt::kChannelBlock;
-      std::vector<SymExpr> p = as<ShapeExprNode>(library_params(win, groups_padded))->values;
-      for (int64_t d : {KH, KW, int64_t(4)}) p.push_back(SymExpr(d));
-      Expr r = make_op_call("call_library", {make_string(kConv2dPacked), make_tuple({call.args[0], weights, make_shape(p)})},
-                            {}, {call.sinfo});
-      r->sinfo = call.sinfo;
-      return r;
-    }
-  }
-  ProgramBuilder pb(ctx, call, "conv_blocked");
-  Buffer x = pb.arg(0, "x"), w = pb.arg(1, "w"), y = pb.result("y");
-  if (!pb.known()) return pb.unknown();
-  const Window win = read_window("conv_blocked", attrs, 2);
-  DataType acc = compute_dtype(y->dtype);
-  if (!acc.is_float()) return std::nullopt;
-  const SymExpr O = w->shape[0];
-  std::vector<SymExpr> reduce(w->shape.begin() + 1, w->shape.end());  // C / groups, KH, KW
-  LoopHints hints{true, false, num_elements(reduce)};
-  const TExpr sixteen = idx(SymExpr(16));
-  return pb.finish(loop_nest(
-      y->shape,
-      [&](const Index& i) {
-        Local a = local("acc", acc);
-        const TExpr o = i[1] * sixteen + i[4];
-        Stmt taps = serial_nest(reduce, "k", [&](const Index& r) {
-          const TExpr c = groups == 1 ? r[0] : o;
-          std::vector<TExpr> ok = {lt(o, idx(O))};
-          const bool plain = x->shape.size() == 4;  // x (N, C, H, W)
-          Index xi = {i[0], plain ? c : tir::binary(tir::BinOp::FloorDiv, c, sixteen)};
-          for (int j = 0; j < 2; ++j) {
-            TExpr p = i[2 + j] * idx(win.strides[j]) + r[1 + j] * idx(win.dilation[j]) - idx(win.pad_begin[j]);
-            ok.push_back(in_range(p, 0, x->shape[2 + j]));
-            xi.push_back(clamp_index(p, x->shape[2 + j]));
-          }
-          if (!plain) xi.push_back(tir::binary(tir::BinOp::FloorMod, c, sixteen));
-          const TExpr wv = load(w, {clamp_index(o, O), r[0], r[1], r[2]});
-          return a.set(a.get() + select(all_of(ok), cast(acc, load(x, xi)) * cast(acc, wv), zero(acc)));
-        });
-        return with_locals({a}, tir::make_seq({a.set(zero(acc)), taps, tir::make_store(y, i, cast(y->dtype, a.get()))}));
-      },
-      hints));
+  const int64_t size = known ? rt::conv2d_blocked_packed_size(ws[0].const_value(), ws[1].const_value(), groups,
+                                                                ws[2].const_value(), ws[3].const_value())
+                             : -1;
+  if (!ctx.libraries() || size <= 0 || ysi->dtype != DataType::f32() || xsi->dtype != DataType::f32() ||
+      wsi->dtype != DataType::f32())
+    return ctx.decline("conv_blocked needs the cpu library (f32, a weight of known shape, groups 1 or depthwise)");
+  for (const char* name : {kConv2dPack, kConv2dPacked})
+    if (!ctx.module().extern_decl(name)) ctx.module().add_extern(name);
+  StructInfo packed_si = tensor_si(DataType::f32(), {SymExpr(size)});
+  Expr pack = make_op_call(
+      "call_library", {make_string(kConv2dPack), make_tuple({call.args[1], make_shape({SymExpr(groups), SymExpr(4)})})},
+      {}, {packed_si});
+  pack->sinfo = packed_si;
+  Expr weights = ctx.emit(pack, "conv_weights");
+  const int64_t O = ws[0].const_value();
+  const int64_t groups_padded = groups == 1 ? 1 : rt::channel_blocks(O) * rt::kChannelBlock;
+  std::vector<SymExpr> p = as<ShapeExprNode>(library_params(library_window("conv_blocked", attrs, 4), groups_padded))->values;
+  for (const SymExpr& d : {ws[2], ws[3], SymExpr(4)}) p.push_back(d);
+  Expr r = make_op_call("call_library", {make_string(kConv2dPacked), make_tuple({call.args[0], weights, make_shape(p)})},
+                        {}, {call.sinfo});
+  r->sinfo = call.sinfo;
+  return r;
 }
 
 // ---- conv_integer -----------------------------------------------------------------------
